@@ -1,0 +1,224 @@
+//! COMMAND as a process group: spawn it (own group, terminal hand-over,
+//! parent-death signal, environment), watch it exit, clean up what it
+//! left in its group, and only then reap it.
+//!
+//! The leader is reaped last on purpose: while it is an unreaped zombie its
+//! pid, which is also the group id, cannot be reused, so signalling the
+//! group can never hit a stranger.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{self, killpg, SigHandler, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::{self, Pid};
+
+use crate::exit::Exit;
+
+/// A handle to signal COMMAND's whole process group, safe to use from any
+/// thread until the leader is reaped (after that it does nothing).
+#[derive(Debug)]
+pub struct ChildGroup {
+    pgid: Pid,
+    reaped: Mutex<bool>,
+}
+
+impl ChildGroup {
+    /// Send `sig` to every process of the group.
+    pub fn signal(&self, sig: Signal) {
+        let reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
+        if !*reaped {
+            let _ = killpg(self.pgid, sig);
+        }
+    }
+}
+
+/// A running COMMAND.
+pub struct Spawned {
+    child: Child,
+    pub group: Arc<ChildGroup>,
+    /// Our own process group, when we handed the terminal to COMMAND.
+    terminal_owner: Option<Pid>,
+}
+
+/// Start `argv` in a new process group with `env` added to its environment.
+pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Spawned> {
+    let parent = unistd::getpid();
+    let terminal_owner = foreground_terminal();
+    let give_terminal = terminal_owner.is_some();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    // SAFETY: between fork and exec only async-signal-safe calls (prctl,
+    // getppid, sigaction, tcsetpgrp, getpid, raise); nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            // If redlock-run dies (even by SIGKILL), so does COMMAND: it must
+            // never run on without someone refreshing its lock.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if unistd::getppid() != parent {
+                // The parent died before prctl took effect.
+                let _ = signal::raise(Signal::SIGKILL);
+            }
+            if give_terminal {
+                // Interactive programs must be the terminal's foreground
+                // group or reading stdin stops them with SIGTTIN.
+                signal::signal(Signal::SIGTTOU, SigHandler::SigIgn)?;
+                let _ = unistd::tcsetpgrp(BorrowedFd::borrow_raw(0), unistd::getpid());
+                signal::signal(Signal::SIGTTOU, SigHandler::SigDfl)?;
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    let pgid = Pid::from_raw(child.id() as i32);
+    if give_terminal {
+        // Also from this side, so it holds whichever process runs first.
+        without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
+    }
+    Ok(Spawned {
+        child,
+        group: Arc::new(ChildGroup {
+            pgid,
+            reaped: Mutex::new(false),
+        }),
+        terminal_owner,
+    })
+}
+
+/// The exit code for a spawn error: 127 not found, 126 not executable.
+pub fn spawn_error_exit(e: &io::Error) -> Exit {
+    match e.kind() {
+        io::ErrorKind::NotFound => Exit::NotFound,
+        _ => Exit::CannotInvoke,
+    }
+}
+
+impl Spawned {
+    /// Block until the leader exits, without reaping it.
+    pub fn wait_exit(&self) {
+        loop {
+            match waitid(
+                Id::Pid(self.group.pgid),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+            ) {
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return,
+                Err(Errno::EINTR) | Ok(_) => continue,
+                // Only if it was reaped already; `reap` will tell how it ended.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Stop whatever the leader left running in its group (`sh -c 'd & exit'`):
+    /// SIGTERM, then SIGKILL after `grace`. Returns how many were found.
+    pub fn stop_leftovers(&self, grace: Duration) -> usize {
+        let leader = self.group.pgid;
+        let found = group_members(leader);
+        if found == 0 {
+            return 0;
+        }
+        self.group.signal(Signal::SIGTERM);
+        self.group.signal(Signal::SIGCONT);
+        if !wait_until(grace, || group_members(leader) == 0) {
+            self.group.signal(Signal::SIGKILL);
+            wait_until(Duration::from_secs(2), || group_members(leader) == 0);
+        }
+        found
+    }
+
+    /// Reap the leader, give the terminal back, and say how it ended.
+    pub fn reap(mut self) -> Exit {
+        *self.group.reaped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        let status = self.child.wait();
+        if let Some(ours) = self.terminal_owner {
+            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+        }
+        match status {
+            Ok(status) => exit_of(status),
+            Err(_) => Exit::Internal,
+        }
+    }
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Child(code as u8),
+        (None, Some(sig)) => Exit::Signaled(sig),
+        (None, None) => Exit::Internal,
+    }
+}
+
+fn stdin() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 stays open for the life of the process.
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+/// Our process group, if stdin is a terminal whose foreground group is ours.
+fn foreground_terminal() -> Option<Pid> {
+    let ours = unistd::getpgrp();
+    match unistd::tcgetpgrp(stdin()) {
+        Ok(fg) if fg == ours => Some(ours),
+        _ => None,
+    }
+}
+
+/// Run a terminal call that a background process may make only with
+/// SIGTTOU ignored (otherwise the kernel stops us).
+fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
+    // SAFETY: swapping a disposition between SIG_IGN and the previous one.
+    unsafe {
+        let previous = signal::signal(Signal::SIGTTOU, SigHandler::SigIgn);
+        let _ = f();
+        if let Ok(previous) = previous {
+            let _ = signal::signal(Signal::SIGTTOU, previous);
+        }
+    }
+}
+
+/// How many live processes other than `leader` are in the group `leader`
+/// leads (zombies do not count: they run nothing).
+fn group_members(leader: Pid) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != leader.as_raw())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // Fields after the command name (which may hold spaces and parens):
+            // state ppid pgrp ...
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+            pgrp == Some(leader.as_raw()) && state != Some("Z") && state != Some("X")
+        })
+        .count()
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,222 @@
+//! The command line, as clap definitions and value parsers.
+//!
+//! Parsers here check one value at a time (a duration parses, a TTL is not
+//! zero, a key has no control characters); rules that relate several
+//! options, and everything that reads the environment, live in `config.rs`.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_LONG_HELP: &str = "\
+Examples:
+  # a nightly job that never overlaps itself across the fleet
+  redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
+
+  # cron: skip this run quietly if another host still has the job
+  * * * * * redlock-run -k report -n -E 0 -c 'make-report > /tmp/report'
+
+  # who holds the lock, and clear it by hand
+  redlock-run status nightly-backup
+  redlock-run force-release nightly-backup
+
+Exit status: COMMAND's own; 128+N if COMMAND died of signal N; 2 bad arguments;
+75 (or -E) lock busy; 69 Redis unavailable; 70 lock lost, COMMAND stopped;
+126/127 COMMAND not executable/not found; 1 internal error.";
+
+/// Run a command while holding a Redis distributed lock.
+///
+/// Acquires KEY (SET NX PX with a fresh token), runs COMMAND in its own
+/// process group, refreshes the lock while COMMAND runs, stops COMMAND if
+/// the lock is lost, and releases the lock when COMMAND exits.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock-run",
+    version,
+    disable_help_subcommand = true,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    subcommand_value_name = "SUBCOMMAND",
+    subcommand_help_heading = "Subcommands",
+    after_long_help = AFTER_LONG_HELP
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+}
+
+/// Where Redis is and how to talk about it: shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct ConnArgs {
+    /// Redis server URL; repeat for a Redlock quorum of independent masters
+    /// [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
+    #[arg(long = "redis", value_name = "URL", global = true)]
+    pub redis: Vec<String>,
+
+    /// Namespace of every key this tool writes
+    #[arg(long, value_name = "PREFIX", default_value = "redlock:", global = true)]
+    pub prefix: String,
+
+    /// Print lock events on stderr
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print nothing but errors
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// Options of the run mode.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Lock name: any non-empty UTF-8 string without control characters
+    #[arg(short, long, value_name = "KEY", required = true, value_parser = parse_key)]
+    pub key: Option<String>,
+
+    /// Lifetime of the lock in Redis; refreshed while COMMAND runs
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+    pub ttl: Duration,
+
+    /// Refresh period; must be shorter than the TTL [default: ttl / 3]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub refresh: Option<Duration>,
+
+    /// How long to wait for a busy lock: a duration, or `forever`; `0` tries once
+    #[arg(short, long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
+    pub wait: Wait,
+
+    /// Do not wait for a busy lock (same as --wait 0)
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub no_wait: bool,
+
+    /// Exit code when the lock could not be had in time
+    #[arg(short = 'E', long, value_name = "N", default_value_t = 75)]
+    pub conflict_exit_code: u8,
+
+    /// Run LINE with `sh -c` instead of a trailing COMMAND
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "LINE",
+        conflicts_with = "args"
+    )]
+    pub command_line: Option<String>,
+
+    /// Grace between SIGTERM and SIGKILL when COMMAND must be stopped;
+    /// shorter than the TTL [default: 5s, or ttl / 3 if shorter]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
+
+    /// The command to run, after `--`
+    #[arg(
+        value_name = "COMMAND",
+        last = true,
+        num_args = 1..,
+        required_unless_present = "command_line",
+        id = "args"
+    )]
+    pub args: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Cmd {
+    /// Show who holds each KEY and for how long
+    Status {
+        /// Lock names
+        #[arg(required = true, value_name = "KEY", value_parser = parse_key)]
+        keys: Vec<String>,
+        /// One JSON object per key per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every held lock under the prefix
+    List {
+        /// One JSON object per lock per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a lock by hand, saying whose it was
+    ForceRelease {
+        /// Lock name
+        #[arg(value_name = "KEY", value_parser = parse_key)]
+        key: String,
+        /// Delete only if the lock holds this token
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+}
+
+/// How long to wait for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Forever,
+    For(Duration),
+}
+
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value.trim())
+        .map_err(|e| format!("{e} (examples: 500ms, 30s, 5m, 1h 30m)"))
+}
+
+fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value)?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+fn parse_wait(value: &str) -> Result<Wait, String> {
+    match value.trim() {
+        "forever" | "inf" | "infinity" => Ok(Wait::Forever),
+        "0" => Ok(Wait::For(Duration::ZERO)),
+        other => parse_duration(other).map(Wait::For),
+    }
+}
+
+/// A lock name: non-empty, no control characters (they would corrupt
+/// status output and are surely a quoting mistake).
+pub fn parse_key(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Err("a lock name must not be empty".into());
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "a lock name must not contain control characters (found {c:?})"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_and_keys() {
+        assert_eq!(parse_wait("0"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
+        assert_eq!(
+            parse_wait("1h 30m"),
+            Ok(Wait::For(Duration::from_secs(5400)))
+        );
+        assert!(parse_positive_duration("0s").is_err());
+        assert!(parse_duration("30x").is_err());
+        assert!(parse_key("").is_err());
+        assert!(parse_key("a\nb").is_err());
+        assert!(parse_key("a b {c}:d ü").is_ok());
+    }
+}

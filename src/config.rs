@@ -1,0 +1,349 @@
+//! Flags plus environment, turned into a validated configuration.
+//!
+//! Everything that can be wrong with the user's input is found here, before
+//! anything is sent to Redis, and reported as a clap usage error (exit 2)
+//! that names the option and the value, with any password redacted.
+
+use std::ffi::OsString;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::CommandFactory;
+use redis::{ConnectionInfo, IntoConnectionInfo};
+
+use crate::cli::{Cli, ConnArgs, RunArgs, Wait};
+
+/// Used when neither `--redis` nor the environment names a server.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// How much to print on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+/// One Redis server, with the form of its URL that is safe to print.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub info: ConnectionInfo,
+    /// The URL with its password replaced by `***`.
+    pub shown: String,
+}
+
+/// Where the lock lives: shared by the run mode and the admin subcommands.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub endpoints: Vec<Endpoint>,
+    pub prefix: String,
+    pub verbosity: Verbosity,
+}
+
+/// What the run mode needs, every value checked.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub key: String,
+    pub ttl: Duration,
+    pub refresh: Duration,
+    /// `None` waits forever.
+    pub wait: Option<Duration>,
+    pub conflict_exit_code: u8,
+    /// Program and arguments (`sh -c LINE` for `-c`).
+    pub argv: Vec<OsString>,
+    /// COMMAND as shown in the holder record and messages.
+    pub display: String,
+    pub kill_after: Duration,
+}
+
+impl RunConfig {
+    /// Per-command timeout for one Redis node: short against the TTL, so a
+    /// dead or paused node costs little of the lock's validity.
+    pub fn node_timeout(&self) -> Duration {
+        node_timeout(self.ttl)
+    }
+
+    /// How long before the lease could end COMMAND gets SIGTERM when no
+    /// refresh is confirmed: the grace, one refresh in flight, and slack.
+    pub fn stop_margin(&self) -> Duration {
+        stop_margin(self.ttl, self.kill_after)
+    }
+}
+
+fn stop_margin(ttl: Duration, kill_after: Duration) -> Duration {
+    kill_after + node_timeout(ttl) + Duration::from_millis(10)
+}
+
+/// A duration for messages, rounded to milliseconds ("333ms", "1s 500ms").
+pub fn show(d: Duration) -> String {
+    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+}
+
+/// Clock drift allowance of the Redlock algorithm: 1% of the TTL + 2 ms.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The per-node command timeout for a lock of this TTL.
+pub fn node_timeout(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1))
+}
+
+/// The Redis servers and naming options, from flags or environment.
+pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
+    let (urls, source) = if !args.redis.is_empty() {
+        (args.redis.clone(), "--redis <URL>".to_string())
+    } else if let Some((var, value)) = ["REDLOCK_REDIS_URL", "REDIS_URL"].iter().find_map(|var| {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (*var, v))
+    }) {
+        let urls = value.split(',').map(|u| u.trim().to_string()).collect();
+        (urls, format!("${var}"))
+    } else {
+        (vec![DEFAULT_URL.to_string()], "the default URL".to_string())
+    };
+    for url in &urls {
+        remember_secret(url);
+    }
+    let endpoints = urls
+        .iter()
+        .map(|url| {
+            endpoint(url).map_err(|why| {
+                usage(format!(
+                    "invalid value '{}' for '{source}': {why}",
+                    redact(url)
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.prefix.chars().any(char::is_control) {
+        return Err(usage(format!(
+            "invalid value {:?} for '--prefix <PREFIX>': must not contain control characters",
+            args.prefix
+        )));
+    }
+    let verbosity = match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (_, true) => Verbosity::Verbose,
+        _ => Verbosity::Normal,
+    };
+    Ok(Conn {
+        endpoints,
+        prefix: args.prefix.clone(),
+        verbosity,
+    })
+}
+
+fn endpoint(url: &str) -> Result<Endpoint, String> {
+    let scheme = url.split("://").next().unwrap_or_default();
+    if !url.contains("://") || !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
+        return Err("expected redis://, rediss://, redis+unix:// or unix://".into());
+    }
+    let info = url
+        .into_connection_info()
+        .map_err(|e| scrub(&e.to_string()))?;
+    // CLIENT SETINFO would cost a round trip on every connect for nothing.
+    let redis = info.redis_settings().clone().set_skip_set_lib_name();
+    Ok(Endpoint {
+        info: info.set_redis_settings(redis),
+        shown: redact(url),
+    })
+}
+
+/// The run mode's options, checked against each other.
+pub fn run(args: RunArgs) -> Result<RunConfig, clap::Error> {
+    let key = args.key.ok_or_else(|| {
+        usage("the following required argument was not provided: --key <KEY>".into())
+    })?;
+    let ttl = args.ttl;
+    let refresh = args.refresh.unwrap_or(ttl / 3);
+    if refresh >= ttl {
+        return Err(usage(format!(
+            "invalid value '{}' for '--refresh <DURATION>': must be shorter than --ttl ({})",
+            show(refresh),
+            show(ttl)
+        )));
+    }
+    let kill_after = args
+        .kill_after
+        .unwrap_or_else(|| Duration::from_secs(5).min(ttl / 3));
+    if kill_after >= ttl {
+        return Err(usage(format!(
+            "invalid value '{}' for '--kill-after <DURATION>': must be shorter than --ttl ({}), \
+             so that COMMAND is dead before the lock can expire",
+            show(kill_after),
+            show(ttl)
+        )));
+    }
+    // A failed refresh needs time to be retried, and COMMAND time to stop,
+    // before the lock could expire.
+    let margin = stop_margin(ttl, kill_after) + drift(ttl);
+    if refresh + margin >= ttl {
+        let (option, value) = match args.kill_after {
+            Some(k) => ("--kill-after", k),
+            None => ("--refresh", refresh),
+        };
+        return Err(usage(format!(
+            "invalid value '{}' for '{option} <DURATION>': leaves no time to stop COMMAND before the \
+             lock could expire: --refresh ({}) + --kill-after ({}) + {} of margin must be shorter \
+             than --ttl ({})",
+            show(value),
+            show(refresh),
+            show(kill_after),
+            show(margin - kill_after),
+            show(ttl)
+        )));
+    }
+    let wait = match (args.no_wait, args.wait) {
+        (true, _) => Some(Duration::ZERO),
+        (false, Wait::For(d)) => Some(d),
+        (false, Wait::Forever) => None,
+    };
+    let (argv, display) = match args.command_line {
+        Some(line) => (vec!["sh".into(), "-c".into(), line.clone().into()], line),
+        None => {
+            let display = args
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            (args.args, display)
+        }
+    };
+    if argv.is_empty() {
+        return Err(usage(
+            "no COMMAND given: add -- COMMAND [ARG...] or -c 'SHELL LINE'".into(),
+        ));
+    }
+    Ok(RunConfig {
+        key,
+        ttl,
+        refresh,
+        wait,
+        conflict_exit_code: args.conflict_exit_code,
+        argv,
+        display,
+        kill_after,
+    })
+}
+
+fn usage(message: String) -> clap::Error {
+    Cli::command().error(ErrorKind::ValueValidation, message)
+}
+
+/// A URL with the password of its user-info part replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo = &rest[..at];
+    let shown = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        // `redis://secret@host` is read as a password by some clients.
+        None if userinfo.is_empty() => String::new(),
+        None => "***".to_string(),
+    };
+    format!("{scheme}://{shown}@{}", &rest[at + 1..])
+}
+
+static SECRETS: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+
+/// Note the password of `url` so that [`scrub`] can remove it from any text.
+fn remember_secret(url: &str) {
+    let Some((_, rest)) = url.split_once("://") else {
+        return;
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return;
+    };
+    let userinfo = &rest[..at];
+    let secret = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
+    if secret.is_empty() {
+        return;
+    }
+    let mut secrets = SECRETS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    secrets.push(secret.to_string());
+    // Percent-decoded form too: that is what the client sends and may echo.
+    if let Ok(decoded) = percent_decode(secret) {
+        secrets.push(decoded);
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, ()> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).map_err(|_| ())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+/// `text` with every known password replaced by `***`: the last line of
+/// defence for messages that quote what a server or library said.
+pub fn scrub(text: &str) -> String {
+    let Some(secrets) = SECRETS.get() else {
+        return text.to_string();
+    };
+    let secrets = secrets.lock().unwrap_or_else(|e| e.into_inner());
+    secrets
+        .iter()
+        .filter(|s| s.len() >= 3)
+        .fold(text.to_string(), |acc, s| acc.replace(s.as_str(), "***"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("rediss://u:p@ss@h"), "rediss://u:***@h");
+        assert_eq!(redact("unix:///tmp/x.sock"), "unix:///tmp/x.sock");
+    }
+
+    #[test]
+    fn scrubbing() {
+        remember_secret("redis://u:s%40cret@h");
+        assert_eq!(scrub("bad s@cret and s%40cret"), "bad *** and ***");
+    }
+
+    #[test]
+    fn node_timeouts_are_short_against_the_ttl() {
+        assert_eq!(
+            node_timeout(Duration::from_secs(1)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            node_timeout(Duration::from_secs(5)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            node_timeout(Duration::from_secs(30)),
+            Duration::from_secs(1)
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Helpers for running the `redlock-run` binary (or any command) with timeouts.
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_redlock-run")
+}
+
+/// The binary with no inherited Redis URL in the environment and no arguments.
+pub fn redlock_bare() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_remove("REDLOCK_REDIS_URL").env_remove("REDIS_URL");
+    cmd
+}
+
+/// The binary with `--redis <url>` as its first arguments.
+pub fn redlock(server_url: &str) -> Command {
+    let mut cmd = redlock_bare();
+    cmd.args(["--redis", server_url]);
+    cmd
+}
+
+/// A scratch directory removed on drop.
+pub struct TestDir(tempfile::TempDir);
+
+impl TestDir {
+    pub fn new() -> TestDir {
+        TestDir(
+            tempfile::Builder::new()
+                .prefix("redlock-test")
+                .tempdir()
+                .unwrap(),
+        )
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+    pub fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.file(name)).ok()
+    }
+}
+
+impl Default for TestDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Poll `cond` every 10 ms; true as soon as it holds, false after `timeout`.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn wait_for_file(path: impl AsRef<Path>, timeout: Duration) -> bool {
+    wait_until(timeout, || path.as_ref().exists())
+}
+
+/// kill(pid, 0) succeeds and the process is not a zombie.
+pub fn process_alive(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    // State is the first field after the parenthesised command name (which may contain spaces).
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().chars().next() != Some('Z')),
+        Err(_) => false,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Exit code; None if killed by a signal.
+    pub code: Option<i32>,
+    /// Terminating signal number, if any.
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// A spawned child whose stdout/stderr are drained on background threads
+/// (so a chatty child never blocks on a full pipe). Killed on drop if still running.
+pub struct RunningChild {
+    child: Child,
+    out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+    desc: String,
+}
+
+fn drain(mut src: impl Read + Send + 'static, dst: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = src.read(&mut buf) {
+            dst.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    })
+}
+
+/// Spawn with stdin null and stdout/stderr piped.
+pub fn spawn_piped(cmd: &mut Command) -> RunningChild {
+    let desc = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
+    let (out, err) = (Arc::default(), Arc::default());
+    let readers = vec![
+        drain(child.stdout.take().unwrap(), Arc::clone(&out)),
+        drain(child.stderr.take().unwrap(), Arc::clone(&err)),
+    ];
+    RunningChild {
+        child,
+        out,
+        err,
+        readers,
+        desc,
+    }
+}
+
+/// Run to completion; panics (after killing the child) if it takes longer than `timeout`.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
+    spawn_piped(cmd).wait_timeout(timeout)
+}
+
+impl RunningChild {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.pid()), sig)
+            .unwrap_or_else(|e| panic!("kill -{sig} {}: {e}", self.pid()));
+    }
+
+    /// Output captured so far (the child may still be running).
+    pub fn stdout_now(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+    pub fn stderr_now(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
+    }
+
+    /// Non-blocking: has the child exited (and been reaped)?
+    pub fn has_exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// Wait for exit; on timeout kill the child and panic with what it printed.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Output {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break self.child.wait().unwrap();
+                #[allow(unreachable_code)]
+                panic!(
+                    "timed out after {timeout:?}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                    self.desc,
+                    self.stdout_now(),
+                    self.stderr_now()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // A surviving grandchild may hold the pipes open, so don't wait for EOF forever.
+        wait_until(Duration::from_secs(2), || {
+            self.readers.iter().all(|r| r.is_finished())
+        });
+        use std::os::unix::process::ExitStatusExt;
+        Output {
+            code: status.code(),
+            signal: status.signal(),
+            stdout: self.stdout_now(),
+            stderr: self.stderr_now(),
+        }
+    }
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Throwaway redis-server processes on loopback (modelled on redis-rs's test harness).
+use std::collections::{HashMap, HashSet};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::run::process_alive;
+
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const CONN_TIMEOUT: Duration = Duration::from_secs(5);
+const SPAWN_ATTEMPTS: usize = 5;
+
+/// Ports already handed out in this process: the OS may return the same free port
+/// twice if the first server has not bound it yet.
+static USED_PORTS: LazyLock<Mutex<HashSet<u16>>> = LazyLock::new(Default::default);
+
+fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let mut used = USED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        // Never 6379: a developer's real redis may live there.
+        if port != 6379 && used.insert(port) {
+            return port;
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct RedisServerBuilder {
+    requirepass: Option<String>,
+    users: Vec<(String, String, String)>,
+    extra: Vec<String>,
+}
+
+impl RedisServerBuilder {
+    /// Password of the `default` user.
+    pub fn requirepass(mut self, pass: &str) -> Self {
+        self.requirepass = Some(pass.to_string());
+        self
+    }
+    /// Extra ACL user; `rules` is split on whitespace, e.g. `"~* +@all"`.
+    pub fn acl_user(mut self, name: &str, pass: &str, rules: &str) -> Self {
+        self.users.push((name.into(), pass.into(), rules.into()));
+        self
+    }
+    /// Extra raw redis-server argument.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.extra.push(arg.to_string());
+        self
+    }
+
+    pub fn start(self) -> RedisServer {
+        let dir = tempfile::Builder::new()
+            .prefix("redlock-test")
+            .tempdir()
+            .expect("create temp dir");
+        let d = dir.path().display().to_string();
+        let mut args: Vec<String> = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let log = format!("{d}/redis.log");
+        args.extend(["--dir".into(), d, "--logfile".into(), log]);
+        args.extend(["--daemonize", "no", "--protected-mode", "no"].map(String::from));
+        if let Some(p) = &self.requirepass {
+            let _ = p;
+        }
+        for (name, pass, rules) in &self.users {
+            args.extend([
+                "--user".into(),
+                name.clone(),
+                "on".into(),
+                format!(">{pass}"),
+            ]);
+            let _ = rules;
+        }
+        args.extend(self.extra);
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir,
+            password: self.requirepass,
+            args,
+        };
+        // A port can be grabbed by someone else between our probe and redis's bind;
+        // redis then exits immediately, so pick another port and try again.
+        for _ in 0..SPAWN_ATTEMPTS {
+            server.port = free_port();
+            match server.spawn_and_wait() {
+                Ok(()) => return server,
+                Err(exited) => eprintln!("redis-server on port {} {exited}; retrying", server.port),
+            }
+        }
+        panic!(
+            "redis-server failed to start {SPAWN_ATTEMPTS} times; log:\n{}",
+            server.log_tail()
+        );
+    }
+}
+
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    password: Option<String>,
+    args: Vec<String>, // everything except --port
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        Self::builder().start()
+    }
+
+    pub fn builder() -> RedisServerBuilder {
+        RedisServerBuilder::default()
+    }
+
+    /// Start `n` plain servers concurrently.
+    pub fn many(n: usize) -> Vec<RedisServer> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n).map(|_| s.spawn(RedisServer::start)).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    /// Spawn on `self.port` and wait until ready. `Err` means the process exited early
+    /// (typically: port taken); a hang past READY_TIMEOUT panics.
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
+        let bin = std::env::var("REDLOCK_TEST_REDIS_SERVER").unwrap_or("redis-server".into());
+        let child = Command::new(&bin)
+            .args(["--port", &self.port.to_string()])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Err(e) if e.kind() == ErrorKind::NotFound => panic!(
+                "redis-server not found on PATH; install it (apt-get install redis-server) or set REDLOCK_TEST_REDIS_SERVER"
+            ),
+            other => other.unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
+        };
+        let pid = child.id();
+        self.child = Some(child); // stored first so Drop reaps it if we panic below
+                                  // Our own pid's "Ready" log line proves the PING reached *our* process and not
+                                  // some other server that grabbed the port first.
+        let ready_line = format!("{pid}:M");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let child = self.child.as_mut().unwrap();
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return Err(format!("exited early ({status})"));
+            }
+            let logged = self
+                .log()
+                .lines()
+                .any(|l| l.starts_with(&ready_line) && l.contains("Ready to accept connections"));
+            if logged
+                && raw_ping(self.port)
+                    .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "redis-server on port {} not ready after {READY_TIMEOUT:?}; log tail:\n{}",
+                    self.port,
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Pid of the running process; panics after `kill()`.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("server not running").id() as i32
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// URL without credentials.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// URL with credentials (`user` None = default user), percent-encoded.
+    pub fn url_with(&self, user: Option<&str>, pass: &str) -> String {
+        let (u, p) = (pct(user.unwrap_or("")), pct(pass));
+        format!("redis://{u}:{p}@127.0.0.1:{}", self.port)
+    }
+
+    /// A connection with 5 s timeouts, authenticated as default user if requirepass is set.
+    pub fn conn(&self) -> redis::Connection {
+        let url = match &self.password {
+            Some(p) => self.url_with(None, p),
+            None => self.url(),
+        };
+        let conn = redis::Client::open(url)
+            .and_then(|c| c.get_connection_with_timeout(CONN_TIMEOUT))
+            .unwrap_or_else(|e| panic!("connect to redis on port {}: {e}", self.port));
+        conn.set_read_timeout(Some(CONN_TIMEOUT)).unwrap();
+        conn.set_write_timeout(Some(CONN_TIMEOUT)).unwrap();
+        conn
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.pid()), sig).expect("signal redis-server");
+    }
+
+    /// Freeze the server (SIGSTOP): connects still succeed (kernel backlog), replies never come.
+    pub fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    pub fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    /// SIGKILL and reap; no-op if already killed.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = &child; // SIGKILL works on stopped processes too
+            let _ = child.wait();
+        }
+    }
+
+    /// Start again on the same port and dir (killing the old process first).
+    pub fn restart(&mut self) {
+        self.kill();
+        if let Err(e) = self.spawn_and_wait() {
+            panic!(
+                "redis-server restart on port {} {e}; log tail:\n{}",
+                self.port,
+                self.log_tail()
+            );
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child
+            .as_ref()
+            .is_some_and(|c| process_alive(c.id() as i32))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
+        }
+        self.kill();
+        // `dir` (TempDir) is removed after this, once the process is gone.
+    }
+}
+
+/// One raw RESP PING (no auth); returns the reply, e.g. "+PONG" or "-NOAUTH ...",
+/// or None if nothing answered.
+pub fn raw_ping(port: u16) -> Option<String> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").ok()?;
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).ok()?;
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).trim_end().to_string())
+}
+
+fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+// ---- small Redis-side helpers (panic on protocol errors: tests want loud failures) ----
+
+fn q<T: redis::FromRedisValue>(conn: &mut redis::Connection, c: &redis::Cmd) -> T {
+    c.query(conn).unwrap_or_else(|e| panic!("redis {c:?}: {e}"))
+}
+
+pub fn get(conn: &mut redis::Connection, key: &str) -> Option<String> {
+    q(conn, redis::cmd("GET").arg(key))
+}
+
+/// Milliseconds to live; -1 no expiry, -2 missing key.
+pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    q(conn, redis::cmd("PTTL").arg(key))
+}
+
+pub fn exists(conn: &mut redis::Connection, key: &str) -> bool {
+    q::<i64>(conn, redis::cmd("EXISTS").arg(key)) == 1
+}
+
+pub fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
+    q(conn, redis::cmd("HGETALL").arg(key))
+}
+
+pub fn dbsize(conn: &mut redis::Connection) -> i64 {
+    q(conn, &redis::cmd("DBSIZE"))
+}
