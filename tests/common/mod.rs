@@ -5,5 +5,8 @@
 mod run;
 mod server;
 
+// Not every test binary uses both halves.
+#[allow(unused_imports)]
 pub use run::*;
+#[allow(unused_imports)]
 pub use server::*;

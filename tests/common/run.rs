@@ -83,7 +83,7 @@ pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().chars().next() != Some('Z')),
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -184,8 +184,6 @@ impl RunningChild {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                break self.child.wait().unwrap();
-                #[allow(unreachable_code)]
                 panic!(
                     "timed out after {timeout:?}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
                     self.desc,

@@ -72,7 +72,7 @@ impl RedisServerBuilder {
         args.extend(["--dir".into(), d, "--logfile".into(), log]);
         args.extend(["--daemonize", "no", "--protected-mode", "no"].map(String::from));
         if let Some(p) = &self.requirepass {
-            let _ = p;
+            args.extend(["--requirepass".into(), p.clone()]);
         }
         for (name, pass, rules) in &self.users {
             args.extend([
@@ -81,7 +81,7 @@ impl RedisServerBuilder {
                 "on".into(),
                 format!(">{pass}"),
             ]);
-            let _ = rules;
+            args.extend(rules.split_whitespace().map(String::from));
         }
         args.extend(self.extra);
         let mut server = RedisServer {
@@ -150,9 +150,10 @@ impl RedisServer {
             other => other.unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
         };
         let pid = child.id();
-        self.child = Some(child); // stored first so Drop reaps it if we panic below
-                                  // Our own pid's "Ready" log line proves the PING reached *our* process and not
-                                  // some other server that grabbed the port first.
+        // Stored before waiting so that Drop reaps it if we panic below.
+        self.child = Some(child);
+        // Our own pid's "Ready" log line proves the PING reached *our* process and not
+        // some other server that grabbed the port first.
         let ready_line = format!("{pid}:M");
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -236,7 +237,7 @@ impl RedisServer {
     /// SIGKILL and reap; no-op if already killed.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = &child; // SIGKILL works on stopped processes too
+            let _ = child.kill(); // SIGKILL works on stopped processes too
             let _ = child.wait();
         }
     }
