@@ -5,7 +5,7 @@
 //! busy lock stops at once). Once COMMAND runs they are passed to its
 //! process group as the same signal; the lock stays held until it exits.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -49,10 +49,7 @@ impl SignalRelay {
 
     /// Sleep for up to `d`; a signal ends the sleep and is returned.
     pub fn sleep(&self, d: Duration) -> Option<i32> {
-        match self.queued.recv_timeout(d) {
-            Ok(sig) => Some(sig),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.queued.recv_timeout(d).ok()
     }
 
     /// A signal received and not yet handled, if any.

@@ -1,0 +1,400 @@
+//! Never run unlocked: lock loss (stolen, deleted, Redis killed or paused),
+//! the kill grace, signals, parent death, the terminal, and mutual
+//! exclusion while Redis is being paused.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", key])
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+fn read_pid(dir: &TestDir, name: &str) -> i32 {
+    assert!(wait_for_file(dir.file(name), LONG), "{name} never written");
+    let mut pid = None;
+    wait_until(LONG, || {
+        pid = dir.read(name).and_then(|s| s.trim().parse().ok());
+        pid.is_some()
+    });
+    pid.unwrap_or_else(|| panic!("{name} holds no pid"))
+}
+
+/// A job whose shell and background grandchild both record their pids.
+fn tree_script(dir: &TestDir) -> String {
+    format!(
+        "sleep 100 & echo $! > '{g}'; echo $$ > '{c}'; wait",
+        g = dir.file("grandchild").display(),
+        c = dir.file("child").display()
+    )
+}
+
+fn assert_tree_stopped_with_70(mut run: RunningChild, dir: &TestDir) {
+    let child = read_pid(dir, "child");
+    let grandchild = read_pid(dir, "grandchild");
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("lost"), "one clear line: {out:?}");
+    assert!(!process_alive(child), "child survived the lock");
+    assert!(!process_alive(grandchild), "grandchild survived the lock");
+}
+
+#[test]
+fn stolen_lock_stops_the_whole_tree_with_70() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let run = spawn_piped(&mut job(
+        &server,
+        "stolen",
+        &["--ttl", "1s"],
+        &tree_script(&dir),
+    ));
+    read_pid(&dir, "grandchild");
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{stolen}")
+        .arg("another-token")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_tree_stopped_with_70(run, &dir);
+    assert_eq!(
+        get(&mut server.conn(), "redlock:{stolen}").as_deref(),
+        Some("another-token")
+    );
+}
+
+#[test]
+fn deleted_lock_stops_the_whole_tree_with_70() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let run = spawn_piped(&mut job(
+        &server,
+        "deleted",
+        &["--ttl", "1s"],
+        &tree_script(&dir),
+    ));
+    read_pid(&dir, "grandchild");
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:{deleted}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_tree_stopped_with_70(run, &dir);
+}
+
+/// Redis goes away while a TTL 3s job runs: the job must be dead before
+/// the lock could have expired in Redis. The expiry is read from Redis
+/// itself just before the fault, so no refresh can have pushed it later.
+fn job_is_stopped_before_expiry(
+    fault: impl FnOnce(&mut RedisServer),
+    undo: impl FnOnce(&mut RedisServer),
+) {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(
+        &server,
+        "fault",
+        &["--ttl", "3s"],
+        &tree_script(&dir),
+    ));
+    let child = read_pid(&dir, "child");
+    let grandchild = read_pid(&dir, "grandchild");
+    let mut conn = server.conn();
+    let before = Instant::now();
+    let left = pttl(&mut conn, "redlock:{fault}");
+    assert!(left > 0, "lock not held: {left}");
+    let expiry = before + Duration::from_millis(left as u64);
+    fault(&mut server);
+    let gone = wait_until(LONG, || !process_alive(child) && !process_alive(grandchild));
+    let stopped_at = Instant::now();
+    undo(&mut server);
+    assert!(gone, "job still running");
+    assert!(
+        stopped_at < expiry,
+        "job outlived its lock by {:?}",
+        stopped_at.duration_since(expiry)
+    );
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("could not be refreshed"), "{out:?}");
+}
+
+#[test]
+fn redis_killed_stops_the_job_before_the_lock_could_expire() {
+    job_is_stopped_before_expiry(|s| s.kill(), |_| {});
+}
+
+#[test]
+fn redis_paused_stops_the_job_before_the_lock_could_expire() {
+    job_is_stopped_before_expiry(|s| s.pause(), |s| s.resume());
+}
+
+#[test]
+fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.05; done",
+        dir.file("child").display()
+    );
+    let mut run = spawn_piped(&mut job(
+        &server,
+        "stubborn",
+        &["--ttl", "3s", "--kill-after", "1s"],
+        &script,
+    ));
+    let child = read_pid(&dir, "child");
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:{stubborn}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        wait_until(LONG, || run.stderr_now().contains("lost")),
+        "loss not noticed"
+    );
+    let noticed = Instant::now();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(!process_alive(child));
+    // It ignores SIGTERM, so only SIGKILL, after the grace, can have ended it.
+    assert!(
+        noticed.elapsed() >= Duration::from_millis(900),
+        "killed before the grace ran out"
+    );
+}
+
+/// A job that records each signal it receives, and exits 0 on a stop signal.
+fn trapping_script(dir: &TestDir) -> String {
+    let log = dir.file("signals");
+    let log = log.display();
+    format!(
+        "for s in INT TERM HUP QUIT; do trap \"echo $s >> '{log}'; exit 0\" $s; done; \
+         trap \"echo USR1 >> '{log}'\" USR1; trap \"echo USR2 >> '{log}'\" USR2; \
+         touch '{ready}'; while :; do sleep 0.05; done",
+        ready = dir.file("ready").display()
+    )
+}
+
+#[test]
+fn signals_reach_the_child_and_the_lock_is_released_after() {
+    for sig in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        let server = RedisServer::start();
+        let dir = TestDir::new();
+        let mut run = spawn_piped(&mut job(&server, "sig", &[], &trapping_script(&dir)));
+        assert!(wait_for_file(dir.file("ready"), LONG));
+        run.signal(sig);
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{sig}: the child's own code: {out:?}");
+        let name = sig.as_str().trim_start_matches("SIG");
+        assert_eq!(
+            dir.read("signals").as_deref().map(str::trim),
+            Some(name),
+            "{sig}"
+        );
+        assert!(
+            !exists(&mut server.conn(), "redlock:{sig}"),
+            "{sig}: lock not released"
+        );
+    }
+}
+
+#[test]
+fn usr1_reaches_the_child_without_ending_the_run() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(&server, "usr", &[], &trapping_script(&dir)));
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    run.signal(Signal::SIGUSR1);
+    assert!(wait_until(LONG, || dir
+        .read("signals")
+        .is_some_and(|s| s.contains("USR1"))));
+    run.signal(Signal::SIGUSR2);
+    assert!(wait_until(LONG, || dir
+        .read("signals")
+        .is_some_and(|s| s.contains("USR2"))));
+    assert!(!run.has_exited(), "USR1/USR2 must not end the run");
+    assert!(
+        exists(&mut server.conn(), "redlock:{usr}"),
+        "lock still held"
+    );
+    run.signal(Signal::SIGTERM);
+    assert_eq!(run.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_child_killed_by_a_forwarded_signal_gives_128_plus_n() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!("touch '{}'; exec sleep 100", dir.file("ready").display());
+    let mut run = spawn_piped(&mut job(&server, "plain", &[], &script));
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    // `exec sleep` may not have happened yet; the shell dies of TERM too.
+    run.signal(Signal::SIGTERM);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(143), "{out:?}");
+    assert!(!exists(&mut server.conn(), "redlock:{plain}"));
+}
+
+#[test]
+fn a_signal_while_waiting_stops_waiting_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut holder = spawn_piped(&mut job(&server, "queue", &[], &trapping_script(&dir)));
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    let marker = dir.file("waiter-ran");
+    let mut waiter = spawn_piped(&mut job(
+        &server,
+        "queue",
+        &["-v"],
+        &format!("touch '{}'", marker.display()),
+    ));
+    assert!(wait_until(LONG, || waiter.stderr_now().contains("waiting")));
+    waiter.signal(Signal::SIGINT);
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert!(!marker.exists());
+    holder.signal(Signal::SIGTERM);
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    assert_eq!(
+        dbsize(&mut server.conn()),
+        1,
+        "only the fence counter remains"
+    );
+}
+
+#[test]
+fn sigkill_to_the_wrapper_kills_the_child() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(&server, "orphan", &[], &tree_script(&dir)));
+    let child = read_pid(&dir, "child");
+    run.signal(Signal::SIGKILL);
+    run.wait_timeout(LONG);
+    assert!(
+        wait_until(Duration::from_secs(5), || !process_alive(child)),
+        "child outlived its wrapper"
+    );
+}
+
+#[test]
+fn leftovers_in_the_group_are_stopped_before_release() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "sleep 100 & echo $! > '{}'; exit 4",
+        dir.file("grandchild").display()
+    );
+    let out = run_with_timeout(&mut job(&server, "leftover", &[], &script), LONG);
+    assert_eq!(out.code, Some(4), "{out:?}");
+    let grandchild = read_pid(&dir, "grandchild");
+    assert!(
+        !process_alive(grandchild),
+        "a daemon of the job outlived the lock"
+    );
+    assert!(!exists(&mut server.conn(), "redlock:{leftover}"));
+}
+
+#[test]
+fn an_interactive_child_reads_the_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed");
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let got = dir.file("got");
+    let ready = dir.file("ready");
+    let inner = format!(
+        "{bin} --redis {url} -k tty -- sh -c 'touch {ready}; read line; echo \"got:\\$line\" > {got}'",
+        bin = bin(),
+        url = server.url(),
+        ready = ready.display(),
+        got = got.display()
+    );
+    // Type only once the child waits for input, as a person would.
+    let mut script = Command::new("sh");
+    script.arg("-c").arg(format!(
+        "(while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2) \
+         | script -qec \"{inner}\" /dev/null",
+        ready = ready.display()
+    ));
+    let out = run_with_timeout(&mut script, LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&got).ok().as_deref(),
+        Some("got:hello\n")
+    );
+}
+
+#[test]
+fn mutual_exclusion_holds_while_redis_is_paused_and_resumed() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    // A section logs its start, and its end even when stopped by SIGTERM;
+    // SIGKILL would hide the end, so `--kill-after` is generous.
+    let script = format!(
+        "now() {{ date +%s%N; }}; echo \"start $(now)\" >> '{log}'; \
+         trap 'echo \"end $(now)\" >> \"{log}\"; exit 0' TERM; \
+         sleep 0.3 & wait; echo \"end $(now)\" >> '{log}'",
+        log = log.display()
+    );
+    let url = server.url();
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (script, url) = (script.clone(), url.clone());
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let mut cmd = redlock(&url);
+                    cmd.args([
+                        "-k", "chaos", "-q", "--ttl", "1s", "--wait", "20s", "--", "sh", "-c",
+                        &script,
+                    ]);
+                    run_with_timeout(&mut cmd, Duration::from_secs(120));
+                }
+            })
+        })
+        .collect();
+    let mut pauses = 0;
+    while !workers.iter().all(|w| w.is_finished()) {
+        std::thread::sleep(Duration::from_millis(150 + 37 * (pauses % 7)));
+        server.pause();
+        std::thread::sleep(Duration::from_millis(100 + 113 * (pauses % 5)));
+        server.resume();
+        pauses += 1;
+    }
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut sections: Vec<(u128, u128)> = Vec::new();
+    let mut open: Option<u128> = None;
+    for line in text.lines() {
+        let (what, t) = line.split_once(' ').expect("log line");
+        let t: u128 = t.parse().expect("timestamp");
+        match (what, open) {
+            ("start", None) => open = Some(t),
+            ("end", Some(s)) => {
+                sections.push((s, t));
+                open = None;
+            }
+            _ => panic!("overlapping sections in log:\n{text}"),
+        }
+    }
+    assert!(open.is_none(), "a section never ended:\n{text}");
+    assert!(!sections.is_empty(), "no section ran");
+    eprintln!("{} sections, {pauses} pauses", sections.len());
+}

@@ -1,0 +1,425 @@
+//! The run mode end to end: exit codes, what the child sees, what is in
+//! Redis before, during and after, waiting, refresh, and mutual exclusion.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// `redlock-run --redis URL --key KEY [extra...] -- sh -c SCRIPT`
+fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> std::process::Command {
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", key])
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+/// A script that says it started, then waits for the test to let it go.
+fn hold_until_go(dir: &TestDir, then: &str) -> String {
+    format!(
+        "touch '{started}'; while [ ! -e '{go}' ]; do sleep 0.02; done; {then}",
+        started = dir.file("started").display(),
+        go = dir.file("go").display(),
+    )
+}
+
+#[test]
+fn exit_codes_pass_through() {
+    let server = RedisServer::start();
+    for code in [0, 3, 42] {
+        let out = run_with_timeout(
+            &mut job(&server, "codes", &[], &format!("exit {code}")),
+            LONG,
+        );
+        assert_eq!(out.code, Some(code), "{out:?}");
+    }
+    let out = run_with_timeout(&mut job(&server, "codes", &[], "kill -TERM $$"), LONG);
+    assert_eq!(out.code, Some(128 + 15), "{out:?}");
+    let out = run_with_timeout(&mut job(&server, "codes", &[], "kill -KILL $$"), LONG);
+    assert_eq!(out.code, Some(128 + 9), "{out:?}");
+}
+
+#[test]
+fn command_not_found_or_not_executable() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["-k", "x", "--", "no-such-command-redlock-test"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains("no-such-command-redlock-test"),
+        "{out:?}"
+    );
+
+    let not_exec = dir.file("not-executable");
+    std::fs::write(&not_exec, "#!/bin/sh\necho ran\n").unwrap();
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .args(["-k", "x", "--"])
+            .arg(&not_exec),
+        LONG,
+    );
+    assert_eq!(out.code, Some(126), "{out:?}");
+    assert!(!out.stdout.contains("ran"));
+    // The lock was given back in both cases.
+    assert!(!exists(&mut server.conn(), "redlock:{x}"));
+}
+
+#[test]
+fn shell_mode_runs_the_line_with_sh() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["-k", "sh", "-c", "echo one | tr a-z A-Z; exit 7"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ONE");
+}
+
+#[test]
+fn the_lock_is_in_redis_while_the_child_runs_and_gone_after() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = hold_until_go(&dir, &format!("env > '{}'", dir.file("env").display()));
+    let mut run = spawn_piped(&mut job(&server, "data", &["--ttl", "20s"], &script));
+    assert!(
+        wait_for_file(dir.file("started"), LONG),
+        "child never started"
+    );
+
+    let mut conn = server.conn();
+    let token = get(&mut conn, "redlock:{data}").expect("lock key while running");
+    let ttl = pttl(&mut conn, "redlock:{data}");
+    assert!(ttl > 0 && ttl <= 20_000, "pttl {ttl}");
+    let holder = hgetall(&mut conn, "redlock:{data}:holder");
+    assert_eq!(holder.get("token"), Some(&token));
+    assert_eq!(holder.get("pid"), Some(&run.pid().to_string()));
+    assert_eq!(holder.get("ttl_ms").map(String::as_str), Some("20000"));
+    for field in ["host", "user", "command", "acquired_at"] {
+        assert!(
+            holder.get(field).is_some_and(|v| !v.is_empty()),
+            "holder {field}: {holder:?}"
+        );
+    }
+    assert!(holder["command"].contains("sh -c"), "{holder:?}");
+    let fence = get(&mut conn, "redlock:{data}:fence").expect("fence counter");
+    assert!(pttl(&mut conn, "redlock:{data}:holder") > 0);
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    let env: HashMap<String, String> = dir
+        .read("env")
+        .expect("child wrote env")
+        .lines()
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    assert_eq!(env.get("REDLOCK_KEY").map(String::as_str), Some("data"));
+    assert_eq!(env.get("REDLOCK_TOKEN"), Some(&token));
+    assert_eq!(env.get("REDLOCK_FENCE"), Some(&fence));
+    uuid_v4(&token);
+
+    assert!(!exists(&mut conn, "redlock:{data}"), "lock key left behind");
+    assert!(
+        !exists(&mut conn, "redlock:{data}:holder"),
+        "holder record left behind"
+    );
+    assert_eq!(
+        get(&mut conn, "redlock:{data}:fence"),
+        Some(fence),
+        "fence counter must remain"
+    );
+    assert_eq!(
+        pttl(&mut conn, "redlock:{data}:fence"),
+        -1,
+        "fence counter must not expire"
+    );
+}
+
+fn uuid_v4(token: &str) {
+    let parts: Vec<&str> = token.split('-').collect();
+    assert_eq!(
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+        [8, 4, 4, 4, 12],
+        "{token}"
+    );
+    assert!(parts[2].starts_with('4'), "not a v4 uuid: {token}");
+}
+
+#[test]
+fn busy_lock_with_no_wait_exits_75_without_running() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut holder = spawn_piped(&mut job(&server, "busy", &[], &hold_until_go(&dir, "")));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    let marker = dir.file("ran");
+    let ran = format!("touch '{}'", marker.display());
+
+    let out = run_with_timeout(&mut job(&server, "busy", &["-n"], &ran), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("pid {}", holder.pid())),
+        "says who holds it: {out:?}"
+    );
+    let out = run_with_timeout(&mut job(&server, "busy", &["-n", "-E", "0"], &ran), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = run_with_timeout(
+        &mut job(&server, "busy", &["--wait", "0", "-q", "-E", "9"], &ran),
+        LONG,
+    );
+    assert_eq!(out.code, Some(9), "{out:?}");
+    assert_eq!(out.stderr, "", "-q prints nothing but errors");
+
+    let start = Instant::now();
+    let out = run_with_timeout(&mut job(&server, "busy", &["--wait", "1s"], &ran), LONG);
+    let waited = start.elapsed();
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(
+        waited >= Duration::from_millis(950),
+        "gave up too early: {waited:?}"
+    );
+    assert!(
+        !marker.exists(),
+        "the command ran although the lock was busy"
+    );
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_waiting_contender_gets_the_lock_after_the_holder_exits() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut holder = spawn_piped(&mut job(
+        &server,
+        "turns",
+        &[],
+        &hold_until_go(&dir, "echo first"),
+    ));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    let mut waiter = spawn_piped(&mut job(&server, "turns", &["-v"], "echo second"));
+    // The waiter is blocked, not failed.
+    assert!(
+        wait_until(LONG, || waiter.stderr_now().contains("waiting")),
+        "{}",
+        waiter.stderr_now()
+    );
+    assert!(!waiter.has_exited());
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "second");
+}
+
+#[test]
+fn refresh_keeps_a_short_ttl_alive_for_a_longer_child() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "sleep 2.2; touch '{}'; sleep 0.8",
+        dir.file("third-second").display()
+    );
+    let mut holder = spawn_piped(&mut job(&server, "refresh", &["--ttl", "1s"], &script));
+    assert!(wait_for_file(dir.file("third-second"), LONG));
+    let out = run_with_timeout(&mut job(&server, "refresh", &["-n"], "true"), LONG);
+    assert_eq!(
+        out.code,
+        Some(75),
+        "a 1s lock must still be held after 2s: {out:?}"
+    );
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn release_leaves_someone_elses_token_alone() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(
+        &server,
+        "stolen",
+        &["--ttl", "30s"],
+        &hold_until_go(&dir, "exit 5"),
+    ));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{stolen}")
+        .arg("someone-else")
+        .query(&mut conn)
+        .unwrap();
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(5), "the child's code stays: {out:?}");
+    assert_eq!(
+        get(&mut conn, "redlock:{stolen}").as_deref(),
+        Some("someone-else")
+    );
+    assert!(out.stderr.contains("another token"), "warns: {out:?}");
+}
+
+#[test]
+fn mutual_exclusion_under_contention() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    // Each section appends "start" and "end" with the same worker tag; with
+    // mutual exclusion the log is a strict alternation of matching pairs.
+    let script = format!(
+        "echo \"start $W\" >> '{log}'; sleep 0.01; echo \"end $W\" >> '{log}'",
+        log = log.display()
+    );
+    let workers: Vec<_> = (0..16)
+        .map(|w| {
+            let script = script.clone();
+            let url = server.url();
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let mut cmd = redlock(&url);
+                    cmd.env("W", w.to_string())
+                        .args(["-k", "mutex", "-q", "--", "sh", "-c", &script]);
+                    let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
+                    assert_eq!(out.code, Some(0), "{out:?}");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 160, "all 80 sections ran");
+    for pair in lines.chunks(2) {
+        let (start, end) = (pair[0], pair[1]);
+        assert!(start.starts_with("start "), "overlap near {pair:?}");
+        assert_eq!(
+            end,
+            start.replacen("start", "end", 1),
+            "overlap near {pair:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_option_and_touches_nothing() {
+    let server = RedisServer::start();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-k", "x", "--ttl", "30x", "--", "true"], "--ttl"),
+        (&["-k", "x", "--ttl", "0s", "--", "true"], "--ttl"),
+        (
+            &["-k", "x", "--ttl", "10s", "--refresh", "10s", "--", "true"],
+            "--refresh",
+        ),
+        (
+            &["-k", "x", "--ttl", "10s", "--refresh", "20s", "--", "true"],
+            "--refresh",
+        ),
+        (
+            &[
+                "-k",
+                "x",
+                "--ttl",
+                "10s",
+                "--kill-after",
+                "10s",
+                "--",
+                "true",
+            ],
+            "--kill-after",
+        ),
+        (&["-k", "x", "--wait", "soon", "--", "true"], "--wait"),
+        (
+            &["-k", "x", "-E", "300", "--", "true"],
+            "--conflict-exit-code",
+        ),
+        (&["-k", "x"], "COMMAND"),
+        (&["-k", "x", "-c", "true", "--", "true"], "--command"),
+        (&["-k", "", "--", "true"], "--key"),
+        (&["-k", "a\u{1}b", "--", "true"], "--key"),
+        (&["--", "true"], "--key"),
+    ];
+    for (args, names) in cases {
+        let out = run_with_timeout(redlock(&server.url()).args(*args), LONG);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(names),
+            "{args:?}: first line should name {names}: {out:?}"
+        );
+    }
+    for url in [
+        "http://127.0.0.1:1",
+        "redis://127.0.0.1:notaport",
+        "not a url",
+    ] {
+        let out = run_with_timeout(redlock(url).args(["-k", "x", "--", "true"]), LONG);
+        assert_eq!(out.code, Some(2), "{url}: {out:?}");
+        assert!(
+            out.stderr
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .contains("--redis"),
+            "{out:?}"
+        );
+    }
+    let out = run_with_timeout(
+        redlock("redis://user:hunter22@127.0.0.1:notaport").args(["-k", "x", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(!out.stderr.contains("hunter22"), "password shown: {out:?}");
+    assert_eq!(
+        dbsize(&mut server.conn()),
+        0,
+        "nothing may be sent to Redis"
+    );
+}
+
+#[test]
+fn unreachable_redis_exits_69_without_running() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let mut cmd = redlock(&url);
+    cmd.args(["-k", "down", "--", "touch"]).arg(&marker);
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains(&url), "names the server: {out:?}");
+    assert!(!marker.exists(), "the command ran without a lock");
+}
+
+#[test]
+fn redis_url_comes_from_the_environment() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let mut cmd = redlock_bare();
+    cmd.env("REDLOCK_REDIS_URL", server.url())
+        .env("REDIS_URL", other.url())
+        .args(["-k", "env", "--", "true"]);
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
+    assert!(exists(&mut server.conn(), "redlock:{env}:fence"));
+    assert!(!exists(&mut other.conn(), "redlock:{env}:fence"));
+
+    let mut cmd = redlock_bare();
+    cmd.env("REDIS_URL", other.url())
+        .args(["-k", "env2", "--prefix", "jobs/", "--", "true"]);
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
+    assert!(exists(&mut other.conn(), "jobs/{env2}:fence"));
+}
