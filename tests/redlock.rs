@@ -1,0 +1,212 @@
+//! Redlock: one lock across five independent masters, majority quorum.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn quorum_cmd(servers: &[RedisServer]) -> Command {
+    let mut cmd = redlock_bare();
+    for s in servers {
+        cmd.args(["--redis", &s.url()]);
+    }
+    cmd
+}
+
+fn job(servers: &[RedisServer], key: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = quorum_cmd(servers);
+    cmd.args(["--key", key]).args(extra).args(["--", "sh", "-c", script]);
+    cmd
+}
+
+/// How many running nodes hold `value` under `key`.
+fn holding(servers: &[RedisServer], key: &str, value: &str) -> usize {
+    servers
+        .iter()
+        .filter(|s| s.is_running())
+        .filter(|s| get(&mut s.conn(), key).as_deref() == Some(value))
+        .count()
+}
+
+fn hold_until_go(dir: &TestDir) -> String {
+    format!(
+        "echo $REDLOCK_TOKEN > '{t}'; echo $$ > '{p}'; while [ ! -e '{go}' ]; do sleep 0.02; done",
+        t = dir.file("token").display(),
+        p = dir.file("pid").display(),
+        go = dir.file("go").display()
+    )
+}
+
+fn token(dir: &TestDir) -> String {
+    // The pid is written after the token, so a pid means a complete token.
+    assert!(
+        wait_until(LONG, || dir.read("pid").is_some_and(|p| p.ends_with('\n'))),
+        "child never started"
+    );
+    dir.read("token").expect("token").trim().to_string()
+}
+
+#[test]
+fn five_nodes_hold_the_lock_on_a_majority_and_release_everywhere() {
+    let servers = RedisServer::many(5);
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(&servers, "five", &[], &hold_until_go(&dir)));
+    let token = token(&dir);
+    assert!(holding(&servers, "redlock:{five}", &token) >= 3);
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(run.wait_timeout(LONG).code, Some(0));
+    assert_eq!(holding(&servers, "redlock:{five}", &token), 0);
+    for s in &servers {
+        assert!(!exists(&mut s.conn(), "redlock:{five}"));
+    }
+}
+
+#[test]
+fn two_of_five_down_still_works_three_down_is_69() {
+    let mut servers = RedisServer::many(5);
+    servers[0].kill();
+    servers[3].kill();
+    let dir = TestDir::new();
+    let out = run_with_timeout(&mut job(&servers, "down", &[], "echo ran; exit 6"), LONG);
+    assert_eq!(out.code, Some(6), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran");
+
+    servers[4].kill();
+    let marker = dir.file("ran");
+    let out = run_with_timeout(&mut job(&servers, "down", &[], &format!("touch '{}'", marker.display())), LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(!marker.exists(), "ran without a quorum");
+    assert!(out.stderr.contains("3 of 5"), "says how many nodes failed: {out:?}");
+    for s in servers.iter().filter(|s| s.is_running()) {
+        assert!(!exists(&mut s.conn(), "redlock:{down}"), "minority lock left behind");
+    }
+}
+
+#[test]
+fn a_majority_blocks_others_and_a_stale_minority_does_not() {
+    let servers = RedisServer::many(5);
+    let dir = TestDir::new();
+    let mut holder = spawn_piped(&mut job(&servers, "major", &[], &hold_until_go(&dir)));
+    token(&dir);
+    let out = run_with_timeout(&mut job(&servers, "major", &["-n"], "echo ran"), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(out.stdout, "");
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+
+    // A stale holder left its key on two nodes only.
+    for s in &servers[..2] {
+        let _: () = redis::cmd("SET").arg("redlock:{minor}").arg("stale").arg("PX").arg(60_000).query(&mut s.conn()).unwrap();
+    }
+    let out = run_with_timeout(&mut job(&servers, "minor", &["-n"], "echo ran"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran");
+    assert_eq!(holding(&servers, "redlock:{minor}", "stale"), 2, "someone else's keys are left alone");
+}
+
+#[test]
+fn losing_the_majority_stops_the_job_before_the_validity_ends() {
+    let mut servers = RedisServer::many(5);
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(&servers, "minority", &["--ttl", "3s"], &hold_until_go(&dir)));
+    token(&dir);
+    let mut child = 0;
+    assert!(wait_until(LONG, || {
+        child = dir.read("pid").and_then(|p| p.trim().parse().ok()).unwrap_or(0);
+        child > 0
+    }));
+    // The lock cannot outlive the longest TTL left on any node.
+    let before = Instant::now();
+    let left = servers.iter().map(|s| pttl(&mut s.conn(), "redlock:{minority}")).max().unwrap();
+    assert!(left > 0);
+    let expiry = before + Duration::from_millis(left as u64);
+    for s in &mut servers[..3] {
+        s.kill();
+    }
+    assert!(wait_until(LONG, || !process_alive(child)), "job kept running without a quorum");
+    assert!(Instant::now() < expiry, "job outlived the lock's validity");
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+}
+
+#[test]
+fn losing_one_node_of_five_is_not_losing_the_lock() {
+    let mut servers = RedisServer::many(5);
+    let dir = TestDir::new();
+    let script = format!(
+        "echo $$ > '{p}'; sleep 3; echo survived",
+        p = dir.file("pid").display()
+    );
+    let mut run = spawn_piped(&mut job(&servers, "onedown", &["--ttl", "1s"], &script));
+    assert!(wait_for_file(dir.file("pid"), LONG));
+    servers[2].kill();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "survived");
+}
+
+#[test]
+fn a_paused_node_costs_at_most_its_timeout() {
+    let servers = RedisServer::many(5);
+    servers[1].pause();
+    let start = Instant::now();
+    // TTL 2s: the per-node timeout is 200ms; a paused node must not make
+    // acquisition wait for anything like the TTL, let alone hang.
+    let out = run_with_timeout(&mut job(&servers, "paused", &["--ttl", "2s"], "echo ran"), LONG);
+    let took = start.elapsed();
+    servers[1].resume();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+#[test]
+fn mutual_exclusion_across_five_nodes() {
+    let servers = RedisServer::many(5);
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let script = format!(
+        "echo \"start $W\" >> '{log}'; sleep 0.01; echo \"end $W\" >> '{log}'",
+        log = log.display()
+    );
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let (script, urls) = (script.clone(), urls.clone());
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let mut cmd = redlock_bare();
+                    for u in &urls {
+                        cmd.args(["--redis", u]);
+                    }
+                    cmd.env("W", w.to_string()).args(["-k", "m5", "-q", "--", "sh", "-c", &script]);
+                    let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
+                    assert_eq!(out.code, Some(0), "{out:?}");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 80, "all 40 sections ran");
+    for pair in lines.chunks(2) {
+        assert!(pair[0].starts_with("start "), "overlap near {pair:?}");
+        assert_eq!(pair[1], pair[0].replacen("start", "end", 1), "overlap near {pair:?}");
+    }
+}
+
+#[test]
+fn the_fence_is_the_largest_among_the_majority() {
+    let servers = RedisServer::many(3);
+    // One node has seen many more acquisitions than the others.
+    let _: () = redis::cmd("SET").arg("redlock:{f}:fence").arg(41).query(&mut servers[2].conn()).unwrap();
+    let out = run_with_timeout(&mut job(&servers, "f", &[], "echo $REDLOCK_FENCE"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "42");
+}
