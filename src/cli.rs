@@ -5,9 +5,10 @@
 //! options, and everything that reads the environment, live in `config.rs`.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
 
 const AFTER_LONG_HELP: &str = "\
 Examples:
@@ -35,8 +36,10 @@ Exit status: COMMAND's own; 128+N if COMMAND died of signal N; 2 bad arguments;
     name = "redlock-run",
     version,
     disable_help_subcommand = true,
-    args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
+    override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND>...\n       \
+                      redlock-run [OPTIONS] --key <KEY> -c <LINE>\n       \
+                      redlock-run [OPTIONS] <SUBCOMMAND>",
     subcommand_value_name = "SUBCOMMAND",
     subcommand_help_heading = "Subcommands",
     after_long_help = AFTER_LONG_HELP
@@ -71,13 +74,26 @@ pub struct ConnArgs {
     /// Print nothing but errors
     #[arg(short, long, global = true)]
     pub quiet: bool,
+
+    /// CA certificates (PEM) to verify rediss:// servers with, instead of
+    /// the system's roots
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate chain (PEM) for mutual TLS; needs --tls-key
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Options of the run mode.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Lock name: any non-empty UTF-8 string without control characters
-    #[arg(short, long, value_name = "KEY", required = true, value_parser = parse_key)]
+    #[arg(short, long, value_name = "KEY", value_parser = parse_key)]
     pub key: Option<String>,
 
     /// Lifetime of the lock in Redis; refreshed while COMMAND runs
@@ -97,7 +113,13 @@ pub struct RunArgs {
     pub no_wait: bool,
 
     /// Exit code when the lock could not be had in time
-    #[arg(short = 'E', long, value_name = "N", default_value_t = 75)]
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "N",
+        default_value_t = 75,
+        allow_negative_numbers = true
+    )]
     pub conflict_exit_code: u8,
 
     /// Run LINE with `sh -c` instead of a trailing COMMAND
@@ -114,12 +136,53 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
 
+    /// Keep the lock at least this long after acquiring it, even if COMMAND
+    /// ends sooner (absorbs clock skew between cron hosts)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options")]
+    pub min_hold: Option<Duration>,
+
+    /// Stop COMMAND if it still runs after this long; exit 124
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, help_heading = "Fleet options")]
+    pub max_hold: Option<Duration>,
+
+    /// Let up to N holders share KEY (a counting semaphore); every holder
+    /// of KEY must use the same N
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
+        allow_negative_numbers = true,
+        help_heading = "Fleet options"
+    )]
+    pub limit: u32,
+
+    /// Sleep a random time below DURATION before the first attempt
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options")]
+    pub random_delay: Option<Duration>,
+
+    /// When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without
+    /// a lock, with a warning
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OnUnavailable::Fail, help_heading = "Fleet options")]
+    pub on_unavailable: OnUnavailable,
+
+    /// After acquiring and after each refresh, require N replicas to
+    /// confirm the write (WAIT); one --redis only
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=1000),
+        allow_negative_numbers = true,
+        help_heading = "Fleet options"
+    )]
+    pub replicas: u32,
+
     /// The command to run, after `--`
     #[arg(
         value_name = "COMMAND",
         last = true,
         num_args = 1..,
-        required_unless_present = "command_line",
         id = "args"
     )]
     pub args: Vec<OsString>,
@@ -151,6 +214,32 @@ pub enum Cmd {
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
     },
+    /// Print the man page (roff) or a shell completion script on stdout
+    Generate {
+        /// What to print
+        #[arg(value_name = "WHAT")]
+        what: Doc,
+    },
+}
+
+/// What `generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Doc {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+/// What to do when Redis cannot be reached before COMMAND starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnUnavailable {
+    /// Exit 69; COMMAND does not run.
+    Fail,
+    /// Run COMMAND without a lock, after a warning.
+    Run,
 }
 
 /// How long to wait for a busy lock.

@@ -5,6 +5,7 @@
 //! that names the option and the value, with any password redacted.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use clap::error::ErrorKind;
 use clap::CommandFactory;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
-use crate::cli::{Cli, ConnArgs, RunArgs, Wait};
+use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -55,6 +56,17 @@ pub struct RunConfig {
     /// COMMAND as shown in the holder record and messages.
     pub display: String,
     pub kill_after: Duration,
+    /// Keep the lock at least this long after acquiring it.
+    pub min_hold: Option<Duration>,
+    /// Stop COMMAND after this long.
+    pub max_hold: Option<Duration>,
+    /// Holders that may share the key (1: a plain lock).
+    pub limit: u32,
+    /// Sleep up to this long before the first attempt.
+    pub random_delay: Option<Duration>,
+    pub on_unavailable: OnUnavailable,
+    /// Replicas that must confirm each write (0: none).
+    pub replicas: u32,
 }
 
 impl RunConfig {
@@ -119,6 +131,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let endpoints = with_tls(endpoints, args)?;
     if args.prefix.chars().any(char::is_control) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': must not contain control characters",
@@ -153,10 +166,118 @@ fn endpoint(url: &str) -> Result<Endpoint, String> {
     })
 }
 
-/// The run mode's options, checked against each other.
-pub fn run(args: RunArgs) -> Result<RunConfig, clap::Error> {
+/// Give every `rediss://` endpoint the CA and client certificate of
+/// `--tls-ca`, `--tls-cert` and `--tls-key`, read and checked here so that
+/// a bad file is a usage error, not a connection failure.
+fn with_tls(endpoints: Vec<Endpoint>, args: &ConnArgs) -> Result<Vec<Endpoint>, clap::Error> {
+    let client_tls = match (&args.tls_cert, &args.tls_key) {
+        (None, None) => None,
+        (Some(cert), None) => {
+            return Err(usage(format!(
+                "'--tls-cert <FILE>' ({}) needs '--tls-key <FILE>', the certificate's private key",
+                cert.display()
+            )))
+        }
+        (None, Some(key)) => {
+            return Err(usage(format!(
+                "'--tls-key <FILE>' ({}) needs '--tls-cert <FILE>', the client certificate",
+                key.display()
+            )))
+        }
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?,
+            client_key: read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?,
+        }),
+    };
+    let root_cert = match &args.tls_ca {
+        Some(ca) => Some(read_pem("--tls-ca <FILE>", ca, Pem::Certificates)?),
+        None => None,
+    };
+    let is_tls = |e: &Endpoint| matches!(e.info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    if !endpoints.iter().any(is_tls) {
+        if let Some(option) = [
+            (args.tls_ca.is_some(), "--tls-ca"),
+            (args.tls_cert.is_some(), "--tls-cert"),
+        ]
+        .iter()
+        .find_map(|(given, option)| given.then_some(option))
+        {
+            return Err(usage(format!(
+                "'{option} <FILE>' was given, but no Redis URL uses TLS (rediss://)"
+            )));
+        }
+        return Ok(endpoints);
+    }
+    // Only ring is compiled in; installing it explicitly keeps rustls from
+    // panicking should another dependency ever enable a second provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certificates = redis::TlsCertificates {
+        client_tls,
+        root_cert,
+    };
+    endpoints
+        .into_iter()
+        .map(|endpoint| {
+            if !is_tls(&endpoint) {
+                return Ok(endpoint);
+            }
+            let client = redis::Client::build_with_tls(endpoint.info.clone(), certificates.clone())
+                .map_err(|e| {
+                    usage(format!(
+                        "invalid TLS settings for '{}': {}",
+                        endpoint.shown,
+                        scrub(&e.to_string())
+                    ))
+                })?;
+            Ok(Endpoint {
+                info: client.get_connection_info().clone(),
+                shown: endpoint.shown,
+            })
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+enum Pem {
+    Certificates,
+    PrivateKey,
+}
+
+/// The bytes of a PEM file, checked to hold what `option` needs.
+fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, clap::Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |why: String| {
+        usage(format!(
+            "invalid value '{}' for '{option}': {why}",
+            path.display()
+        ))
+    };
+    let bytes = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+    match want {
+        Pem::Certificates => {
+            let certs = CertificateDer::pem_slice_iter(&bytes)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| invalid(format!("not a PEM certificate file: {e}")))?;
+            if certs.is_empty() {
+                return Err(invalid(
+                    "no PEM certificate (BEGIN CERTIFICATE) in it".into(),
+                ));
+            }
+        }
+        Pem::PrivateKey => {
+            PrivateKeyDer::from_pem_slice(&bytes)
+                .map_err(|e| invalid(format!("no PEM private key in it: {e}")))?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// The run mode's options, checked against each other and the servers.
+pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let key = args.key.ok_or_else(|| {
-        usage("the following required argument was not provided: --key <KEY>".into())
+        usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
     })?;
     let ttl = args.ttl;
     let refresh = args.refresh.unwrap_or(ttl / 3);
@@ -219,6 +340,13 @@ pub fn run(args: RunArgs) -> Result<RunConfig, clap::Error> {
             "no COMMAND given: add -- COMMAND [ARG...] or -c 'SHELL LINE'".into(),
         ));
     }
+    if args.replicas > 0 && conn.endpoints.len() > 1 {
+        return Err(usage(format!(
+            "invalid value '{}' for '--replicas <N>': only with one --redis server; with several, \
+             Redlock's independent masters take the place of replication",
+            args.replicas
+        )));
+    }
     Ok(RunConfig {
         key,
         ttl,
@@ -228,6 +356,12 @@ pub fn run(args: RunArgs) -> Result<RunConfig, clap::Error> {
         argv,
         display,
         kill_after,
+        min_hold: args.min_hold.filter(|d| !d.is_zero()),
+        max_hold: args.max_hold,
+        limit: args.limit,
+        random_delay: args.random_delay.filter(|d| !d.is_zero()),
+        on_unavailable: args.on_unavailable,
+        replicas: args.replicas,
     })
 }
 

@@ -21,6 +21,8 @@ pub enum Exit {
     Unavailable,
     /// The lock was lost while COMMAND ran; COMMAND was stopped.
     LockLost,
+    /// `--max-hold` ran out; COMMAND was stopped.
+    MaxHold,
     /// COMMAND exists but could not be executed.
     CannotInvoke,
     /// COMMAND was not found.
@@ -40,6 +42,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::Unavailable => 69,
             Exit::LockLost => 70,
+            Exit::MaxHold => 124,
             Exit::CannotInvoke => 126,
             Exit::NotFound => 127,
             Exit::No | Exit::Internal => 1,
@@ -57,6 +60,7 @@ impl Exit {
             "Redis unavailable (or no quorum reachable) before COMMAND started",
         ),
         ("70", "lock lost while COMMAND ran; COMMAND was stopped"),
+        ("124", "--max-hold reached; COMMAND was stopped"),
         ("126 / 127", "COMMAND not executable / not found"),
         (
             "1",
@@ -93,20 +97,6 @@ impl From<anyhow::Error> for Failure {
             exit: Exit::Internal,
             error: error.context("internal error (a bug in redlock-run, please report it)"),
         }
-    }
-}
-
-/// Attach an exit code to an error.
-pub trait OrExit<T> {
-    fn or_exit(self, exit: Exit) -> Result<T, Failure>;
-}
-
-impl<T, E: Into<anyhow::Error>> OrExit<T> for Result<T, E> {
-    fn or_exit(self, exit: Exit) -> Result<T, Failure> {
-        self.map_err(|e| Failure {
-            exit,
-            error: e.into(),
-        })
     }
 }
 

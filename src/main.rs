@@ -3,6 +3,7 @@
 mod child;
 mod cli;
 mod config;
+mod docs;
 mod exit;
 mod lock;
 mod log;
@@ -18,14 +19,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Cmd};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Needs no Redis, so a bad REDIS_URL must not stop it.
+    if let Some(Cmd::Generate { what }) = cli.cmd {
+        return docs::print(what);
+    }
     let conn = config::conn(&cli.conn).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
         None => {
-            let cfg = config::run(cli.run).unwrap_or_else(|e| e.exit());
+            let cfg = config::run(cli.run, &conn).unwrap_or_else(|e| e.exit());
             run::run(conn, cfg)
         }
         Some(cmd) => status::run(conn, cmd),

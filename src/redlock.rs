@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use crate::config::Endpoint;
-use crate::lock::{Acquire, BusyInfo, Holder, LockKeys, Node, Ownership};
+use crate::lock::{Acquire, BusyInfo, Holder, LockKeys, Node, Ownership, Wakeups};
 
 /// A lock we hold, valid (by our own monotonic clock) until `valid_until`.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +21,12 @@ pub enum Attempt {
     Busy(BusyInfo),
     /// Fewer than a quorum of nodes answered.
     Unavailable(anyhow::Error),
+    /// Held, but not confirmed by `--replicas`; given back already.
+    Unconfirmed(anyhow::Error),
+    /// KEY is held with another `--limit` (1: a plain lock); nothing taken.
+    Mismatch {
+        limit: u32,
+    },
 }
 
 /// The result of one refresh.
@@ -45,6 +51,11 @@ pub struct Quorum {
     nodes: Vec<Node>,
     keys: LockKeys,
     ttl: Duration,
+    /// Replicas that must confirm every acquire and extend (WAIT).
+    replicas: u32,
+    /// Holders allowed at once: 1 is a plain lock, more a semaphore.
+    limit: u32,
+    timeout: Duration,
 }
 
 impl Quorum {
@@ -56,7 +67,30 @@ impl Quorum {
                 .collect(),
             keys,
             ttl,
+            replicas: 0,
+            limit: 1,
+            timeout,
         }
+    }
+
+    /// Require `n` replicas of each node to confirm every acquire and
+    /// extend before it counts (`--replicas`).
+    pub fn with_replicas(mut self, n: u32) -> Quorum {
+        self.replicas = n;
+        self
+    }
+
+    /// Let up to `n` holders share the key (`--limit`); 1 (the default)
+    /// is a plain lock, more a semaphore with a slot per holder. Each node
+    /// must grant the slot, a majority of them as for a plain lock.
+    pub fn with_limit(mut self, n: u32) -> Quorum {
+        self.limit = n.max(1);
+        self
+    }
+
+    /// The `--limit` this quorum asks for.
+    pub fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// How many nodes must agree: a majority.
@@ -64,8 +98,27 @@ impl Quorum {
         self.nodes.len() / 2 + 1
     }
 
+    /// Hear releases of the lock from the first node that answered the last
+    /// attempt. One node is enough: waiters also poll, this only wakes them.
+    pub fn subscribe(&self) -> anyhow::Result<Wakeups> {
+        let node = self.nodes.iter().find(|n| n.is_connected());
+        node.ok_or_else(|| anyhow!("no node is connected"))?
+            .subscribe(&self.keys.lock)
+    }
+
     fn drift(&self) -> Duration {
         crate::config::drift(self.ttl)
+    }
+
+    /// How many nodes there are.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Ask every node at once, for commands that span many keys (`status`,
+    /// `list`, `force-release`): the same fan-out as the lock's own calls.
+    pub fn on_each<R: Send>(&mut self, f: impl Fn(&mut Node) -> R + Sync) -> Vec<R> {
+        self.each(|node, _| f(node))
     }
 
     /// Ask every node at once; one node is asked on this thread.
@@ -92,12 +145,16 @@ impl Quorum {
     }
 
     pub fn try_acquire(&mut self, token: &str, holder: &Holder) -> Attempt {
-        let ttl = self.ttl;
+        let (ttl, limit) = (self.ttl, self.limit);
         let start = Instant::now();
-        let answers = self.each(|node, keys| node.acquire(keys, token, ttl, holder));
+        let answers = self.each(|node, keys| match limit {
+            1 => node.acquire(keys, token, ttl, holder),
+            n => node.acquire_slot(keys, token, ttl, holder, n),
+        });
         let valid_until = start + ttl - self.drift();
         let mut fences = Vec::new();
         let mut busy = None;
+        let mut mismatch = None;
         let mut errors = Vec::new();
         for answer in answers {
             match answer {
@@ -105,17 +162,33 @@ impl Quorum {
                 Ok(Acquire::Busy(info)) => {
                     busy.get_or_insert(info);
                 }
+                Ok(Acquire::Mismatch { limit }) => {
+                    mismatch.get_or_insert(limit);
+                }
                 Err(e) => errors.push(e),
             }
         }
         if fences.len() >= self.needed() && Instant::now() < valid_until {
-            let fence = fences.into_iter().max().unwrap_or_default();
-            return Attempt::Acquired(Lease { fence, valid_until });
+            match self.confirm_replicas() {
+                Ok(()) => {
+                    let fence = fences.into_iter().max().unwrap_or_default();
+                    return Attempt::Acquired(Lease { fence, valid_until });
+                }
+                Err(e) => {
+                    // Not durable: a failover could lose it. Give it back.
+                    self.release(token, 1);
+                    return Attempt::Unconfirmed(e);
+                }
+            }
         }
         if !fences.is_empty() || !errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
             self.release(token, 1);
+        }
+        if let Some(limit) = mismatch {
+            // Not a matter of waiting: the holders use another --limit.
+            return Attempt::Mismatch { limit };
         }
         if self.nodes.len() - errors.len() < self.needed() {
             return Attempt::Unavailable(join_errors(errors, self.nodes.len()));
@@ -123,10 +196,19 @@ impl Quorum {
         Attempt::Busy(busy.unwrap_or_default())
     }
 
+    /// Refresh the lock for another TTL.
     pub fn extend(&mut self, token: &str) -> Extend {
-        let ttl = self.ttl;
+        self.extend_for(token, self.ttl)
+    }
+
+    /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it).
+    pub fn extend_for(&mut self, token: &str, ttl: Duration) -> Extend {
         let start = Instant::now();
-        let answers = self.each(|node, keys| node.extend(keys, token, ttl));
+        let limit = self.limit;
+        let answers = self.each(|node, keys| match limit {
+            1 => node.extend(keys, token, ttl),
+            _ => node.extend_slot(keys, token, ttl),
+        });
         let valid_until = start + ttl - self.drift();
         let mut ours = 0;
         let mut lost = Vec::new();
@@ -139,7 +221,10 @@ impl Quorum {
             }
         }
         if ours >= self.needed() && Instant::now() < valid_until {
-            return Extend::Extended(valid_until);
+            return match self.confirm_replicas() {
+                Ok(()) => Extend::Extended(valid_until),
+                Err(e) => Extend::Failed(e),
+            };
         }
         if self.nodes.len() - lost.len() < self.needed() {
             let replaced = lost.contains(&Ownership::Replaced);
@@ -155,16 +240,40 @@ impl Quorum {
         Extend::Failed(join_errors(errors, self.nodes.len()))
     }
 
+    /// With `--replicas N`: WAIT until N replicas have the last write, for
+    /// at most half the per-node timeout. One node only (see config).
+    fn confirm_replicas(&mut self) -> anyhow::Result<()> {
+        let (wanted, limit) = (self.replicas, self.timeout / 2);
+        if wanted == 0 {
+            return Ok(());
+        }
+        for confirmed in self.each(|node, _| node.wait_replicas(wanted, limit)) {
+            let confirmed = confirmed?;
+            if confirmed < i64::from(wanted) {
+                return Err(anyhow!(
+                    "only {confirmed} of {wanted} replicas confirmed the lock within {}",
+                    crate::config::show(limit)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Release on every node, trying each up to `tries` times.
     pub fn release(&mut self, token: &str, tries: usize) -> Released {
+        let limit = self.limit;
         let answers = self.each(|node, keys| {
-            let mut last = node.release(keys, token);
+            let mut release = || match limit {
+                1 => node.release(keys, token),
+                _ => node.release_slot(keys, token),
+            };
+            let mut last = release();
             for _ in 1..tries {
                 if last.is_ok() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
-                last = node.release(keys, token);
+                last = release();
             }
             last
         });
@@ -182,7 +291,7 @@ impl Quorum {
 }
 
 /// Several nodes' errors as one error: "2 of 3 nodes failed: a; b".
-fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
+pub fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
     match errors.len() {
         0 => anyhow!("no quorum"),
         1 if nodes == 1 => errors.into_iter().next().expect("one error"),
@@ -203,6 +312,9 @@ mod tests {
             prefix: "p:".into(),
             verbose: false,
             quiet: false,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         })
         .expect("valid urls")
         .endpoints;

@@ -1,15 +1,17 @@
 //! The run mode: acquire -> spawn -> supervise -> release.
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
+use nix::sys::signal::Signal;
 
-use crate::child::{self, Spawned};
-use crate::config::{Conn, RunConfig};
-use crate::exit::{Exit, Failure, OrExit};
+use crate::child::{self, Spawned, StopTimer};
+use crate::cli::OnUnavailable;
+use crate::config::{show, Conn, RunConfig};
+use crate::exit::{Exit, Failure};
 use crate::lock::{Holder, LockKeys};
 use crate::log::Log;
-use crate::redlock::{Quorum, Released};
+use crate::redlock::{Extend, Quorum, Released};
 use crate::refresh::{Loss, Plan, Refresher};
 use crate::signals::SignalRelay;
 use crate::wait::{self, Waited};
@@ -17,12 +19,25 @@ use crate::wait::{self, Waited};
 pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
     let log = Log::new(conn.verbosity);
     let signals = SignalRelay::start().context("cannot set up signal handling")?;
+    if let Some(spread) = cfg.random_delay {
+        // A fleet's cron entries fire in the same second; spread them out.
+        let delay = wait::jitter(Duration::ZERO, spread);
+        log.info(format!(
+            "sleeping {} before the first attempt (--random-delay)",
+            show(delay)
+        ));
+        if let Some(sig) = signals.sleep(delay) {
+            return Ok(Exit::Signaled(sig));
+        }
+    }
     let keys = LockKeys::new(&conn.prefix, &cfg.key);
-    let mut quorum = Quorum::new(&conn.endpoints, keys, cfg.ttl, cfg.node_timeout());
+    let mut quorum = Quorum::new(&conn.endpoints, keys, cfg.ttl, cfg.node_timeout())
+        .with_replicas(cfg.replicas)
+        .with_limit(cfg.limit);
     let token = uuid::Uuid::new_v4().to_string();
     let holder = holder(&cfg);
 
-    let lease = match wait::acquire(
+    let waited = wait::acquire(
         &mut quorum,
         &token,
         &holder,
@@ -30,9 +45,10 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         &cfg.key,
         &signals,
         &log,
-    )? {
-        Waited::Acquired(lease) => lease,
-        Waited::Busy(info) => {
+    );
+    let lease = match waited {
+        Ok(Waited::Acquired(lease)) => lease,
+        Ok(Waited::Busy(info)) => {
             log.warn(format!(
                 "lock '{}' {}; giving up",
                 cfg.key,
@@ -40,8 +56,21 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
             ));
             return Ok(Exit::Busy(cfg.conflict_exit_code));
         }
-        Waited::Signaled(sig) => return Ok(Exit::Signaled(sig)),
+        Ok(Waited::Signaled(sig)) => return Ok(Exit::Signaled(sig)),
+        Err(failure)
+            if failure.exit == Exit::Unavailable && cfg.on_unavailable == OnUnavailable::Run =>
+        {
+            log.error(format!(
+                "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
+            ));
+            return run_unlocked(&cfg, &signals, &log);
+        }
+        Err(failure) => return Err(failure),
     };
+    // Acquired when the last attempt was sent, at the latest.
+    let acquired_at = (lease.valid_until + crate::config::drift(cfg.ttl))
+        .checked_sub(cfg.ttl)
+        .unwrap_or_else(Instant::now);
     log.info(format!(
         "acquired lock '{}' (fence {})",
         cfg.key, lease.fence
@@ -57,14 +86,11 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         ("REDLOCK_TOKEN", token.as_str()),
         ("REDLOCK_FENCE", fence.as_str()),
     ];
-    let spawned = match child::spawn(&cfg.argv, &env) {
+    let spawned = match spawn(&cfg, &env) {
         Ok(spawned) => spawned,
-        Err(e) => {
+        Err(failure) => {
             release(&mut quorum, &token, &cfg.key, &log);
-            let exit = child::spawn_error_exit(&e);
-            return Err(e)
-                .with_context(|| format!("cannot run '{}'", cfg.argv[0].to_string_lossy()))
-                .or_exit(exit);
+            return Err(failure);
         }
     };
     signals.forward_to(spawned.group.clone());
@@ -73,56 +99,151 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         kill_after: cfg.kill_after,
         stop_margin: cfg.stop_margin(),
     };
-    let refresher = match Refresher::start(
+    let group = spawned.group.clone();
+    let refresher = Refresher::start(
         quorum,
         token.clone(),
         lease,
         plan,
-        spawned.group.clone(),
+        group,
         log,
         cfg.key.clone(),
-    ) {
+    );
+    let refresher = match refresher {
         Ok(refresher) => refresher,
         Err(e) => {
             // Never leave COMMAND running without a refresher.
-            spawned.group.signal(nix::sys::signal::Signal::SIGKILL);
+            spawned.group.signal(Signal::SIGKILL);
             spawned.reap();
             return Err(anyhow::Error::new(e)
                 .context("cannot start the refresh thread")
                 .into());
         }
     };
+    let max_hold = max_hold_timer(&cfg, &spawned, &log);
 
-    let (exit, quorum, loss) = supervise(spawned, refresher, &cfg, &log);
-    let mut quorum = quorum;
+    let exit = finish(spawned, refresher.lost(), &cfg, &log);
+    let (mut quorum, loss) = refresher.stop();
+    let timed_out = max_hold.is_some_and(StopTimer::stop);
     match loss {
-        Some(Loss::Replaced | Loss::Gone) => {}
+        Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
         // Not confirmed is not known lost: give it back if we still can.
         Some(Loss::Unconfirmed(_)) => {
             quorum.release(&token, 1);
+            return Ok(Exit::LockLost);
         }
-        None => release(&mut quorum, &token, &cfg.key, &log),
+        None => {}
     }
-    Ok(if loss.is_some() { Exit::LockLost } else { exit })
+    // A job stopped by --max-hold gets no --min-hold on top.
+    if timed_out || !hold_on(&mut quorum, &token, acquired_at, &cfg, &log) {
+        release(&mut quorum, &token, &cfg.key, &log);
+    }
+    Ok(if timed_out { Exit::MaxHold } else { exit })
 }
 
-/// Wait for COMMAND and its group to be gone, then stop the refresher.
-fn supervise(
-    spawned: Spawned,
-    refresher: Refresher,
-    cfg: &RunConfig,
-    log: &Log,
-) -> (Exit, Quorum, Option<Loss>) {
+/// `--on-unavailable run`: COMMAND without a lock (and without a fence).
+fn run_unlocked(cfg: &RunConfig, signals: &SignalRelay, log: &Log) -> Result<Exit, Failure> {
+    let spawned = spawn(cfg, &[("REDLOCK_KEY", cfg.key.as_str())])?;
+    signals.forward_to(spawned.group.clone());
+    let max_hold = max_hold_timer(cfg, &spawned, log);
+    let exit = finish(spawned, false, cfg, log);
+    Ok(if max_hold.is_some_and(StopTimer::stop) {
+        Exit::MaxHold
+    } else {
+        exit
+    })
+}
+
+fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Spawned, Failure> {
+    child::spawn(&cfg.argv, env).map_err(|e| {
+        let exit = child::spawn_error_exit(&e);
+        Failure {
+            exit,
+            error: anyhow::Error::new(e)
+                .context(format!("cannot run '{}'", cfg.argv[0].to_string_lossy())),
+        }
+    })
+}
+
+/// `--max-hold`: stop COMMAND when it has run for that long.
+fn max_hold_timer(cfg: &RunConfig, spawned: &Spawned, log: &Log) -> Option<StopTimer> {
+    let limit = cfg.max_hold?;
+    let (log, grace) = (*log, cfg.kill_after);
+    let announce = move || {
+        log.error(format!(
+            "COMMAND still runs after --max-hold {}; stopping it (SIGTERM, SIGKILL after {}), exit 124",
+            show(limit),
+            show(grace)
+        ))
+    };
+    match StopTimer::start(spawned.group.clone(), limit, grace, announce) {
+        Ok(timer) => Some(timer),
+        Err(e) => {
+            // Never let COMMAND run past --max-hold unnoticed.
+            log.error(format!(
+                "cannot start the --max-hold timer ({e}); stopping COMMAND"
+            ));
+            spawned.group.signal(Signal::SIGKILL);
+            None
+        }
+    }
+}
+
+/// Wait for COMMAND and everything in its group to be gone, then reap it.
+/// The lock stays held (and refreshed) all the while.
+fn finish(spawned: Spawned, lost: bool, cfg: &RunConfig, log: &Log) -> Exit {
     spawned.wait_exit();
     let left = spawned.stop_leftovers(cfg.kill_after);
-    if left > 0 && !refresher.lost() {
+    if left > 0 && !lost {
         log.warn(format!(
             "COMMAND exited but left {left} process(es) in its group; stopped them before releasing the lock"
         ));
     }
-    let (quorum, loss) = refresher.stop();
-    let exit = spawned.reap();
-    (exit, quorum, loss)
+    spawned.reap()
+}
+
+/// `--min-hold`: if COMMAND ended early, keep the lock until `min-hold`
+/// after acquiring it, by setting its expiry to the rest. Whether it did.
+fn hold_on(
+    quorum: &mut Quorum,
+    token: &str,
+    acquired_at: Instant,
+    cfg: &RunConfig,
+    log: &Log,
+) -> bool {
+    let Some(rest) = cfg
+        .min_hold
+        .and_then(|min| min.checked_sub(acquired_at.elapsed()))
+    else {
+        return false;
+    };
+    if rest < Duration::from_millis(1) {
+        return false;
+    }
+    match quorum.extend_for(token, rest) {
+        Extend::Extended(_) => {
+            log.info(format!(
+                "keeping lock '{}' for {} more (--min-hold)",
+                cfg.key,
+                show(rest)
+            ));
+            true
+        }
+        Extend::Lost(_) => {
+            log.warn(format!(
+                "lock '{}' was already gone at exit; --min-hold cannot keep it",
+                cfg.key
+            ));
+            true
+        }
+        Extend::Failed(e) => {
+            log.warn(format!(
+                "cannot keep lock '{}' for --min-hold ({e:#}); releasing it",
+                cfg.key
+            ));
+            false
+        }
+    }
 }
 
 /// Release on every node and say so if anything was not as expected.

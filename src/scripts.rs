@@ -2,19 +2,80 @@
 //!
 //! Every script takes the same KEYS, built by `lock::LockKeys`:
 //!
-//! | KEYS[1] | `P{K}`        | the lock: our token, expiring after the TTL   |
-//! | KEYS[2] | `P{K}:holder` | hash describing the holder, same expiry       |
-//! | KEYS[3] | `P{K}:fence`  | fencing counter, never expires, only grows    |
+//! | KEYS[1] | `P{K}`         | the lock: our token, expiring after the TTL   |
+//! | KEYS[2] | `P{K}:holder`  | hash describing the holder, same expiry       |
+//! | KEYS[3] | `P{K}:fence`   | fencing counter, never expires, only grows    |
+//! | KEYS[4] | `P{K}:holders` | `--limit N > 1`: zset token -> expiry (ms)    |
+//! | KEYS[5] | `P{K}:limit`   | `--limit N > 1`: N, while any holder lives    |
 //!
-//! The braces make all three one Redis Cluster slot. Results are small
+//! The braces make them all one Redis Cluster slot. Results are small
 //! integer arrays so that one node's answer is cheap to read.
+//!
+//! A plain lock (`--limit 1`) uses KEYS[1..3] only; it reads KEYS[5] to
+//! refuse a key that is a semaphore now. A semaphore (`--limit N`, N > 1,
+//! the `SLOT_*` scripts) keeps each holder in KEYS[4], scored by its expiry
+//! in milliseconds by the server's own clock (`TIME`), and describes it in
+//! `P{K}:holder:<token>` (`KEYS[2] .. ':' .. token`), a hash with the plain
+//! holder's fields plus `fence`, expiring with the slot. Those per-holder
+//! keys are built inside the scripts, not declared: fine on standalone
+//! Redis and within one Cluster slot (same hash tag), but not declared to
+//! a proxy that routes by KEYS. Expired members are removed by the scripts
+//! themselves, and KEYS[4] and KEYS[5] expire with their last holder, so
+//! the slot of a holder killed with SIGKILL frees itself after its TTL and
+//! a semaphore whose holders all died leaves only its fence behind.
+//!
+//! Acquire replies `{-1, N}` when KEY is in use with another limit (N = 1:
+//! a plain lock); nothing is changed then.
+
+/// Lua functions shared by the scripts that touch a semaphore. Defining
+/// them calls nothing: a plain lock's script never needs `TIME` (nor the
+/// ACL permission for it).
+macro_rules! slot_lib {
+    () => {
+        r#"
+-- Milliseconds by the server's clock: every holder's expiry is on it.
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Expire the holder set and the limit with their last holder, so that a
+-- semaphore whose holders all died leaves nothing behind (but its fence).
+local function settle(now)
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', KEYS[4], KEYS[5])
+    return
+  end
+  local left = math.max(tonumber(last[2]) - now, 1)
+  redis.call('PEXPIRE', KEYS[4], left)
+  redis.call('PEXPIRE', KEYS[5], left)
+end
+-- The live holders, each {token, pttl_ms, holder hash as a flat array}.
+local function live_slots(now)
+  local members = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  local slots = {}
+  for i = 1, #members, 2 do
+    local left = tonumber(members[i + 1]) - now
+    if left > 0 then
+      slots[#slots + 1] = {members[i], left,
+        redis.call('HGETALL', KEYS[2] .. ':' .. members[i])}
+    end
+  end
+  return slots
+end
+"#
+    };
+}
 
 /// Take the lock if it is free (or already ours).
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at.
 /// Returns `{1, fence}` when held by us now, else
-/// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder.
+/// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder,
+/// or `{-1, N}` when KEY is a semaphore with `--limit N` now.
 pub const ACQUIRE: &str = r#"
+local limit = redis.call('GET', KEYS[5])
+if limit then return {-1, tonumber(limit) or 0} end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.call('INCR', KEYS[3])
   redis.call('DEL', KEYS[2])
@@ -55,10 +116,179 @@ return -1
 pub const RELEASE: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  -- Publish first: a user without +publish then fails with NOPERM before
+  -- anything is deleted. Waiters cannot act before this script ends.
   redis.call('PUBLISH', KEYS[1], 'released')
+  redis.call('DEL', KEYS[1], KEYS[2])
   return 1
 end
 if cur then return 0 end
 return -1
 "#;
+
+/// Read everything about a lock at once, changing nothing.
+///
+/// No ARGV. Returns `{token or false, pttl_ms, fence, holder, limit,
+/// slots}`: `pttl_ms` as PTTL answers it (-2 when free), `fence` the
+/// counter's value (0 when never acquired), `holder` the hash as a flat
+/// field/value array (empty when free), `limit` the semaphore's N (0 when
+/// KEY is no semaphore now) and `slots` its live holders, each
+/// `{token, pttl_ms, holder}`. A plain lock's reply needs only GET, PTTL
+/// and HGETALL; TIME and ZRANGE only when a semaphore exists.
+pub const INSPECT: &str = concat!(
+    slot_lib!(),
+    r#"
+local token = redis.call('GET', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local holder = {}
+if token then holder = redis.call('HGETALL', KEYS[2]) end
+local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+local slots = {}
+if limit > 0 then slots = live_slots(clock()) end
+return {token, pttl, fence, holder, limit, slots}
+"#
+);
+
+/// Delete a lock by hand, whoever holds it, and wake its waiters.
+///
+/// ARGV: check ('1' to delete only if the lock holds ARGV[2], '0' to
+/// delete whatever holds it), token. Returns `{outcome, token or false,
+/// pttl_ms, fence, holder, limit, slots}` describing the lock as it was
+/// (see INSPECT): outcome 1 deleted, 0 held by another token (left alone),
+/// -1 not held. A semaphore loses all its holders, or with the check only
+/// the holder of ARGV[2]; `slots` are then the holders deleted (all live
+/// holders when none matched).
+pub const FORCE_RELEASE: &str = concat!(
+    slot_lib!(),
+    r#"
+local token = redis.call('GET', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+if not token and limit > 0 then
+  local now = clock()
+  local all = live_slots(now)
+  if #all == 0 then return {-1, false, pttl, fence, {}, limit, {}} end
+  local chosen = all
+  if ARGV[1] == '1' then
+    chosen = {}
+    for _, slot in ipairs(all) do
+      if slot[1] == ARGV[2] then chosen[1] = slot end
+    end
+    if #chosen == 0 then return {0, false, pttl, fence, {}, limit, all} end
+  end
+  redis.call('PUBLISH', KEYS[1], 'released')
+  if ARGV[1] == '1' then
+    redis.call('ZREM', KEYS[4], ARGV[2])
+    redis.call('DEL', KEYS[2] .. ':' .. ARGV[2])
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+    settle(now)
+  else
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+      redis.call('DEL', KEYS[2] .. ':' .. member)
+    end
+    redis.call('DEL', KEYS[4], KEYS[5])
+  end
+  return {1, false, pttl, fence, {}, limit, chosen}
+end
+if not token then return {-1, false, pttl, fence, {}} end
+local holder = redis.call('HGETALL', KEYS[2])
+if ARGV[1] == '1' and token ~= ARGV[2] then
+  return {0, token, pttl, fence, holder}
+end
+redis.call('PUBLISH', KEYS[1], 'released')
+redis.call('DEL', KEYS[1], KEYS[2])
+return {1, token, pttl, fence, holder}
+"#
+);
+
+/// Take a slot of a semaphore (`--limit N`, N > 1) if one is free (or
+/// already ours), removing expired holders first.
+///
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N.
+/// Returns `{1, fence}` when we hold a slot now; `{0, pttl_ms, holders, N}`
+/// when all N slots are taken, `pttl_ms` the time until the first of them
+/// expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
+/// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
+pub const SLOT_ACQUIRE: &str = concat!(
+    slot_lib!(),
+    r#"
+local ttl = tonumber(ARGV[2])
+local limit = tonumber(ARGV[8])
+if redis.call('GET', KEYS[1]) then return {-1, 1} end
+local now = clock()
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local count = redis.call('ZCARD', KEYS[4])
+local held = tonumber(redis.call('GET', KEYS[5]) or '')
+if count > 0 and held and held ~= limit then return {-1, held} end
+local mine = KEYS[2] .. ':' .. ARGV[1]
+if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+  redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', mine, ttl)
+  redis.call('SET', KEYS[5], limit)
+  settle(now)
+  return {1, tonumber(redis.call('HMGET', mine, 'fence')[1] or '0') or 0}
+end
+if count >= limit then
+  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2]) - now, count, limit}
+end
+local fence = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
+redis.call('DEL', mine)
+redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
+  'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
+  'fence', fence)
+redis.call('PEXPIRE', mine, ttl)
+redis.call('SET', KEYS[5], limit)
+settle(now)
+return {1, fence}
+"#
+);
+
+/// Push the expiry of our slot of a semaphore.
+///
+/// ARGV: token, ttl_ms. Returns 1 if extended, -1 if our slot is gone
+/// (expired, or deleted by hand): a slot is never taken over, so never 0.
+pub const SLOT_EXTEND: &str = concat!(
+    slot_lib!(),
+    r#"
+local now = clock()
+local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if not score or tonumber(score) <= now then return -1 end
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[1], ttl)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+settle(now)
+return 1
+"#
+);
+
+/// Give back our slot of a semaphore and wake its waiters; the other
+/// holders are left alone.
+///
+/// ARGV: token. Returns 1 if released, -1 if our slot was already gone
+/// (an expired one is cleaned up, without waking anyone). Waiters listen
+/// on the channel named like the lock key, as for a plain lock.
+pub const SLOT_RELEASE: &str = concat!(
+    slot_lib!(),
+    r#"
+local now = clock()
+local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if not score then return -1 end
+local live = tonumber(score) > now
+if live then
+  -- Publish first: a user without +publish then fails with NOPERM before
+  -- anything is deleted. Waiters cannot act before this script ends.
+  redis.call('PUBLISH', KEYS[1], 'released')
+end
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[2] .. ':' .. ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+settle(now)
+if live then return 1 end
+return -1
+"#
+);

@@ -1,14 +1,605 @@
-//! status, list and force-release.
+//! status, list and force-release: what Redis holds about a lock, as text
+//! or JSON, and deleting a lock by hand.
+//!
+//! Every node is asked (one round trip per key and node, all nodes at
+//! once). A lock is held when a majority of the nodes hold the same token;
+//! with one node that is simply "the node holds it".
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Write};
+use std::time::{Duration, SystemTime};
 
 use anyhow::anyhow;
+use serde_json::{json, Map, Value};
 
 use crate::cli::Cmd;
-use crate::config::Conn;
+use crate::config::{Conn, Verbosity};
 use crate::exit::{Exit, Failure};
+use crate::lock::{Forced, Inspected, LockKeys, Slot};
+use crate::log::Log;
+use crate::redlock::{join_errors, Quorum};
 
-pub fn run(_conn: Conn, _cmd: Cmd) -> Result<Exit, Failure> {
-    Err(Failure {
-        exit: Exit::Usage,
-        error: anyhow!("not implemented yet"),
-    })
+/// Connect and command timeout per node: an operator at a terminal should
+/// not wait long for a dead server, but a busy one deserves a moment.
+const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Exit 0: every key held, or the lock was deleted.
+const YES: Exit = Exit::Child(0);
+
+pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
+    let log = Log::new(conn.verbosity);
+    // The quorum's own key and TTL are unused: admin calls name their keys.
+    let mut quorum = Quorum::new(
+        &conn.endpoints,
+        LockKeys::new(&conn.prefix, ""),
+        NODE_TIMEOUT,
+        NODE_TIMEOUT,
+    );
+    let prefix = conn.prefix.as_str();
+    match cmd {
+        Cmd::Status { keys, json } => status(&mut quorum, prefix, &keys, json, &log),
+        Cmd::List { json } => list(&mut quorum, prefix, json, &log),
+        Cmd::ForceRelease { key, token } => {
+            let quiet = conn.verbosity == Verbosity::Quiet;
+            force_release(&mut quorum, prefix, &key, token.as_deref(), quiet, &log)
+        }
+        Cmd::Generate { .. } => Err(anyhow!("`generate` is handled before connecting").into()),
+    }
+}
+
+fn status(
+    quorum: &mut Quorum,
+    prefix: &str,
+    keys: &[String],
+    json: bool,
+    log: &Log,
+) -> Result<Exit, Failure> {
+    let lock_keys: Vec<LockKeys> = keys.iter().map(|k| LockKeys::new(prefix, k)).collect();
+    let answers = quorum.on_each(|node| {
+        lock_keys
+            .iter()
+            .map(|k| node.inspect(k))
+            .collect::<anyhow::Result<Vec<_>>>()
+    });
+    let what = match keys {
+        [key] => format!("cannot read lock '{key}'"),
+        _ => "cannot read the locks".to_string(),
+    };
+    let nodes = answered(quorum, answers, &what, log)?;
+    let views: Vec<View> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| View::merge(key, quorum, nodes.iter().map(|answers| &answers[i])))
+        .collect();
+    let all_held = views.iter().all(|v| v.held);
+    print(&views, json)?;
+    Ok(if all_held { YES } else { Exit::No })
+}
+
+fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit, Failure> {
+    let answers = quorum.on_each(|node| {
+        let names = node.scan_locks(prefix)?;
+        names
+            .into_iter()
+            .map(|name| {
+                let inspected = node.inspect(&LockKeys::new(prefix, &name))?;
+                Ok((name, inspected))
+            })
+            .collect::<anyhow::Result<HashMap<_, _>>>()
+    });
+    let nodes = answered(quorum, answers, "cannot list the locks", log)?;
+    // Sorted by KEY; a node without the key holds nothing under it.
+    let names: BTreeSet<&str> = nodes
+        .iter()
+        .flat_map(|found| found.keys().map(String::as_str))
+        .collect();
+    let free = Inspected::default();
+    let views: Vec<View> = names
+        .into_iter()
+        .map(|name| {
+            let answers = nodes.iter().map(|found| found.get(name).unwrap_or(&free));
+            View::merge(name, quorum, answers)
+        })
+        .filter(|view| view.held)
+        .collect();
+    print(&views, json)?;
+    Ok(YES)
+}
+
+fn force_release(
+    quorum: &mut Quorum,
+    prefix: &str,
+    key: &str,
+    token: Option<&str>,
+    quiet: bool,
+    log: &Log,
+) -> Result<Exit, Failure> {
+    let keys = LockKeys::new(prefix, key);
+    let answers = quorum.on_each(|node| node.force_release(&keys, token));
+    let total = quorum.nodes();
+    let mut deleted = Vec::new();
+    let mut mismatched = Vec::new();
+    let mut errors = Vec::new();
+    for answer in answers {
+        match answer {
+            Ok((Forced::Deleted, was)) => deleted.push(was),
+            Ok((Forced::Mismatch, was)) => mismatched.push(was),
+            Ok((Forced::Free, _)) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    if total - errors.len() < quorum.needed() {
+        let done = match deleted.len() {
+            0 => String::new(),
+            n => format!(" (deleted on {n} of {total} nodes)"),
+        };
+        return Err(Failure {
+            exit: Exit::Unavailable,
+            error: join_errors(errors, total).context(format!(
+                "cannot release lock '{key}'{done}: Redis unavailable"
+            )),
+        });
+    }
+    for e in &errors {
+        log.warn(format!(
+            "{e:#}; the lock may stay there until its TTL runs out"
+        ));
+    }
+    if !deleted.is_empty() {
+        let view = View::merge(key, quorum, deleted.iter());
+        // With several nodes, "on 2 of 3 nodes" says where it was deleted.
+        let line = match view.slots.as_slice() {
+            // One holder of a semaphore (--token): the others stay.
+            [slot] if token.is_some() => format!(
+                "released a holder of '{}' (limit {}): it was {}",
+                clean(key),
+                view.limit,
+                view.describe_slot(slot, false)
+            ),
+            _ => format!("released '{}': it was {}", clean(key), view.describe(false)),
+        };
+        if !quiet {
+            emit([line])?;
+        }
+        return Ok(YES);
+    }
+    if !mismatched.is_empty() {
+        let view = View::merge(key, quorum, mismatched.iter());
+        log.warn(format!(
+            "lock '{}' is held by {} with another token; not released",
+            clean(key),
+            view.who()
+        ));
+    } else {
+        log.warn(format!(
+            "lock '{}' is not held; nothing to release",
+            clean(key)
+        ));
+    }
+    Ok(Exit::No)
+}
+
+/// The answers of the nodes that answered, or exit 69 when fewer than a
+/// majority did. Each failed node is reported on stderr.
+fn answered<T>(
+    quorum: &Quorum,
+    answers: Vec<anyhow::Result<T>>,
+    what: &str,
+    log: &Log,
+) -> Result<Vec<T>, Failure> {
+    let total = quorum.nodes();
+    let (ok, errors): (Vec<_>, Vec<_>) = answers.into_iter().partition(|a| a.is_ok());
+    let ok: Vec<T> = ok.into_iter().filter_map(Result::ok).collect();
+    let errors: Vec<anyhow::Error> = errors.into_iter().filter_map(Result::err).collect();
+    if ok.len() < quorum.needed() {
+        return Err(Failure {
+            exit: Exit::Unavailable,
+            error: join_errors(errors, total).context(format!("{what}: Redis unavailable")),
+        });
+    }
+    for e in errors {
+        log.warn(format!("{e:#}; counted as not holding any lock"));
+    }
+    Ok(ok)
+}
+
+/// One lock as the nodes see it together.
+#[derive(Debug)]
+struct View {
+    key: String,
+    /// A majority of the nodes hold `token`.
+    held: bool,
+    /// The token held by the most nodes, if any node holds one.
+    token: Option<String>,
+    /// How many nodes hold `token`, of how many.
+    holding: usize,
+    nodes: usize,
+    /// How long a majority keeps holding it.
+    pttl_ms: i64,
+    /// Held: the fencing token of this holder. Free: the last one issued.
+    fence: i64,
+    /// The holder record, from a node holding `token`.
+    record: Inspected,
+    /// A semaphore (`--limit N`, N > 1): N, else 0.
+    limit: u32,
+    /// A semaphore's holders, held by a majority or not, by fence.
+    slots: Vec<SlotView>,
+}
+
+/// One holder of a semaphore as the nodes see it together.
+#[derive(Debug)]
+struct SlotView {
+    token: String,
+    /// How many nodes hold this token.
+    holding: usize,
+    /// How long a majority keeps holding it.
+    pttl_ms: i64,
+    /// Its fencing token (0 if its record lacks one).
+    fence: i64,
+    /// From a node holding it.
+    record: Slot,
+}
+
+impl View {
+    fn merge<'a>(key: &str, quorum: &Quorum, answers: impl Iterator<Item = &'a Inspected>) -> View {
+        let answers: Vec<&Inspected> = answers.collect();
+        let needed = quorum.needed();
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for token in answers.iter().filter_map(|a| a.token.as_deref()) {
+            *counts.entry(token).or_default() += 1;
+        }
+        // The most widely held token; ties (no majority anyway) by name,
+        // so that the output does not change from run to run.
+        let token = counts
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(token, _)| token.to_string());
+        let holders: Vec<&Inspected> = answers
+            .iter()
+            .copied()
+            .filter(|a| a.token.is_some() && a.token == token)
+            .collect();
+        let holding = holders.len();
+        let held = holding >= needed;
+        let fence = if held {
+            // Counters only grow while the lock is free, so the holders'
+            // largest is the fence their holder was given.
+            holders.iter().map(|a| a.fence).max()
+        } else {
+            answers.iter().map(|a| a.fence).max()
+        }
+        .unwrap_or(0);
+        let mut pttls: Vec<i64> = holders.iter().map(|a| a.pttl_ms).collect();
+        pttls.sort_unstable_by(|a, b| b.cmp(a));
+        let pttl_ms = pttls
+            .get(needed.min(holding).saturating_sub(1))
+            .copied()
+            .unwrap_or(-2);
+        let mut view = View {
+            key: key.to_string(),
+            held,
+            token,
+            holding,
+            nodes: quorum.nodes(),
+            pttl_ms,
+            fence,
+            record: holders.first().map(|a| (*a).clone()).unwrap_or_default(),
+            limit: 0,
+            slots: Vec::new(),
+        };
+        if !held {
+            view.merge_slots(&answers, needed);
+        }
+        view
+    }
+
+    /// A semaphore: its limit (as most nodes have it) and its holders.
+    fn merge_slots(&mut self, answers: &[&Inspected], needed: usize) {
+        let mut limits: HashMap<u32, usize> = HashMap::new();
+        for limit in answers.iter().map(|a| a.limit).filter(|&l| l > 0) {
+            *limits.entry(limit).or_default() += 1;
+        }
+        let Some((&limit, _)) = limits.iter().max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0))) else {
+            return;
+        };
+        let mut tokens: HashMap<&str, Vec<&Slot>> = HashMap::new();
+        for slot in answers.iter().flat_map(|a| &a.slots) {
+            tokens.entry(&slot.token).or_default().push(slot);
+        }
+        let mut slots: Vec<SlotView> = tokens
+            .into_iter()
+            .map(|(token, copies)| {
+                let mut pttls: Vec<i64> = copies.iter().map(|s| s.pttl_ms).collect();
+                pttls.sort_unstable_by(|a, b| b.cmp(a));
+                let holding = copies.len();
+                SlotView {
+                    token: token.to_string(),
+                    holding,
+                    pttl_ms: pttls
+                        .get(needed.min(holding).saturating_sub(1))
+                        .copied()
+                        .unwrap_or(-2),
+                    fence: copies
+                        .iter()
+                        .filter_map(|s| s.field("fence")?.parse().ok())
+                        .max()
+                        .unwrap_or(0),
+                    record: copies[0].clone(),
+                }
+            })
+            .collect();
+        slots.sort_by(|a, b| a.fence.cmp(&b.fence).then(a.token.cmp(&b.token)));
+        self.limit = limit;
+        self.held = slots.iter().any(|s| s.holding >= needed);
+        if self.held {
+            self.pttl_ms = slots.iter().map(|s| s.pttl_ms).max().unwrap_or(-2);
+        }
+        self.slots = slots;
+    }
+
+    /// The semaphore's holders that a majority of nodes hold.
+    fn held_slots(&self) -> impl Iterator<Item = &SlotView> {
+        let needed = self.nodes / 2 + 1;
+        self.slots.iter().filter(move |s| s.holding >= needed)
+    }
+
+    /// "web1 pid 4242 (root)", or the token when the record is missing;
+    /// for a semaphore "3 holders (limit 3)".
+    fn who(&self) -> String {
+        if self.limit > 0 {
+            let n = self.held_slots().count();
+            return format!("{} (limit {})", holders(n), self.limit);
+        }
+        let r = &self.record;
+        who(|f| r.field(f), self.token.as_deref())
+    }
+
+    /// "held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump"
+    /// (without "expires in" for a lock that was just deleted); for a
+    /// semaphore "held by 2 holders (limit 3): web1 pid ...; web2 pid ...".
+    fn describe(&self, expiry: bool) -> String {
+        if self.limit > 0 {
+            let slots: Vec<&SlotView> = match expiry {
+                true => self.held_slots().collect(),
+                // Just deleted: every holder that was there.
+                false => self.slots.iter().collect(),
+            };
+            let each: Vec<String> = slots
+                .iter()
+                .map(|s| self.describe_slot(s, expiry))
+                .collect();
+            return format!(
+                "held by {} (limit {}): {}",
+                holders(slots.len()),
+                self.limit,
+                each.join("; ")
+            );
+        }
+        let r = &self.record;
+        let mut line = format!("held by {}", self.who());
+        line.push_str(&details(
+            |f| r.field(f),
+            (expiry && self.pttl_ms >= 0).then_some(self.pttl_ms),
+            self.fence,
+            self.nodes_note(self.holding),
+        ));
+        line
+    }
+
+    /// "web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump".
+    fn describe_slot(&self, slot: &SlotView, expiry: bool) -> String {
+        let r = &slot.record;
+        let mut line = who(|f| r.field(f), Some(&slot.token));
+        line.push_str(&details(
+            |f| r.field(f),
+            (expiry && slot.pttl_ms >= 0).then_some(slot.pttl_ms),
+            slot.fence,
+            self.nodes_note(slot.holding),
+        ));
+        line
+    }
+
+    /// ", on 2 of 3 nodes" with several nodes.
+    fn nodes_note(&self, holding: usize) -> String {
+        match self.nodes {
+            1 => String::new(),
+            n => format!(", on {holding} of {n} nodes"),
+        }
+    }
+
+    /// `status` and `list` text: "KEY  held by ..." or "KEY  free (...)".
+    fn text(&self) -> String {
+        let key = clean(&self.key);
+        if self.held {
+            return format!("{key}  {}", self.describe(true));
+        }
+        let mut why = match self.fence {
+            0 => "never acquired".to_string(),
+            fence => format!("last fence {fence}"),
+        };
+        if self.holding > 0 {
+            why.push_str(&format!(
+                "; held on only {} of {} nodes by {}, no majority",
+                self.holding,
+                self.nodes,
+                self.who()
+            ));
+        }
+        format!("{key}  free ({why})")
+    }
+
+    /// `--json`: the contract's fields (`ttl_ms`, `token` and `holder`
+    /// only when held) and, with several nodes, `nodes` and `nodes_holding`.
+    /// A semaphore has `limit` and `holders` instead of `token` and
+    /// `holder`; its `ttl_ms` is the longest of its holders'.
+    fn json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("key".into(), json!(self.key));
+        object.insert("held".into(), json!(self.held));
+        object.insert("fence".into(), json!(self.fence));
+        if self.held {
+            // null: the lock has no expiry (not set by this tool).
+            let ttl = (self.pttl_ms >= 0).then_some(self.pttl_ms);
+            object.insert("ttl_ms".into(), json!(ttl));
+            if self.limit > 0 {
+                object.insert("limit".into(), json!(self.limit));
+                let holders: Vec<Value> = self
+                    .held_slots()
+                    .map(|slot| {
+                        let mut one = Map::new();
+                        one.insert("token".into(), json!(slot.token));
+                        one.insert("ttl_ms".into(), json!(slot.pttl_ms));
+                        if slot.fence > 0 {
+                            one.insert("fence".into(), json!(slot.fence));
+                        }
+                        let r = &slot.record;
+                        one.insert("holder".into(), record_json(|f| r.field(f)));
+                        if self.nodes > 1 {
+                            one.insert("nodes_holding".into(), json!(slot.holding));
+                        }
+                        Value::Object(one)
+                    })
+                    .collect();
+                object.insert("holders".into(), Value::Array(holders));
+            } else {
+                object.insert("token".into(), json!(self.token));
+                let r = &self.record;
+                object.insert("holder".into(), record_json(|f| r.field(f)));
+            }
+        }
+        if self.nodes > 1 {
+            object.insert("nodes".into(), json!(self.nodes));
+            if self.limit == 0 {
+                object.insert("nodes_holding".into(), json!(self.holding));
+            }
+        }
+        Value::Object(object)
+    }
+}
+
+/// "1 holder", "3 holders".
+fn holders(n: usize) -> String {
+    match n {
+        1 => "1 holder".to_string(),
+        n => format!("{n} holders"),
+    }
+}
+
+/// "web1 pid 4242 (root)" from a holder record, or the token when the
+/// record is missing.
+fn who<'a>(field: impl Fn(&str) -> Option<&'a str>, token: Option<&str>) -> String {
+    match (field("host"), field("pid")) {
+        (Some(host), Some(pid)) => {
+            let mut who = format!("{} pid {}", clean(host), clean(pid));
+            if let Some(user) = field("user").filter(|u| !u.is_empty()) {
+                who.push_str(&format!(" ({})", clean(user)));
+            }
+            who
+        }
+        _ => format!("an unknown holder, token {}", clean(token.unwrap_or("?"))),
+    }
+}
+
+/// " for 12s, expires in 18s, fence 42, on 2 of 3 nodes: pg_dump".
+fn details<'a>(
+    field: impl Fn(&str) -> Option<&'a str>,
+    pttl_ms: Option<i64>,
+    fence: i64,
+    nodes: String,
+) -> String {
+    let mut line = String::new();
+    // How long ago the holder acquired the lock, by its own clock.
+    let at = field("acquired_at").and_then(|at| humantime::parse_rfc3339_weak(at).ok());
+    if let Some(at) = at {
+        let age = SystemTime::now().duration_since(at).unwrap_or_default();
+        line.push_str(&format!(" for {}", short(age)));
+    }
+    if let Some(left) = pttl_ms {
+        let left = Duration::from_millis(left.max(0) as u64);
+        line.push_str(&format!(", expires in {}", short(left)));
+    }
+    line.push_str(&format!(", fence {fence}"));
+    line.push_str(&nodes);
+    if let Some(command) = field("command") {
+        line.push_str(&format!(": {}", clean(command)));
+    }
+    line
+}
+
+/// The `holder` object of `--json`.
+fn record_json<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Value {
+    let mut holder = Map::new();
+    for name in ["host", "user", "command", "acquired_at"] {
+        if let Some(value) = field(name) {
+            holder.insert(name.into(), json!(value));
+        }
+    }
+    if let Some(pid) = field("pid") {
+        holder.insert("pid".into(), json!(pid.parse::<u64>().ok()));
+    }
+    Value::Object(holder)
+}
+
+fn print(views: &[View], json: bool) -> Result<(), Failure> {
+    emit(views.iter().map(|v| match json {
+        true => v.json().to_string(),
+        false => v.text(),
+    }))
+}
+
+/// Write lines to stdout. A closed pipe (`| head`) ends the output quietly.
+fn emit(lines: impl IntoIterator<Item = String>) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    let written = lines
+        .into_iter()
+        .try_for_each(|line| writeln!(out, "{line}"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure {
+            exit: Exit::No,
+            error: anyhow!("cannot write to stdout: {e}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A duration for humans: "350ms" below a second, else whole seconds
+/// ("12s", "1h 2m 5s").
+fn short(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// Text from Redis made safe for one line of a terminal: control
+/// characters (a newline in a `-c` script) are shown escaped.
+fn clean(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_short() {
+        assert_eq!(short(Duration::from_millis(350)), "350ms");
+        assert_eq!(short(Duration::from_millis(12_900)), "12s");
+        assert_eq!(short(Duration::from_secs(3725)), "1h 2m 5s");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(clean("a b {c}: ü"), "a b {c}: ü");
+        assert_eq!(clean("make\nmake install\t"), "make\\nmake install\\t");
+    }
 }

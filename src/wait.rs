@@ -1,10 +1,17 @@
-//! Waiting for a busy lock: retry with jitter until `--wait` runs out,
-//! a signal arrives, or the lock is ours.
+//! Waiting for a busy lock: sleep until the holder releases it (a message
+//! on the lock's channel), its TTL runs out, or a slow fallback poll fires;
+//! then try again, until `--wait` runs out, a signal arrives, or the lock
+//! is ours.
+//!
+//! The subscription is made only once the lock was found busy, on a second
+//! connection, and before the next try, so no release can slip between a
+//! busy answer and the subscription. The uncontended path stays one
+//! connection and one round trip.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::exit::{Exit, Failure};
-use crate::lock::{BusyInfo, Holder};
+use crate::lock::{BusyInfo, Holder, Wakeups};
 use crate::log::Log;
 use crate::redlock::{Attempt, Lease, Quorum};
 use crate::signals::SignalRelay;
@@ -18,10 +25,20 @@ pub enum Waited {
     Signaled(i32),
 }
 
-/// Retry delays: short enough for a prompt hand-over, jittered so that
-/// waiters do not retry in lock-step.
-const RETRY_MIN: Duration = Duration::from_millis(20);
-const RETRY_MAX: Duration = Duration::from_millis(120);
+/// Retry anyway this often while subscribed, in case a wake-up is missed
+/// (a release on another Redlock node, a lock deleted by hand). Jittered so
+/// that many waiters do not poll in lock-step.
+const FALLBACK_MIN: Duration = Duration::from_millis(500);
+const FALLBACK_MAX: Duration = Duration::from_millis(1000);
+
+/// Retry delays when no subscription could be made (e.g. an ACL without
+/// Pub/Sub): polling is then the only way to notice a release.
+const POLL_MIN: Duration = Duration::from_millis(50);
+const POLL_MAX: Duration = Duration::from_millis(250);
+
+/// How long one blocking read of the subscription may last: the bound on
+/// how late a signal is noticed while waiting.
+const SLICE: Duration = Duration::from_millis(50);
 
 /// Try to take the lock, waiting up to `wait` (`None`: forever).
 pub fn acquire(
@@ -34,7 +51,8 @@ pub fn acquire(
     log: &Log,
 ) -> Result<Waited, Failure> {
     let give_up = wait.map(|w| Instant::now() + w);
-    let mut announced = false;
+    let mut wakeups: Option<Wakeups> = None;
+    let mut first_busy = true;
     loop {
         let info = match quorum.try_acquire(token, holder) {
             Attempt::Acquired(lease) => return Ok(Waited::Acquired(lease)),
@@ -45,25 +63,112 @@ pub fn acquire(
                 })
             }
             Attempt::Busy(info) => info,
+            // The arguments are valid, but not for this key as Redis holds
+            // it: a configuration mismatch among its users, exit 2.
+            Attempt::Mismatch { limit } => {
+                return Err(Failure {
+                    exit: Exit::Usage,
+                    error: anyhow::anyhow!(
+                        "lock '{key}' is held with --limit {limit}; this run asked for --limit {} \
+                         (every holder of a key must use the same --limit)",
+                        quorum.limit()
+                    ),
+                })
+            }
+            // Held but not confirmed by --replicas (and given back): retry
+            // like a busy lock, and fail as unavailable when time is up.
+            Attempt::Unconfirmed(error) => {
+                if give_up.is_some_and(|end| Instant::now() >= end) {
+                    return Err(Failure {
+                        exit: Exit::Unavailable,
+                        error: error.context(format!("cannot take lock '{key}'")),
+                    });
+                }
+                if let Some(sig) = signals.sleep(jitter(POLL_MIN, POLL_MAX)) {
+                    return Ok(Waited::Signaled(sig));
+                }
+                continue;
+            }
         };
         let now = Instant::now();
         if give_up.is_some_and(|end| now >= end) {
             return Ok(Waited::Busy(info));
         }
-        if !announced {
+        if first_busy {
+            first_busy = false;
             log.info(format!("lock '{key}' {}; waiting", describe_holder(&info)));
-            announced = true;
+            match quorum.subscribe() {
+                Ok(subscribed) => {
+                    wakeups = Some(subscribed);
+                    // A release between the busy answer and the subscription
+                    // was not heard: look again before blocking.
+                    continue;
+                }
+                Err(e) => log.info(format!(
+                    "cannot subscribe to releases of lock '{key}' ({e:#}); polling instead"
+                )),
+            }
         }
-        let mut delay = jitter(RETRY_MIN, RETRY_MAX);
-        if info.pttl_ms > 0 {
-            // Do not sleep past the holder's expiry.
+        let mut delay = match wakeups {
+            Some(_) => jitter(FALLBACK_MIN, FALLBACK_MAX),
+            None => jitter(POLL_MIN, POLL_MAX),
+        };
+        if info.pttl_ms >= 0 {
+            // Wake up when the holder's lease runs out (it may have died).
             delay = delay.min(Duration::from_millis(info.pttl_ms as u64 + 1));
         }
+        let mut until = now + delay;
         if let Some(end) = give_up {
-            delay = delay.min(end - now);
+            until = until.min(end);
         }
-        if let Some(sig) = signals.sleep(delay) {
-            return Ok(Waited::Signaled(sig));
+        // Every waiter tries as soon as it hears of a release: a random
+        // stagger, even with waiters standing down once they heard the lock
+        // was taken, did not shorten a 200-waiter queue and slowed the
+        // hand-over between a few (see scripts/bench.sh).
+        match block(&mut wakeups, until, key, signals, log) {
+            Woke::Signaled(sig) => return Ok(Waited::Signaled(sig)),
+            Woke::Released | Woke::Timer => {}
+        }
+    }
+}
+
+/// Why a wait ended.
+enum Woke {
+    /// The lock was released (a message on its channel).
+    Released,
+    /// Time to look again: the holder's TTL or the fallback poll.
+    Timer,
+    Signaled(i32),
+}
+
+/// Block until `until`, a release message, or a signal.
+fn block(
+    wakeups: &mut Option<Wakeups>,
+    until: Instant,
+    key: &str,
+    signals: &SignalRelay,
+    log: &Log,
+) -> Woke {
+    loop {
+        if let Some(sig) = signals.pending() {
+            return Woke::Signaled(sig);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Woke::Timer;
+        }
+        let Some(subscription) = wakeups else {
+            return signals.sleep(left).map_or(Woke::Timer, Woke::Signaled);
+        };
+        match subscription.wait(left.min(SLICE)) {
+            Ok(true) => return Woke::Released,
+            Ok(false) => {}
+            Err(e) => {
+                log.info(format!(
+                    "lost the subscription to releases of lock '{key}' ({e:#}); polling instead"
+                ));
+                *wakeups = None;
+            }
         }
     }
 }
@@ -71,7 +176,10 @@ pub fn acquire(
 /// "is held by host web1 pid 4242 for 12s (expires in 18s)".
 pub fn describe_holder(info: &BusyInfo) -> String {
     let mut text = String::from("is held");
-    if !info.host.is_empty() {
+    if info.limit > 0 {
+        // A semaphore: all its slots are taken.
+        text += &format!(" by {} holders of --limit {}", info.holders, info.limit);
+    } else if !info.host.is_empty() {
         text += &format!(" by host {} pid {}", info.host, info.pid);
     }
     if let Ok(since) = humantime::parse_rfc3339_weak(&info.acquired_at) {
@@ -83,7 +191,12 @@ pub fn describe_holder(info: &BusyInfo) -> String {
     }
     if info.pttl_ms >= 0 {
         let left = Duration::from_millis(info.pttl_ms as u64 / 100 * 100);
-        text += &format!(" (expires in {})", crate::config::show(left));
+        let what = if info.limit > 0 {
+            "the first slot expires"
+        } else {
+            "expires"
+        };
+        text += &format!(" ({what} in {})", crate::config::show(left));
     }
     text
 }

@@ -1,0 +1,116 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[redlock-run] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'redlock-run'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'redlock-run'= {
+            cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
+            cand --prefix 'Namespace of every key this tool writes'
+            cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
+            cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand -k 'Lock name: any non-empty UTF-8 string without control characters'
+            cand --key 'Lock name: any non-empty UTF-8 string without control characters'
+            cand -t 'Lifetime of the lock in Redis; refreshed while COMMAND runs'
+            cand --ttl 'Lifetime of the lock in Redis; refreshed while COMMAND runs'
+            cand --refresh 'Refresh period; must be shorter than the TTL [default: ttl / 3]'
+            cand -w 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once'
+            cand --wait 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once'
+            cand -E 'Exit code when the lock could not be had in time'
+            cand --conflict-exit-code 'Exit code when the lock could not be had in time'
+            cand -c 'Run LINE with `sh -c` instead of a trailing COMMAND'
+            cand --command 'Run LINE with `sh -c` instead of a trailing COMMAND'
+            cand --kill-after 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL [default: 5s, or ttl / 3 if shorter]'
+            cand --min-hold 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)'
+            cand --max-hold 'Stop COMMAND if it still runs after this long; exit 124'
+            cand --limit 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N'
+            cand --random-delay 'Sleep a random time below DURATION before the first attempt'
+            cand --on-unavailable 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning'
+            cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only'
+            cand -v 'Print lock events on stderr'
+            cand --verbose 'Print lock events on stderr'
+            cand -q 'Print nothing but errors'
+            cand --quiet 'Print nothing but errors'
+            cand -n 'Do not wait for a busy lock (same as --wait 0)'
+            cand --no-wait 'Do not wait for a busy lock (same as --wait 0)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand status 'Show who holds each KEY and for how long'
+            cand list 'Show every held lock under the prefix'
+            cand force-release 'Delete a lock by hand, saying whose it was'
+            cand generate 'Print the man page (roff) or a shell completion script on stdout'
+        }
+        &'redlock-run;status'= {
+            cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
+            cand --prefix 'Namespace of every key this tool writes'
+            cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
+            cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --json 'One JSON object per key per line'
+            cand -v 'Print lock events on stderr'
+            cand --verbose 'Print lock events on stderr'
+            cand -q 'Print nothing but errors'
+            cand --quiet 'Print nothing but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;list'= {
+            cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
+            cand --prefix 'Namespace of every key this tool writes'
+            cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
+            cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --json 'One JSON object per lock per line'
+            cand -v 'Print lock events on stderr'
+            cand --verbose 'Print lock events on stderr'
+            cand -q 'Print nothing but errors'
+            cand --quiet 'Print nothing but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;force-release'= {
+            cand --token 'Delete only if the lock holds this token'
+            cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
+            cand --prefix 'Namespace of every key this tool writes'
+            cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
+            cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand -v 'Print lock events on stderr'
+            cand --verbose 'Print lock events on stderr'
+            cand -q 'Print nothing but errors'
+            cand --quiet 'Print nothing but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;generate'= {
+            cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
+            cand --prefix 'Namespace of every key this tool writes'
+            cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
+            cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand -v 'Print lock events on stderr'
+            cand --verbose 'Print lock events on stderr'
+            cand -q 'Print nothing but errors'
+            cand --quiet 'Print nothing but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+    ]
+    $completions[$command]
+}
