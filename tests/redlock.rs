@@ -19,7 +19,9 @@ fn quorum_cmd(servers: &[RedisServer]) -> Command {
 
 fn job(servers: &[RedisServer], key: &str, extra: &[&str], script: &str) -> Command {
     let mut cmd = quorum_cmd(servers);
-    cmd.args(["--key", key]).args(extra).args(["--", "sh", "-c", script]);
+    cmd.args(["--key", key])
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
     cmd
 }
 
@@ -77,12 +79,26 @@ fn two_of_five_down_still_works_three_down_is_69() {
 
     servers[4].kill();
     let marker = dir.file("ran");
-    let out = run_with_timeout(&mut job(&servers, "down", &[], &format!("touch '{}'", marker.display())), LONG);
+    let out = run_with_timeout(
+        &mut job(
+            &servers,
+            "down",
+            &[],
+            &format!("touch '{}'", marker.display()),
+        ),
+        LONG,
+    );
     assert_eq!(out.code, Some(69), "{out:?}");
     assert!(!marker.exists(), "ran without a quorum");
-    assert!(out.stderr.contains("3 of 5"), "says how many nodes failed: {out:?}");
+    assert!(
+        out.stderr.contains("3 of 5"),
+        "says how many nodes failed: {out:?}"
+    );
     for s in servers.iter().filter(|s| s.is_running()) {
-        assert!(!exists(&mut s.conn(), "redlock:{down}"), "minority lock left behind");
+        assert!(
+            !exists(&mut s.conn(), "redlock:{down}"),
+            "minority lock left behind"
+        );
     }
 }
 
@@ -100,34 +116,59 @@ fn a_majority_blocks_others_and_a_stale_minority_does_not() {
 
     // A stale holder left its key on two nodes only.
     for s in &servers[..2] {
-        let _: () = redis::cmd("SET").arg("redlock:{minor}").arg("stale").arg("PX").arg(60_000).query(&mut s.conn()).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("redlock:{minor}")
+            .arg("stale")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut s.conn())
+            .unwrap();
     }
     let out = run_with_timeout(&mut job(&servers, "minor", &["-n"], "echo ran"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "ran");
-    assert_eq!(holding(&servers, "redlock:{minor}", "stale"), 2, "someone else's keys are left alone");
+    assert_eq!(
+        holding(&servers, "redlock:{minor}", "stale"),
+        2,
+        "someone else's keys are left alone"
+    );
 }
 
 #[test]
 fn losing_the_majority_stops_the_job_before_the_validity_ends() {
     let mut servers = RedisServer::many(5);
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(&servers, "minority", &["--ttl", "3s"], &hold_until_go(&dir)));
+    let mut run = spawn_piped(&mut job(
+        &servers,
+        "minority",
+        &["--ttl", "3s"],
+        &hold_until_go(&dir),
+    ));
     token(&dir);
     let mut child = 0;
     assert!(wait_until(LONG, || {
-        child = dir.read("pid").and_then(|p| p.trim().parse().ok()).unwrap_or(0);
+        child = dir
+            .read("pid")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
         child > 0
     }));
     // The lock cannot outlive the longest TTL left on any node.
     let before = Instant::now();
-    let left = servers.iter().map(|s| pttl(&mut s.conn(), "redlock:{minority}")).max().unwrap();
+    let left = servers
+        .iter()
+        .map(|s| pttl(&mut s.conn(), "redlock:{minority}"))
+        .max()
+        .unwrap();
     assert!(left > 0);
     let expiry = before + Duration::from_millis(left as u64);
     for s in &mut servers[..3] {
         s.kill();
     }
-    assert!(wait_until(LONG, || !process_alive(child)), "job kept running without a quorum");
+    assert!(
+        wait_until(LONG, || !process_alive(child)),
+        "job kept running without a quorum"
+    );
     assert!(Instant::now() < expiry, "job outlived the lock's validity");
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");
@@ -156,7 +197,10 @@ fn a_paused_node_costs_at_most_its_timeout() {
     let start = Instant::now();
     // TTL 2s: the per-node timeout is 200ms; a paused node must not make
     // acquisition wait for anything like the TTL, let alone hang.
-    let out = run_with_timeout(&mut job(&servers, "paused", &["--ttl", "2s"], "echo ran"), LONG);
+    let out = run_with_timeout(
+        &mut job(&servers, "paused", &["--ttl", "2s"], "echo ran"),
+        LONG,
+    );
     let took = start.elapsed();
     servers[1].resume();
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -182,7 +226,8 @@ fn mutual_exclusion_across_five_nodes() {
                     for u in &urls {
                         cmd.args(["--redis", u]);
                     }
-                    cmd.env("W", w.to_string()).args(["-k", "m5", "-q", "--", "sh", "-c", &script]);
+                    cmd.env("W", w.to_string())
+                        .args(["-k", "m5", "-q", "--", "sh", "-c", &script]);
                     let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
                     assert_eq!(out.code, Some(0), "{out:?}");
                 }
@@ -197,7 +242,11 @@ fn mutual_exclusion_across_five_nodes() {
     assert_eq!(lines.len(), 80, "all 40 sections ran");
     for pair in lines.chunks(2) {
         assert!(pair[0].starts_with("start "), "overlap near {pair:?}");
-        assert_eq!(pair[1], pair[0].replacen("start", "end", 1), "overlap near {pair:?}");
+        assert_eq!(
+            pair[1],
+            pair[0].replacen("start", "end", 1),
+            "overlap near {pair:?}"
+        );
     }
 }
 
@@ -205,7 +254,11 @@ fn mutual_exclusion_across_five_nodes() {
 fn the_fence_is_the_largest_among_the_majority() {
     let servers = RedisServer::many(3);
     // One node has seen many more acquisitions than the others.
-    let _: () = redis::cmd("SET").arg("redlock:{f}:fence").arg(41).query(&mut servers[2].conn()).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{f}:fence")
+        .arg(41)
+        .query(&mut servers[2].conn())
+        .unwrap();
     let out = run_with_timeout(&mut job(&servers, "f", &[], "echo $REDLOCK_FENCE"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "42");

@@ -154,7 +154,8 @@ impl RedisServer {
         self.child = Some(child);
         // Our own pid's "Ready" log line proves the PING reached *our* process and not
         // some other server that grabbed the port first.
-        let ready_line = format!("{pid}:M");
+        // (`M` for a master, `S` for a replica.)
+        let ready_lines = [format!("{pid}:M"), format!("{pid}:S")];
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let child = self.child.as_mut().unwrap();
@@ -162,10 +163,10 @@ impl RedisServer {
                 self.child = None;
                 return Err(format!("exited early ({status})"));
             }
-            let logged = self
-                .log()
-                .lines()
-                .any(|l| l.starts_with(&ready_line) && l.contains("Ready to accept connections"));
+            let logged = self.log().lines().any(|l| {
+                ready_lines.iter().any(|r| l.starts_with(r.as_str()))
+                    && l.contains("Ready to accept connections")
+            });
             if logged
                 && raw_ping(self.port)
                     .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))

@@ -1,0 +1,253 @@
+//! Least privilege: the ACL rules documented in the man page (REDIS
+//! PERMISSIONS) are enough for the run mode and every subcommand, each of
+//! them is needed, and a missing one is reported in one clear line.
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const PASS: &str = "s3cret-acl";
+
+/// The rules of `redis-cli ACL SETUSER redlock on '>PASSWORD' ...` in the
+/// man page, as redis-server arguments.
+fn documented_rules() -> Vec<String> {
+    let out = run_with_timeout(redlock_bare().args(["generate", "man"]), TIMEOUT);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let page = out
+        .stdout
+        .replace(r"\-", "-")
+        .replace(r"\*(Aq", "'")
+        .replace(r"\\", "\\");
+    let mut lines = page
+        .lines()
+        .skip_while(|l| !l.contains("ACL SETUSER redlock on"));
+    let mut command = String::new();
+    for line in lines.by_ref() {
+        command.push_str(line.trim_end_matches('\\'));
+        command.push(' ');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert!(
+        words.starts_with(&[
+            "redis-cli",
+            "ACL",
+            "SETUSER",
+            "redlock",
+            "on",
+            "'>PASSWORD'"
+        ]),
+        "no ACL command in the man page: {command:?}"
+    );
+    words[6..].iter().map(|w| w.replace('\'', "")).collect()
+}
+
+/// The rules with one permission (`+cmd`, `~keys` or `&channels`) left out.
+fn without(rules: &[String], left_out: &str) -> String {
+    rules
+        .iter()
+        .filter(|r| *r != left_out)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn user_name(left_out: &str) -> String {
+    match left_out.chars().next() {
+        Some('~') => "without-keys".into(),
+        Some('&') => "without-channels".into(),
+        _ => format!("without-{}", left_out.trim_start_matches('+')),
+    }
+}
+
+/// One step of the scenario: what ran, what it should have exited with,
+/// and what happened.
+struct Step {
+    name: &'static str,
+    expected: i32,
+    out: Output,
+}
+
+impl Step {
+    /// Exit status as expected, and no sign of a refused command.
+    fn clean(&self) -> bool {
+        let stderr = self.out.stderr.to_lowercase();
+        self.out.code == Some(self.expected)
+            && !stderr.contains("permission")
+            && !stderr.contains("polling instead")
+            && !stderr.contains("already expired")
+    }
+}
+
+/// Run mode (free and busy lock, waiting for a release) and every admin
+/// subcommand, as `user`; locks are held by `holder_url` (full rights).
+fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
+    let url = server.url_with(Some(user), PASS);
+    let dir = TestDir::new();
+    let key = |what: &str| format!("{user}-{what}");
+    let hold = |what: &str| {
+        let started = dir.file(&format!("{what}.started"));
+        let stop = dir.file(&format!("{what}.stop"));
+        let child = spawn_piped(
+            redlock(holder_url)
+                .args(["-k", &key(what), "--", "sh", "-c"])
+                .arg(format!(
+                    "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+                    started.display(),
+                    stop.display()
+                )),
+        );
+        assert!(
+            wait_for_file(&started, TIMEOUT),
+            "holder of {} did not start",
+            key(what)
+        );
+        (child, stop)
+    };
+    let run = |args: &[&str]| run_with_timeout(redlock(&url).args(["-v"]).args(args), TIMEOUT);
+    // Subcommand first: options go after its name.
+    let admin = |args: &[&str]| {
+        run_with_timeout(redlock_bare().args(args).args(["--redis", &url]), TIMEOUT)
+    };
+    let mut steps = Vec::new();
+    let mut step = |name, expected, out| {
+        steps.push(Step {
+            name,
+            expected,
+            out,
+        })
+    };
+
+    step("run", 0, run(&["-k", &key("run"), "--", "true"]));
+
+    let (mut busy, stop) = hold("busy");
+    step("busy", 75, run(&["-k", &key("busy"), "-n", "--", "true"]));
+    step("status", 0, admin(&["status", &key("busy")]));
+    let list = admin(&["list"]);
+    let listed = list.stdout.contains(&key("busy"));
+    step("list", if listed { 0 } else { -1 }, list);
+    let mut waiter =
+        spawn_piped(redlock(&url).args(["-v", "-k", &key("busy"), "--wait", "20s", "--", "true"]));
+    assert!(
+        wait_until(TIMEOUT, || waiter.stderr_now().contains("waiting")
+            || waiter.has_exited()),
+        "waiter never waited"
+    );
+    std::fs::write(&stop, "").expect("stop holder");
+    step("wait", 0, waiter.wait_timeout(TIMEOUT));
+    busy.wait_timeout(TIMEOUT);
+
+    let (_forced, _stop) = hold("forced");
+    step(
+        "force-release",
+        0,
+        admin(&["force-release", &key("forced")]),
+    );
+    step("status of a free lock", 1, admin(&["status", &key("run")]));
+    steps
+}
+
+fn describe(steps: &[Step]) -> String {
+    steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{}: exit {:?} (expected {}), stderr: {}",
+                s.name,
+                s.out.code,
+                s.expected,
+                s.out.stderr.trim()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn documented_acl_is_enough_for_everything() {
+    let rules = documented_rules().join(" ");
+    let server = RedisServer::builder()
+        .acl_user("redlock", PASS, &rules)
+        .start();
+    let steps = scenario(&server, "redlock", &server.url_with(Some("redlock"), PASS));
+    assert!(
+        steps.iter().all(Step::clean),
+        "with `{rules}`:\n{}",
+        describe(&steps)
+    );
+    let mut conn = server.conn();
+    assert_eq!(
+        get(&mut conn, "redlock:{redlock-run}:fence").as_deref(),
+        Some("1"),
+        "the run step did not go through Redis"
+    );
+}
+
+#[test]
+fn every_documented_permission_is_needed() {
+    let rules = documented_rules();
+    let permissions: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.starts_with(['+', '~', '&']))
+        .collect();
+    assert!(permissions.len() > 5, "{rules:?}");
+    let mut builder = RedisServer::builder().acl_user("full", PASS, &rules.join(" "));
+    for p in &permissions {
+        builder = builder.acl_user(&user_name(p), PASS, &without(&rules, p));
+    }
+    let server = builder.start();
+    let holder = server.url_with(Some("full"), PASS);
+    let control = scenario(&server, "full", &holder);
+    assert!(
+        control.iter().all(Step::clean),
+        "fails even with every documented permission:\n{}",
+        describe(&control)
+    );
+    let mut unneeded = Vec::new();
+    for p in &permissions {
+        let steps = scenario(&server, &user_name(p), &holder);
+        if steps.iter().all(Step::clean) {
+            unneeded.push(format!("{p}:\n{}", describe(&steps)));
+        }
+    }
+    assert!(
+        unneeded.is_empty(),
+        "documented but not needed:\n{}",
+        unneeded.join("\n")
+    );
+}
+
+#[test]
+fn missing_permission_is_one_clear_line() {
+    let rules = documented_rules();
+    let server = RedisServer::builder()
+        .acl_user("noeval", PASS, &without(&rules, "+eval"))
+        .acl_user("noincr", PASS, &without(&rules, "+incr"))
+        .start();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    for (user, names) in [("noeval", Some("eval")), ("noincr", None)] {
+        let out = run_with_timeout(
+            redlock(&server.url_with(Some(user), PASS))
+                .args(["-k", "job", "--", "touch"])
+                .arg(&marker),
+            TIMEOUT,
+        );
+        assert_eq!(out.code, Some(69), "{user}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{user}: {}", out.stderr);
+        let line = out.stderr.to_lowercase();
+        assert!(line.contains("permission"), "{user}: {}", out.stderr);
+        // Redis names a refused command, but not one refused inside a script.
+        if let Some(command) = names {
+            assert!(line.contains(command), "{user}: {}", out.stderr);
+        }
+        assert!(!out.stderr.contains(PASS), "password printed");
+        assert!(!marker.exists(), "{user}: COMMAND ran without the lock");
+    }
+    // Whatever the failed script had done is undone.
+    let mut conn = server.conn();
+    assert!(!exists(&mut conn, "redlock:{job}"), "lock left behind");
+}

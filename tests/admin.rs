@@ -1,0 +1,586 @@
+//! status, list, force-release and the fencing token, against real
+//! redis-server processes.
+mod common;
+use common::*;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(20);
+
+/// A redlock-run holding `key` while `sleep` runs; returns once COMMAND
+/// has started (its marker file exists).
+fn hold(mut cmd: Command, dir: &TestDir, key: &str, extra: &[&str]) -> RunningChild {
+    let marker = dir.file(&format!("started-{}", dir_safe(key)));
+    cmd.args(["-k", key])
+        .args(extra)
+        .args(["--", "sh", "-c", "touch \"$1\"; exec sleep 60", "sh"])
+        .arg(&marker);
+    let mut child = spawn_piped(&mut cmd);
+    if !wait_for_file(&marker, T) {
+        let out = child.wait_timeout(Duration::from_secs(1));
+        panic!("holder of '{key}' never started COMMAND: {out:?}");
+    }
+    child
+}
+
+fn dir_safe(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The binary with one `--redis` per URL.
+fn with_urls(urls: &[String]) -> Command {
+    let mut cmd = redlock_bare();
+    for url in urls {
+        cmd.args(["--redis", url]);
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    run_with_timeout(cmd, T)
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname().unwrap().into_string().unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .collect()
+}
+
+fn connections(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received in INFO stats")
+}
+
+#[test]
+fn status_of_held_free_and_mixed_keys() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let holder = hold(redlock(&server.url()), &dir, "job", &[]);
+
+    let out = run(redlock(&server.url()).args(["status", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let expected = format!("job  held by {} pid {} (", hostname(), holder.pid());
+    assert!(out.stdout.starts_with(&expected), "{out:?}");
+    assert!(out.stdout.contains(", fence 1: sh -c "), "{out:?}");
+    assert!(out.stdout.contains("expires in "), "{out:?}");
+    assert_eq!(out.stdout.lines().count(), 1);
+
+    let out = run(redlock(&server.url()).args(["status", "idle"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stdout, "idle  free (never acquired)\n");
+
+    let out = run(redlock(&server.url()).args(["status", "job", "idle"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert!(lines[0].starts_with(&expected));
+    assert_eq!(lines[1], "idle  free (never acquired)");
+
+    // Released: free, and the fence is remembered.
+    holder.signal(nix::sys::signal::Signal::SIGTERM);
+    let mut holder = holder;
+    holder.wait_timeout(T);
+    let out = run(redlock(&server.url()).args(["status", "job"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stdout, "job  free (last fence 1)\n");
+}
+
+#[test]
+fn status_with_redis_down_exits_69_naming_the_url() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    for args in [&["status", "job"][..], &["list"], &["force-release", "job"]] {
+        let out = run(redlock(&url).args(args));
+        assert_eq!(out.code, Some(69), "{args:?}: {out:?}");
+        assert_eq!(out.stdout, "", "{args:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&url), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn status_json_carries_every_field() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "20s"]);
+
+    let out = run(redlock(&server.url()).args(["status", "job", "idle", "--json"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2);
+
+    let held = &lines[0];
+    assert_eq!(held["key"], "job");
+    assert_eq!(held["held"], true);
+    assert_eq!(held["fence"], 1);
+    let ttl = held["ttl_ms"].as_i64().expect("ttl_ms is an integer");
+    assert!((1..=20_000).contains(&ttl), "{held}");
+    let token = get(&mut server.conn(), "redlock:{job}").expect("lock in Redis");
+    assert_eq!(held["token"], token.as_str());
+    let h = &held["holder"];
+    assert_eq!(h["host"], hostname().as_str());
+    assert_eq!(h["pid"].as_i64(), Some(holder.pid() as i64), "{held}");
+    assert!(h["user"].as_str().is_some_and(|u| !u.is_empty()), "{held}");
+    assert!(
+        h["command"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("sh -c touch")),
+        "{held}"
+    );
+    let at = h["acquired_at"].as_str().expect("acquired_at is a string");
+    assert!(at.ends_with('Z'), "not UTC: {at}");
+    humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("not RFC 3339: {at}: {e}"));
+
+    let free = lines[1].as_object().expect("an object");
+    let mut fields: Vec<&str> = free.keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(fields, ["fence", "held", "key"]);
+    assert_eq!(free["key"], "idle");
+    assert_eq!(free["held"], false);
+    assert_eq!(free["fence"], 0);
+}
+
+#[test]
+fn fence_grows_with_every_run_and_status_shows_it() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    // The job asks `status` itself, through the environment it inherits.
+    let script = r#""$BIN" status "$REDLOCK_KEY" --json > "$DIR/status$N"; echo "$REDLOCK_FENCE" > "$DIR/fence$N""#;
+    let mut fences = Vec::new();
+    for n in 1..=3 {
+        let out = run(redlock_bare()
+            .env("REDLOCK_REDIS_URL", server.url())
+            .env("BIN", bin())
+            .env("DIR", dir.path())
+            .env("N", n.to_string())
+            .args(["-k", "fenced", "-c", script]));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let fence: i64 = dir
+            .read(&format!("fence{n}"))
+            .and_then(|f| f.trim().parse().ok())
+            .expect("REDLOCK_FENCE is an integer");
+        let status = dir.read(&format!("status{n}")).expect("status output");
+        let status: Value = serde_json::from_str(status.trim()).expect("status JSON");
+        assert_eq!(status["held"], true, "{status}");
+        assert_eq!(status["fence"].as_i64(), Some(fence), "{status}");
+        fences.push(fence);
+        // Someone else's acquisitions count too.
+        let out = run(redlock(&server.url()).args(["-k", "fenced", "--", "true"]));
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences must strictly increase: {fences:?}"
+    );
+    let out = run(redlock(&server.url()).args(["status", "fenced"]));
+    assert_eq!(out.stdout, "fenced  free (last fence 6)\n", "{out:?}");
+}
+
+#[test]
+fn list_shows_exactly_the_held_locks_among_unrelated_keys() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..300 {
+        pipe.cmd("SET").arg(format!("app:{i}")).arg(i).ignore();
+    }
+    // Near misses: other prefixes, other types, holder-like names.
+    for key in [
+        "redlockx{a}",
+        "redlock{a}",
+        "other:{a}",
+        "redlock:{a",
+        "redlock:a}",
+    ] {
+        pipe.cmd("SET").arg(key).arg("x").ignore();
+    }
+    pipe.cmd("HSET")
+        .arg("redlock:{h}")
+        .arg("f")
+        .arg("v")
+        .ignore();
+    pipe.query::<()>(&mut conn).unwrap();
+    // Acquired and released: only its fence is left.
+    let out = run(redlock(&server.url()).args(["-k", "done", "--", "true"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    let keys = ["b c", "a", "z{1}:x"];
+    let holders: Vec<RunningChild> = keys
+        .iter()
+        .map(|k| hold(redlock(&server.url()), &dir, k, &[]))
+        .collect();
+
+    let out = run(redlock(&server.url()).arg("list"));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let listed: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_once("  held by ").expect("held line").0)
+        .collect();
+    assert_eq!(listed, ["a", "b c", "z{1}:x"], "{out:?}");
+    for (key, holder) in keys.iter().zip(&holders) {
+        let pid = format!(" pid {} ", holder.pid());
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{key}  ")) && l.contains(&pid)),
+            "{key}: {out:?}"
+        );
+    }
+
+    let out = run(redlock(&server.url()).args(["list", "--json"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let listed: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|v| {
+            assert_eq!(v["held"], true);
+            v["key"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(listed, ["a", "b c", "z{1}:x"]);
+
+    // Nothing held: exit 0, no output.
+    drop(holders);
+    for key in keys {
+        redis::cmd("DEL")
+            .arg(format!("redlock:{{{key}}}"))
+            .exec(&mut conn)
+            .unwrap();
+    }
+    let out = run(redlock(&server.url()).arg("list"));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out:?}");
+}
+
+#[test]
+fn force_release_of_a_held_lock_stops_the_holder() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "1s"]);
+
+    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(&format!(
+            "released 'job': it was held by {} pid {} (",
+            hostname(),
+            holder.pid()
+        )),
+        "{out:?}"
+    );
+    let mut conn = server.conn();
+    assert!(!exists(&mut conn, "redlock:{job}"));
+    assert!(!exists(&mut conn, "redlock:{job}:holder"));
+    assert_eq!(get(&mut conn, "redlock:{job}:fence").as_deref(), Some("1"));
+
+    // Its next refresh finds the lock gone: COMMAND is stopped, exit 70.
+    let out = holder.wait_timeout(T);
+    assert_eq!(out.code, Some(70), "{out:?}");
+
+    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("not held"), "{out:?}");
+}
+
+#[test]
+fn force_release_with_a_token_deletes_only_that_holders_lock() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let _holder = hold(redlock(&server.url()), &dir, "job", &[]);
+    let token = get(&mut conn, "redlock:{job}").expect("held");
+
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--token", "wrong"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("another token"), "{out:?}");
+    assert_eq!(
+        get(&mut conn, "redlock:{job}").as_deref(),
+        Some(token.as_str())
+    );
+    assert!(exists(&mut conn, "redlock:{job}:holder"));
+
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--token", &token]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!exists(&mut conn, "redlock:{job}"));
+
+    let out = run(redlock(&server.url()).args(["force-release", "never", "--token", &token]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+}
+
+#[test]
+fn force_release_wakes_a_waiter() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let _holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "60s"]);
+    let marker = dir.file("waiter-ran");
+    let mut waiter = spawn_piped(
+        redlock(&server.url())
+            .args(["-k", "job", "--", "touch"])
+            .arg(&marker),
+    );
+    // Wait until the waiter listens for the release.
+    let mut conn = server.conn();
+    assert!(wait_until(T, || {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("redlock:{job}")
+            .query(&mut conn)
+            .unwrap();
+        n == 1
+    }));
+    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // Long before the holder's 60 s TTL.
+    let out = waiter.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(marker.exists());
+}
+
+#[test]
+fn odd_keys_round_trip() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let keys = [
+        "with space",
+        "ünïcødé ключ 🔒",
+        "{braces}",
+        "a}b{c",
+        "x:y:z",
+        "}",
+        "{",
+        "a b {c}: ü",
+        "*",
+    ];
+    let holders: Vec<RunningChild> = keys
+        .iter()
+        .map(|k| hold(redlock(&server.url()), &dir, k, &["--ttl", "2s"]))
+        .collect();
+    let mut conn = server.conn();
+    for key in keys {
+        assert!(exists(&mut conn, &format!("redlock:{{{key}}}")), "{key}");
+        let out = run(redlock(&server.url()).args(["status", key]));
+        assert_eq!(out.code, Some(0), "{key}: {out:?}");
+        assert!(
+            out.stdout.starts_with(&format!("{key}  held by ")),
+            "{out:?}"
+        );
+        let out = run(redlock(&server.url()).args(["status", "--json", key]));
+        assert_eq!(json_lines(&out)[0]["key"], key);
+    }
+
+    let out = run(redlock(&server.url()).args(["list", "--json"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let listed: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|v| v["key"].as_str().unwrap().to_string())
+        .collect();
+    let mut expected: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    for key in keys {
+        let out = run(redlock(&server.url()).args(["force-release", key]));
+        assert_eq!(out.code, Some(0), "{key}: {out:?}");
+        assert!(
+            out.stdout.starts_with(&format!("released '{key}'")),
+            "{out:?}"
+        );
+        let out = run(redlock(&server.url()).args(["status", key]));
+        assert_eq!(out.code, Some(1), "{key}: {out:?}");
+        assert_eq!(out.stdout, format!("{key}  free (last fence 1)\n"));
+    }
+    for mut holder in holders {
+        assert_eq!(holder.wait_timeout(T).code, Some(70));
+    }
+}
+
+#[test]
+fn keys_with_control_characters_are_refused_before_redis() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let before = connections(&mut conn);
+    let cases: [&[&str]; 4] = [
+        &["status", "ok", "a\u{1}b"],
+        &["force-release", "a\nb"],
+        &["-k", "a\tb", "--", "true"],
+        &["status", ""],
+    ];
+    for args in cases {
+        let out = run(redlock(&server.url()).args(args));
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("control characters") || out.stderr.contains("empty"),
+            "{args:?}: {out:?}"
+        );
+    }
+    assert_eq!(connections(&mut conn), before, "something reached Redis");
+    assert_eq!(dbsize(&mut conn), 0);
+}
+
+#[test]
+fn admin_commands_honour_prefix_and_environment() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let env = |cmd: &mut Command| {
+        cmd.env("REDLOCK_REDIS_URL", server.url());
+    };
+    let mut cmd = redlock_bare();
+    env(&mut cmd);
+    let _team = hold(cmd, &dir, "job", &["--prefix", "team1:"]);
+    // Glob characters in a prefix are literal.
+    let _star = hold(redlock(&server.url()), &dir, "s", &["--prefix", "a*"]);
+    let _ab = hold(redlock(&server.url()), &dir, "t", &["--prefix", "ab"]);
+    assert!(exists(&mut server.conn(), "team1:{job}"));
+
+    let status_before = run(redlock_bare()
+        .env("REDLOCK_REDIS_URL", server.url())
+        .args(["--prefix", "team1:", "status", "job"]));
+    assert_eq!(status_before.code, Some(0), "{status_before:?}");
+    let status_after = run(redlock_bare()
+        .env("REDIS_URL", server.url())
+        .args(["status", "job", "--prefix", "team1:"]));
+    assert_eq!(status_after.code, Some(0), "{status_after:?}");
+    let default = run(redlock(&server.url()).args(["status", "job"]));
+    assert_eq!(default.code, Some(1), "{default:?}");
+
+    let list = |prefix: &str| {
+        let out = run(redlock(&server.url()).args(["list", "--prefix", prefix]));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout
+            .lines()
+            .map(|l| l.split("  ").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(list("team1:"), ["job"]);
+    assert_eq!(list("a*"), ["s"]);
+    assert_eq!(list("ab"), ["t"]);
+    assert!(list("redlock:").is_empty());
+
+    let out = run(redlock_bare().env("REDLOCK_REDIS_URL", server.url()).args([
+        "force-release",
+        "--prefix",
+        "team1:",
+        "job",
+    ]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!exists(&mut server.conn(), "team1:{job}"));
+    assert!(exists(&mut server.conn(), "a*{s}"));
+}
+
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    let server = RedisServer::start();
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    let mut child = redlock(&server.url())
+        .arg("status")
+        .args(&keys)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn status_across_three_nodes_counts_the_majority() {
+    let mut servers = RedisServer::many(3);
+    let dir = TestDir::new();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let _holder = hold(with_urls(&urls), &dir, "job", &[]);
+    let status = |json: bool| {
+        let mut cmd = with_urls(&urls);
+        cmd.args(["status", "job"]);
+        if json {
+            cmd.arg("--json");
+        }
+        run(&mut cmd)
+    };
+
+    let out = status(false);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(", on 3 of 3 nodes: "), "{out:?}");
+    let v = &json_lines(&status(true))[0];
+    assert_eq!(
+        (v["held"].as_bool(), v["nodes_holding"].as_i64()),
+        (Some(true), Some(3))
+    );
+
+    // Gone from one node: still a majority.
+    redis::cmd("DEL")
+        .arg("redlock:{job}")
+        .exec(&mut servers[0].conn())
+        .unwrap();
+    let out = status(false);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(", on 2 of 3 nodes: "), "{out:?}");
+
+    // Gone from two: held on one node only, which is no lock.
+    redis::cmd("DEL")
+        .arg("redlock:{job}")
+        .exec(&mut servers[1].conn())
+        .unwrap();
+    let out = status(false);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stdout
+            .starts_with("job  free (last fence 1; held on only 1 of 3 nodes"),
+        "{out:?}"
+    );
+    let v = &json_lines(&status(true))[0];
+    assert_eq!(
+        (v["held"].as_bool(), v["nodes_holding"].as_i64()),
+        (Some(false), Some(1))
+    );
+
+    // One node down: the other two still answer.
+    servers[0].kill();
+    let out = status(false);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains(&urls[0]), "{out:?}");
+    // Two down: no majority can answer.
+    servers[1].kill();
+    let out = status(false);
+    assert_eq!(out.code, Some(69), "{out:?}");
+}
+
+#[test]
+fn force_release_across_three_nodes_deletes_everywhere() {
+    let servers = RedisServer::many(3);
+    let dir = TestDir::new();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let with_nodes = || with_urls(&urls);
+    let mut holder = hold(with_nodes(), &dir, "job", &["--ttl", "1s"]);
+    for s in &servers {
+        assert!(exists(&mut s.conn(), "redlock:{job}"));
+    }
+    let out = run(with_nodes().args(["list"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
+
+    let out = run(with_nodes().args(["force-release", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(", on 3 of 3 nodes"), "{out:?}");
+    for s in &servers {
+        assert!(!exists(&mut s.conn(), "redlock:{job}"));
+        assert!(!exists(&mut s.conn(), "redlock:{job}:holder"));
+    }
+    assert_eq!(holder.wait_timeout(T).code, Some(70));
+    let out = run(with_nodes().args(["list"]));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out:?}");
+}

@@ -1,0 +1,145 @@
+//! Password-protected servers (requirepass, ACL user): everything works
+//! with the right password; with a wrong one every subcommand exits 69 and
+//! no password is ever printed.
+mod common;
+use common::*;
+
+use std::process::Command;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Characters that URL-encoding changes, so both forms must stay hidden.
+const PASSWORD: &str = "s3cret-p@ss:w/rd%";
+const WRONG: &str = "Wr0ng-p@ssword";
+const ALICE: &str = "al1ce-pa55word";
+
+/// The password as it appears percent-encoded in a URL.
+fn encoded(password: &str) -> String {
+    password
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn assert_hidden(out: &Output, secrets: &[&str], what: &str) {
+    for secret in secrets {
+        assert!(
+            !out.stdout.contains(secret) && !out.stderr.contains(secret),
+            "{what}: password {secret:?} printed: {out:?}"
+        );
+    }
+}
+
+/// run, status, list and force-release with the right credentials.
+fn everything_works(url: &str, secrets: &[&str]) {
+    let dir = TestDir::new();
+    let marker = dir.file("started");
+    let mut holder = spawn_piped(
+        redlock(url)
+            .args(["-v", "-k", "job", "--ttl", "1s", "--", "sh", "-c"])
+            .arg("touch \"$1\"; exec sleep 60")
+            .arg("sh")
+            .arg(&marker),
+    );
+    assert!(wait_for_file(&marker, T), "{:?}", holder.stderr_now());
+
+    let out = run_with_timeout(redlock(url).args(["-v", "status", "job"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("job  held by "), "{out:?}");
+    assert_hidden(&out, secrets, "status");
+
+    let out = run_with_timeout(redlock(url).args(["-v", "list", "--json"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(r#""key":"job""#), "{out:?}");
+    assert_hidden(&out, secrets, "list");
+
+    let out = run_with_timeout(redlock(url).args(["-v", "force-release", "job"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, secrets, "force-release");
+
+    let out = holder.wait_timeout(T);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert_hidden(&out, secrets, "run");
+
+    let out = run_with_timeout(redlock(url).args(["-v", "-k", "job", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, secrets, "run");
+}
+
+/// Every subcommand, quiet, normal and verbose: exit 69, a clear message,
+/// no password.
+fn everything_refused(url: &str, secrets: &[&str], expected: &str) {
+    let cases: [&[&str]; 4] = [
+        &["-k", "job", "--", "true"],
+        &["status", "job"],
+        &["list"],
+        &["force-release", "job"],
+    ];
+    for args in cases {
+        for verbosity in [None, Some("-v"), Some("-q")] {
+            let mut cmd: Command = redlock(url);
+            cmd.args(verbosity).args(args);
+            let out = run_with_timeout(&mut cmd, T);
+            let what = format!("{verbosity:?} {args:?}");
+            assert_eq!(out.code, Some(69), "{what}: {out:?}");
+            assert_eq!(out.stdout, "", "{what}");
+            assert!(out.stderr.contains(expected), "{what}: {out:?}");
+            assert_eq!(out.stderr.lines().count(), 1, "{what}: {out:?}");
+            assert_hidden(&out, secrets, &what);
+        }
+    }
+}
+
+#[test]
+fn requirepass_server_with_the_right_password() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let url = server.url_with(None, PASSWORD);
+    everything_works(&url, &[PASSWORD, &encoded(PASSWORD)]);
+    assert!(exists(&mut server.conn(), "redlock:{job}:fence"));
+}
+
+#[test]
+fn requirepass_server_with_a_wrong_or_missing_password() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let secrets = [PASSWORD, WRONG, &encoded(PASSWORD), &encoded(WRONG)];
+    everything_refused(
+        &server.url_with(None, WRONG),
+        &secrets,
+        "authentication failed",
+    );
+    everything_refused(&server.url(), &secrets, "authentication required");
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}
+
+#[test]
+fn acl_user_with_the_right_password() {
+    let server = RedisServer::builder()
+        .acl_user("alice", ALICE, "~* &* +@all")
+        .start();
+    everything_works(&server.url_with(Some("alice"), ALICE), &[ALICE]);
+}
+
+#[test]
+fn acl_user_with_a_wrong_password_or_unknown_user() {
+    let server = RedisServer::builder()
+        .acl_user("alice", ALICE, "~* &* +@all")
+        .start();
+    let secrets = [ALICE, WRONG, &encoded(WRONG)];
+    everything_refused(
+        &server.url_with(Some("alice"), WRONG),
+        &secrets,
+        "authentication failed",
+    );
+    everything_refused(
+        &server.url_with(Some("mallory"), ALICE),
+        &secrets,
+        "authentication failed",
+    );
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}

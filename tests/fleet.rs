@@ -1,0 +1,292 @@
+//! Options for fleets of cron hosts: --min-hold, --max-hold,
+//! --random-delay, --on-unavailable and --replicas.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn job(url: &str, key: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = redlock(url);
+    cmd.args(["--key", key])
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+#[test]
+fn min_hold_keeps_the_lock_after_a_short_job_without_waiting() {
+    let server = RedisServer::start();
+    let start = Instant::now();
+    let out = run_with_timeout(
+        &mut job(
+            &server.url(),
+            "cron",
+            &["--min-hold", "3s", "-v"],
+            "sleep 0.2; exit 3",
+        ),
+        LONG,
+    );
+    let took = start.elapsed();
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "waited for --min-hold: {took:?}"
+    );
+    assert!(out.stderr.contains("min-hold"), "{out:?}");
+
+    // 1.5 s after the job started, another host's run is still kept out.
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(start.elapsed()));
+    let out = run_with_timeout(&mut job(&server.url(), "cron", &["-n"], "echo ran"), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(out.stdout, "");
+
+    // 3.5 s after, the lock is free again.
+    std::thread::sleep(Duration::from_millis(3500).saturating_sub(start.elapsed()));
+    let out = run_with_timeout(&mut job(&server.url(), "cron", &["-n"], "echo ran"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran");
+}
+
+#[test]
+fn min_hold_shorter_than_the_job_changes_nothing() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut job(&server.url(), "long", &["--min-hold", "100ms"], "sleep 0.3"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{long}"),
+        "released at once"
+    );
+}
+
+#[test]
+fn max_hold_stops_the_whole_group_with_124_and_releases() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "sleep 100 & echo $! > '{}'; sleep 100",
+        dir.file("grandchild").display()
+    );
+    let start = Instant::now();
+    let out = run_with_timeout(
+        &mut job(&server.url(), "runaway", &["--max-hold", "1s"], &script),
+        LONG,
+    );
+    assert_eq!(out.code, Some(124), "{out:?}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(950),
+        "stopped too early"
+    );
+    assert!(out.stderr.contains("--max-hold"), "{out:?}");
+    let grandchild: i32 = dir.read("grandchild").unwrap().trim().parse().unwrap();
+    assert!(!process_alive(grandchild), "the job's group survived");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{runaway}"),
+        "lock not released"
+    );
+}
+
+#[test]
+fn max_hold_escalates_to_sigkill_after_the_grace() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut job(
+            &server.url(),
+            "stubborn",
+            &["--max-hold", "500ms", "--kill-after", "500ms"],
+            "trap '' TERM; while :; do sleep 0.05; done",
+        ),
+        LONG,
+    );
+    assert_eq!(out.code, Some(124), "{out:?}");
+}
+
+#[test]
+fn a_job_that_ends_in_time_is_not_affected_by_max_hold() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut job(&server.url(), "quick", &["--max-hold", "20s"], "exit 9"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(9), "{out:?}");
+}
+
+#[test]
+fn random_delay_spreads_start_times_within_the_window() {
+    let server = RedisServer::start();
+    let runs: Vec<_> = (0..20)
+        .map(|i| {
+            spawn_piped(&mut job(
+                &server.url(),
+                &format!("spread{i}"),
+                &["--random-delay", "500ms", "-v"],
+                "true",
+            ))
+        })
+        .collect();
+    let mut delays = Vec::new();
+    for mut run in runs {
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains("--random-delay"))
+            .unwrap_or_else(|| panic!("no delay reported: {out:?}"));
+        let said = line.split_whitespace().nth(2).expect("a duration");
+        delays.push(humantime::parse_duration(said).unwrap_or_else(|e| panic!("{said}: {e}")));
+    }
+    assert!(
+        delays.iter().all(|d| *d < Duration::from_millis(500)),
+        "{delays:?}"
+    );
+    let (min, max) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+    assert!(
+        *max - *min > Duration::from_millis(100),
+        "not spread: {delays:?}"
+    );
+}
+
+#[test]
+fn on_unavailable_run_runs_the_command_unlocked_with_a_warning() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let out = run_with_timeout(
+        &mut job(
+            &url,
+            "open",
+            &["--on-unavailable", "run"],
+            "echo \"key=$REDLOCK_KEY fence=${REDLOCK_FENCE-unset}\"; exit 5",
+        ),
+        LONG,
+    );
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout.trim(), "key=open fence=unset");
+    assert!(out.stderr.contains("WITHOUT the lock"), "{out:?}");
+
+    let out = run_with_timeout(&mut job(&url, "open", &[], "echo ran"), LONG);
+    assert_eq!(out.code, Some(69), "default is fail: {out:?}");
+    assert_eq!(out.stdout, "");
+    let out = run_with_timeout(
+        &mut job(&url, "open", &["--on-unavailable", "fail"], "echo ran"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+}
+
+#[test]
+fn on_unavailable_run_does_not_bypass_a_busy_lock() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!("touch '{}'; sleep 5", dir.file("started").display());
+    let mut holder = spawn_piped(&mut job(&server.url(), "busy", &[], &script));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    let out = run_with_timeout(
+        &mut job(
+            &server.url(),
+            "busy",
+            &["-n", "--on-unavailable", "run"],
+            "echo ran",
+        ),
+        LONG,
+    );
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(out.stdout, "");
+    holder.signal(nix::sys::signal::Signal::SIGTERM);
+    holder.wait_timeout(LONG);
+}
+
+fn primary_with_replica() -> (RedisServer, RedisServer) {
+    let primary = RedisServer::start();
+    let replica = RedisServer::builder()
+        .arg("--replicaof")
+        .arg("127.0.0.1")
+        .arg(&primary.port().to_string())
+        .start();
+    let linked = wait_until(LONG, || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut primary.conn())
+            .unwrap();
+        info.contains("connected_slaves:1") && info.contains("state=online")
+    });
+    assert!(linked, "replica never came online");
+    (primary, replica)
+}
+
+#[test]
+fn replicas_confirm_the_lock_or_it_is_not_taken() {
+    let (primary, replica) = primary_with_replica();
+    let out = run_with_timeout(
+        &mut job(
+            &primary.url(),
+            "durable",
+            &["--replicas", "1"],
+            "echo $REDLOCK_FENCE",
+        ),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "1");
+
+    replica.pause();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let start = Instant::now();
+    let out = run_with_timeout(
+        &mut job(
+            &primary.url(),
+            "durable",
+            &["--replicas", "1", "--wait", "1s"],
+            &format!("touch '{}'", marker.display()),
+        ),
+        LONG,
+    );
+    let took = start.elapsed();
+    replica.resume();
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("replicas confirmed"), "{out:?}");
+    assert!(!marker.exists(), "ran without a confirmed lock");
+    assert!(
+        took >= Duration::from_millis(950),
+        "gave up before --wait: {took:?}"
+    );
+    let mut conn = primary.conn();
+    assert!(!exists(&mut conn, "redlock:{durable}"), "lock left behind");
+    assert!(
+        !exists(&mut conn, "redlock:{durable}:holder"),
+        "holder record left behind"
+    );
+}
+
+#[test]
+fn fleet_options_are_validated_before_redis() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--limit", "0"], "--limit"),
+        (&["--limit", "many"], "--limit"),
+        (&["--min-hold", "3x"], "--min-hold"),
+        (&["--max-hold", "0s"], "--max-hold"),
+        (&["--random-delay", "soon"], "--random-delay"),
+        (&["--on-unavailable", "maybe"], "--on-unavailable"),
+        (&["--replicas", "-1"], "--replicas"),
+        (&["--replicas", "1", "--redis", &other.url()], "--replicas"),
+    ];
+    for (extra, names) in cases {
+        let out = run_with_timeout(&mut job(&server.url(), "v", extra, "true"), LONG);
+        assert_eq!(out.code, Some(2), "{extra:?}: {out:?}");
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(names), "{extra:?}: {out:?}");
+    }
+    assert_eq!(dbsize(&mut server.conn()), 0);
+    assert_eq!(dbsize(&mut other.conn()), 0);
+}

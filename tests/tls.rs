@@ -1,0 +1,324 @@
+//! rediss:// with --tls-ca, --tls-cert and --tls-key against a real
+//! redis-server with TLS, using certificates made at test time with the
+//! `openssl` command (apt-get install openssl).
+mod common;
+use common::*;
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A CA, a server certificate for 127.0.0.1 and localhost signed by it, a
+/// client certificate signed by it, and a second CA that signed nothing
+/// of the server's.
+struct Pki {
+    dir: TestDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = TestDir::new();
+        let pki = Pki { dir };
+        pki.ca("ca");
+        pki.ca("other-ca");
+        pki.leaf(
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        );
+        pki.leaf("client", "extendedKeyUsage=clientAuth\n");
+        pki
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.file(name).display().to_string()
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run openssl ({e}); install it: apt-get install openssl")
+            });
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn ca(&self, name: &str) {
+        self.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=redlock-run test {name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+
+    fn leaf(&self, name: &str, extensions: &str) {
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+        ]);
+        let ext = format!("{name}.ext");
+        std::fs::write(
+            self.dir.file(&ext),
+            format!("basicConstraints=CA:FALSE\n{extensions}"),
+        )
+        .expect("write extensions");
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            &ext,
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+}
+
+/// A redis-server with a TLS port besides its plain one: the harness checks
+/// readiness, and the test inspects the data, over the plain port.
+struct TlsServer {
+    server: RedisServer,
+    tls_port: u16,
+}
+
+impl TlsServer {
+    fn start(pki: &Pki, require_client_cert: bool) -> TlsServer {
+        let tls_port = free_port();
+        let server = RedisServer::builder()
+            .arg("--tls-port")
+            .arg(&tls_port.to_string())
+            .arg("--tls-cert-file")
+            .arg(&pki.path("server.pem"))
+            .arg("--tls-key-file")
+            .arg(&pki.path("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(&pki.path("ca.pem"))
+            .arg("--tls-auth-clients")
+            .arg(if require_client_cert { "yes" } else { "no" })
+            .start();
+        TlsServer { server, tls_port }
+    }
+
+    fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.tls_port)
+    }
+}
+
+fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+/// `redlock-run --redis URL ARGS...` with COMMAND writing its fence to a
+/// marker file and exiting 7.
+fn run_job(url: &str, tls: &[&str], marker: &Path) -> Output {
+    let mut cmd = redlock(url);
+    cmd.args(tls)
+        .args(["-k", "tls-job", "-n", "--", "sh", "-c"]);
+    cmd.arg(format!(
+        "printf %s \"$REDLOCK_FENCE\" > '{}'; exit 7",
+        marker.display()
+    ));
+    run_with_timeout(&mut cmd, TIMEOUT)
+}
+
+#[test]
+fn trusted_ca_runs_the_command_under_the_lock() {
+    let pki = Pki::new();
+    let tls = TlsServer::start(&pki, false);
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let out = run_job(&tls.url(), &["--tls-ca", &pki.path("ca.pem")], &marker);
+    assert_eq!(out.code, Some(7), "stderr: {}", out.stderr);
+    assert_eq!(
+        dir.read("ran").as_deref(),
+        Some("1"),
+        "COMMAND saw no fence"
+    );
+    let mut conn = tls.server.conn();
+    assert_eq!(
+        get(&mut conn, "redlock:{tls-job}:fence").as_deref(),
+        Some("1")
+    );
+    assert!(!exists(&mut conn, "redlock:{tls-job}"), "lock not released");
+
+    // The subcommands take the same options, before or after their name.
+    let status = run_with_timeout(
+        redlock(&tls.url()).args([
+            "--tls-ca",
+            &pki.path("ca.pem"),
+            "status",
+            "tls-job",
+            "--json",
+        ]),
+        TIMEOUT,
+    );
+    assert_eq!(status.code, Some(1), "free lock: {}", status.stderr);
+    assert!(status.stdout.contains("\"fence\":1"), "{}", status.stdout);
+}
+
+#[test]
+fn untrusted_server_certificate_is_refused() {
+    let pki = Pki::new();
+    let tls = TlsServer::start(&pki, false);
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    for (how, args) in [
+        ("another CA", vec!["--tls-ca", &pki.path("other-ca.pem")]),
+        // SSL_CERT_FILE points the system store at a bundle without our CA.
+        ("system roots", vec![]),
+    ] {
+        let mut cmd = redlock(&tls.url());
+        cmd.env("SSL_CERT_FILE", pki.path("other-ca.pem"))
+            .env_remove("SSL_CERT_DIR")
+            .args(&args)
+            .args(["-k", "tls-job", "-n", "--", "touch"])
+            .arg(&marker);
+        let out = run_with_timeout(&mut cmd, TIMEOUT);
+        assert_eq!(out.code, Some(69), "{how}: stderr: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{how}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("certificate") && out.stderr.contains("--tls-ca"),
+            "{how}: unclear error: {}",
+            out.stderr
+        );
+        assert!(!marker.exists(), "{how}: COMMAND ran");
+    }
+    assert_eq!(dbsize(&mut tls.server.conn()), 0, "something reached Redis");
+}
+
+#[test]
+fn mutual_tls_needs_the_client_certificate() {
+    let pki = Pki::new();
+    let tls = TlsServer::start(&pki, true);
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+
+    let out = run_job(&tls.url(), &["--tls-ca", &pki.path("ca.pem")], &marker);
+    assert_eq!(out.code, Some(69), "stderr: {}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--tls-cert"), "{}", out.stderr);
+    assert!(!marker.exists(), "COMMAND ran without the lock");
+
+    let with_cert = [
+        "--tls-ca",
+        &pki.path("ca.pem"),
+        "--tls-cert",
+        &pki.path("client.pem"),
+        "--tls-key",
+        &pki.path("client.key"),
+    ];
+    let out = run_job(&tls.url(), &with_cert, &marker);
+    assert_eq!(out.code, Some(7), "stderr: {}", out.stderr);
+    assert_eq!(dir.read("ran").as_deref(), Some("1"));
+    assert!(!exists(&mut tls.server.conn(), "redlock:{tls-job}"));
+}
+
+#[test]
+fn bad_tls_options_are_usage_errors() {
+    let pki = Pki::new();
+    // Nothing listens there: exit 2 (not 69) shows nothing was tried.
+    let url = format!("rediss://127.0.0.1:{}", free_port());
+    let missing = pki.path("missing.pem");
+    let cases: Vec<(Vec<String>, &str, String)> = vec![
+        (
+            vec!["--tls-ca".into(), missing.clone()],
+            "--tls-ca",
+            missing.clone(),
+        ),
+        (
+            vec!["--tls-ca".into(), pki.path("ca.key")],
+            "--tls-ca",
+            pki.path("ca.key"),
+        ),
+        (
+            vec!["--tls-cert".into(), pki.path("client.pem")],
+            "--tls-key",
+            pki.path("client.pem"),
+        ),
+        (
+            vec!["--tls-key".into(), pki.path("client.key")],
+            "--tls-cert",
+            pki.path("client.key"),
+        ),
+        (
+            vec![
+                "--tls-cert".into(),
+                pki.path("client.pem"),
+                "--tls-key".into(),
+                pki.path("client.pem"),
+            ],
+            "--tls-key",
+            pki.path("client.pem"),
+        ),
+    ];
+    for (args, option, value) in cases {
+        let out = run_with_timeout(
+            redlock(&url)
+                .args(&args)
+                .args(["-k", "x", "-n", "--", "true"]),
+            TIMEOUT,
+        );
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(option) && first.contains(&value),
+            "{args:?}: first line should name {option} and {value}: {first}"
+        );
+    }
+    // TLS options without a TLS URL would silently do nothing.
+    let out = run_with_timeout(
+        redlock(&format!("redis://127.0.0.1:{}", free_port())).args([
+            "--tls-ca",
+            &pki.path("ca.pem"),
+            "-k",
+            "x",
+            "--",
+            "true",
+        ]),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("rediss://"), "{}", out.stderr);
+}

@@ -1,0 +1,189 @@
+//! Waiting for a busy lock: wake-up on release, on the holder's expiry,
+//! signals while waiting, `--wait` running out, and the load on Redis.
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// A holder that runs until the file `go` appears in `dir`, after marking
+/// `started` and logging its section to `log`.
+fn holder(server: &RedisServer, dir: &TestDir, key: &str, ttl: &str) -> RunningChild {
+    let script = format!(
+        "echo holder-start >> {log}; touch {started}; \
+         while [ ! -e {go} ]; do sleep 0.02; done; echo holder-end >> {log}",
+        log = dir.file("log").display(),
+        started = dir.file("started").display(),
+        go = dir.file("go").display(),
+    );
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", key, "--ttl", ttl, "--", "sh", "-c", &script]);
+    let child = spawn_piped(&mut cmd);
+    assert!(
+        wait_for_file(dir.file("started"), LONG),
+        "holder never started: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+/// A verbose waiter that logs "waiter" to `log` and marks `ran`.
+fn waiter(server: &RedisServer, dir: &TestDir, key: &str, extra: &[&str]) -> RunningChild {
+    let script = format!(
+        "echo waiter >> {log}; touch {ran}",
+        log = dir.file("log").display(),
+        ran = dir.file("ran").display(),
+    );
+    let mut cmd = redlock(&server.url());
+    cmd.args(["-v", "--key", key]).args(extra);
+    cmd.args(["--", "sh", "-c", &script]);
+    let child = spawn_piped(&mut cmd);
+    assert!(
+        wait_until(LONG, || child.stderr_now().contains("waiting")),
+        "waiter never reported waiting: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+/// Subscribers of a channel (the lock key is its release channel).
+fn subscribers(conn: &mut redis::Connection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(conn)
+        .expect("PUBSUB NUMSUB");
+    reply.1
+}
+
+/// Calls of one command since the last CONFIG RESETSTAT.
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("calls is a number"))
+}
+
+#[test]
+fn waiter_runs_after_the_holder_releases() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let mut first = holder(&server, &dir, "handover", "30s");
+    let mut second = waiter(&server, &dir, "handover", &[]);
+    // Waiting means listening for the release, not only polling.
+    assert!(
+        wait_until(LONG, || subscribers(&mut conn, "redlock:{handover}") == 1),
+        "the waiter did not subscribe to the lock's channel"
+    );
+    assert!(
+        dir.read("ran").is_none(),
+        "waiter ran while the lock was held"
+    );
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    let first = first.wait_timeout(LONG);
+    let second = second.wait_timeout(LONG);
+    assert_eq!(first.code, Some(0), "holder: {}", first.stderr);
+    assert_eq!(second.code, Some(0), "waiter: {}", second.stderr);
+    assert_eq!(
+        dir.read("log").as_deref(),
+        Some("holder-start\nholder-end\nwaiter\n")
+    );
+    assert!(!exists(&mut conn, "redlock:{handover}"));
+    assert_eq!(subscribers(&mut conn, "redlock:{handover}"), 0);
+}
+
+#[test]
+fn waiter_gets_the_lock_of_a_killed_holder_after_its_ttl() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    // Killed with SIGKILL: no release, so no message; only the TTL frees it.
+    let first = holder(&server, &dir, "killed", "2s");
+    let mut second = waiter(&server, &dir, "killed", &[]);
+    first.signal(Signal::SIGKILL);
+
+    let second = second.wait_timeout(LONG);
+    assert_eq!(second.code, Some(0), "waiter: {}", second.stderr);
+    assert_eq!(
+        dir.read("log").as_deref(),
+        Some("holder-start\nwaiter\n"),
+        "the killed holder's section must not finish"
+    );
+    assert!(!exists(&mut conn, "redlock:{killed}"));
+}
+
+#[test]
+fn sigterm_while_waiting_exits_143_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let mut first = holder(&server, &dir, "term", "30s");
+    let token = get(&mut conn, "redlock:{term}").expect("holder's token");
+    let mut second = waiter(&server, &dir, "term", &[]);
+
+    second.signal(Signal::SIGTERM);
+    let out = second.wait_timeout(Duration::from_secs(10));
+    assert_eq!(out.code, Some(143), "waiter: {}", out.stderr);
+    assert!(dir.read("ran").is_none(), "COMMAND ran after SIGTERM");
+    // Only the holder's lock, record and fence; no subscription left.
+    assert_eq!(get(&mut conn, "redlock:{term}"), Some(token));
+    assert_eq!(dbsize(&mut conn), 3);
+    assert!(wait_until(LONG, || subscribers(
+        &mut conn,
+        "redlock:{term}"
+    ) == 0));
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn wait_runs_out_with_exit_75() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut first = holder(&server, &dir, "busy", "30s");
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", "busy", "--wait", "1s", "--", "touch"])
+        .arg(dir.file("ran"));
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(75), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("busy"), "stderr: {}", out.stderr);
+    assert!(dir.read("ran").is_none());
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn waiting_does_not_hammer_redis() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    // A TTL long enough that the holder does not refresh during the wait.
+    let mut first = holder(&server, &dir, "quiet", "2m");
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(&mut conn)
+        .expect("CONFIG RESETSTAT");
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", "quiet", "--wait", "3s", "--", "true"]);
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(75), "stderr: {}", out.stderr);
+    // Polling every 100 ms would be about 30 tries; a subscribed waiter
+    // tries on arrival, after subscribing, and on a slow fallback timer.
+    let tries = calls(&mut conn, "eval");
+    assert!(tries <= 15, "{tries} EVALs in 3 s of waiting");
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
