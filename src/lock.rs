@@ -218,7 +218,7 @@ impl Node {
             &limit,
         ];
         let reply = self.eval(scripts::SLOT_ACQUIRE, keys, &args)?;
-        parse_slot_acquire(reply)
+        parse_acquire(reply)
             .with_context(|| format!("{}: unexpected reply to acquire", self.shown()))
     }
 
@@ -239,30 +239,6 @@ impl Node {
     pub fn release_slot(&mut self, keys: &LockKeys, token: &str) -> Result<Ownership> {
         let reply = self.eval(scripts::SLOT_RELEASE, keys, &[token])?;
         ownership(reply).with_context(|| format!("{}: unexpected reply to release", self.shown()))
-    }
-}
-
-fn parse_slot_acquire(reply: Value) -> Result<Acquire> {
-    let Value::Array(items) = reply else {
-        return Err(anyhow!("{reply:?}"));
-    };
-    match items.first().and_then(int) {
-        Some(1) => Ok(Acquire::Held {
-            fence: items
-                .get(1)
-                .and_then(int)
-                .ok_or_else(|| anyhow!("no fence"))?,
-        }),
-        Some(0) => Ok(Acquire::Busy(BusyInfo {
-            pttl_ms: items.get(1).and_then(int).unwrap_or(-1),
-            holders: limit(items.get(2))?,
-            limit: limit(items.get(3))?,
-            ..BusyInfo::default()
-        })),
-        Some(-1) => Ok(Acquire::Mismatch {
-            limit: limit(items.get(1))?,
-        }),
-        _ => Err(anyhow!("{items:?}")),
     }
 }
 
@@ -347,7 +323,17 @@ fn parse_acquire(reply: Value) -> Result<Acquire> {
             host: items.get(2).map(text).unwrap_or_default(),
             pid: items.get(3).map(text).unwrap_or_default(),
             acquired_at: items.get(4).map(text).unwrap_or_default(),
-            ..BusyInfo::default()
+            // A semaphore's reply adds how many hold it, and its limit.
+            holders: items
+                .get(5)
+                .map(|v| limit(Some(v)))
+                .transpose()?
+                .unwrap_or(0),
+            limit: items
+                .get(6)
+                .map(|v| limit(Some(v)))
+                .transpose()?
+                .unwrap_or(0),
         })),
         Some(-1) => Ok(Acquire::Mismatch {
             limit: limit(items.get(1))?,

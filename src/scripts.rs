@@ -207,9 +207,10 @@ return {1, token, pttl, fence, holder}
 /// already ours), removing expired holders first.
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N.
-/// Returns `{1, fence}` when we hold a slot now; `{0, pttl_ms, holders, N}`
-/// when all N slots are taken, `pttl_ms` the time until the first of them
-/// expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
+/// Returns `{1, fence}` when we hold a slot now; `{0, pttl_ms, '', '', '',
+/// holders, N}` when all N slots are taken (the plain busy reply's layout,
+/// with no single holder to name), `pttl_ms` the time until the first of
+/// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
 /// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
 pub const SLOT_ACQUIRE: &str = concat!(
     slot_lib!(),
@@ -232,7 +233,7 @@ if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
 end
 if count >= limit then
   local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2]) - now, count, limit}
+  return {0, tonumber(first[2]) - now, '', '', '', count, limit}
 end
 local fence = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])

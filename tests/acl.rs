@@ -9,42 +9,6 @@ use std::time::Duration;
 const TIMEOUT: Duration = Duration::from_secs(30);
 const PASS: &str = "s3cret-acl";
 
-/// The rules of `redis-cli ACL SETUSER redlock on '>PASSWORD' ...` in the
-/// man page, as redis-server arguments.
-fn documented_rules() -> Vec<String> {
-    let out = run_with_timeout(redlock_bare().args(["generate", "man"]), TIMEOUT);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let page = out
-        .stdout
-        .replace(r"\-", "-")
-        .replace(r"\*(Aq", "'")
-        .replace(r"\\", "\\");
-    let mut lines = page
-        .lines()
-        .skip_while(|l| !l.contains("ACL SETUSER redlock on"));
-    let mut command = String::new();
-    for line in lines.by_ref() {
-        command.push_str(line.trim_end_matches('\\'));
-        command.push(' ');
-        if !line.ends_with('\\') {
-            break;
-        }
-    }
-    let words: Vec<&str> = command.split_whitespace().collect();
-    assert!(
-        words.starts_with(&[
-            "redis-cli",
-            "ACL",
-            "SETUSER",
-            "redlock",
-            "on",
-            "'>PASSWORD'"
-        ]),
-        "no ACL command in the man page: {command:?}"
-    );
-    words[6..].iter().map(|w| w.replace('\'', "")).collect()
-}
-
 /// The rules with one permission (`+cmd`, `~keys` or `&channels`) left out.
 fn without(rules: &[String], left_out: &str) -> String {
     rules
@@ -168,7 +132,7 @@ fn describe(steps: &[Step]) -> String {
 
 #[test]
 fn documented_acl_is_enough_for_everything() {
-    let rules = documented_rules().join(" ");
+    let rules = documented_acl_rules().join(" ");
     let server = RedisServer::builder()
         .acl_user("redlock", PASS, &rules)
         .start();
@@ -188,7 +152,7 @@ fn documented_acl_is_enough_for_everything() {
 
 #[test]
 fn every_documented_permission_is_needed() {
-    let rules = documented_rules();
+    let rules = documented_acl_rules();
     let permissions: Vec<&String> = rules
         .iter()
         .filter(|r| r.starts_with(['+', '~', '&']))
@@ -222,7 +186,7 @@ fn every_documented_permission_is_needed() {
 
 #[test]
 fn missing_permission_is_one_clear_line() {
-    let rules = documented_rules();
+    let rules = documented_acl_rules();
     let server = RedisServer::builder()
         .acl_user("noeval", PASS, &without(&rules, "+eval"))
         .acl_user("noincr", PASS, &without(&rules, "+incr"))

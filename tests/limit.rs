@@ -132,42 +132,16 @@ fn twelve_contenders_never_exceed_the_limit() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let log = dir.file("log");
-    let script = format!(
-        "echo \"+ $W\" >> '{log}'; sleep 0.2; echo \"- $W\" >> '{log}'",
-        log = log.display()
-    );
-    let url = server.url();
-    let workers: Vec<_> = (0..12)
-        .map(|w| {
-            let (script, url) = (script.clone(), url.clone());
-            std::thread::spawn(move || {
-                for _ in 0..5 {
-                    let mut cmd = redlock(&url);
-                    cmd.env("W", w.to_string())
-                        .args(["-k", "sem", "-q", "--limit", "3", "--", "sh", "-c", &script]);
-                    let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
-                    assert_eq!(out.code, Some(0), "{out:?}");
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("worker");
-    }
-    let text = std::fs::read_to_string(&log).unwrap();
-    let (mut running, mut most, mut sections) = (0, 0, 0);
-    for line in text.lines() {
-        if line.starts_with('+') {
-            running += 1;
-            sections += 1;
-            most = most.max(running);
-        } else {
-            running -= 1;
-        }
-        assert!(running <= 3, "more than 3 sections at once:\n{text}");
-    }
-    assert_eq!(sections, 60, "all 60 sections ran:\n{text}");
-    assert!(most >= 2, "the semaphore never let two in at once:\n{text}");
+    let script = section_script(&log, "0.2");
+    contend(12, 5, || {
+        let mut cmd = redlock(&server.url());
+        cmd.args(["-k", "sem", "-q", "--limit", "3", "--", "sh", "-c", &script]);
+        cmd
+    });
+    let (sections, most) = sections_in(&log);
+    assert_eq!(sections, 60, "all 60 sections ran");
+    assert!(most <= 3, "{most} sections at once with --limit 3");
+    assert!(most >= 2, "the semaphore never let two in at once");
     let mut conn = server.conn();
     assert_eq!(get(&mut conn, "redlock:{sem}:fence").as_deref(), Some("60"));
     assert!(!exists(&mut conn, "redlock:{sem}:holders"));
@@ -551,49 +525,19 @@ fn a_semaphore_across_three_nodes() {
 
 /// What a Redis ACL user needs for `--limit N > 1` on top of the rules in
 /// the man page's REDIS PERMISSIONS (which cover plain locks).
-const SEMAPHORE_RULES: [&str; 7] = [
-    "+time",
-    "+zadd",
-    "+zcard",
-    "+zrange",
-    "+zrem",
-    "+zremrangebyscore",
-    "+zscore",
-];
-
-/// The man page's `ACL SETUSER redlock on '>PASSWORD' ...` rules.
-fn documented_rules() -> Vec<String> {
-    let out = run_with_timeout(redlock_bare().args(["generate", "man"]), T);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let page = out
-        .stdout
-        .replace(r"\-", "-")
-        .replace(r"\*(Aq", "'")
-        .replace(r"\\", "\\");
-    let mut command = String::new();
-    for line in page
-        .lines()
-        .skip_while(|l| !l.contains("ACL SETUSER redlock on"))
-    {
-        command.push_str(line.trim_end_matches('\\'));
-        command.push(' ');
-        if !line.ends_with('\\') {
-            break;
-        }
-    }
-    let words: Vec<&str> = command.split_whitespace().collect();
-    assert!(words.len() > 6, "no ACL command in the man page");
-    words[6..].iter().map(|w| w.replace('\'', "")).collect()
-}
-
 #[test]
 fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
     const PASS: &str = "s3m-pass";
-    let base = documented_rules();
-    let all = [base.clone(), SEMAPHORE_RULES.map(String::from).to_vec()].concat();
+    let base = documented_acl_rules();
+    let semaphore_rules = documented_semaphore_rules();
+    assert!(
+        semaphore_rules.contains(&"+zadd".to_string()),
+        "{semaphore_rules:?}"
+    );
+    let all = [base.clone(), semaphore_rules.clone()].concat();
     let mut builder = RedisServer::builder().acl_user("sem", PASS, &all.join(" "));
-    for (i, left_out) in SEMAPHORE_RULES.iter().enumerate() {
-        let rules: Vec<&String> = all.iter().filter(|r| r != left_out).collect();
+    for (i, left_out) in semaphore_rules.iter().enumerate() {
+        let rules: Vec<&String> = all.iter().filter(|r| *r != left_out).collect();
         let rules: Vec<&str> = rules.iter().map(|r| r.as_str()).collect();
         builder = builder.acl_user(&format!("without{i}"), PASS, &rules.join(" "));
     }
@@ -625,7 +569,7 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
 
     // Each added command is needed: without it, a run is refused (69),
     // or (+zrem) its release fails, with the server's NOPERM and a hint.
-    for (i, left_out) in SEMAPHORE_RULES.iter().enumerate() {
+    for (i, left_out) in semaphore_rules.iter().enumerate() {
         let url = server.url_with(Some(&format!("without{i}")), PASS);
         let out = run_with_timeout(
             redlock(&url)

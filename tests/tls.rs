@@ -4,7 +4,6 @@
 mod common;
 use common::*;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -135,18 +134,6 @@ impl TlsServer {
 
     fn url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.tls_port)
-    }
-}
-
-fn free_port() -> u16 {
-    loop {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        if port != 6379 {
-            return port;
-        }
     }
 }
 

@@ -215,3 +215,50 @@ impl Drop for RunningChild {
         }
     }
 }
+
+/// A critical section for `sh -c`: appends `start $W`, sleeps `secs`, and
+/// appends `end $W` to `log` (W: the worker's number, set by `contend`).
+pub fn section_script(log: &Path, secs: &str) -> String {
+    format!(
+        "echo \"start $W\" >> '{log}'; sleep {secs}; echo \"end $W\" >> '{log}'",
+        log = log.display()
+    )
+}
+
+/// `workers` threads each run `runs` times the command `make()` builds,
+/// with `W` set to the worker's number; every run must exit 0.
+pub fn contend(workers: usize, runs: usize, make: impl Fn() -> Command + Sync) {
+    std::thread::scope(|s| {
+        for w in 0..workers {
+            let make = &make;
+            s.spawn(move || {
+                for _ in 0..runs {
+                    let mut cmd = make();
+                    cmd.env("W", w.to_string());
+                    let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
+                    assert_eq!(out.code, Some(0), "{out:?}");
+                }
+            });
+        }
+    });
+}
+
+/// From a log of `section_script` lines: how many sections ran, and the
+/// most that ran at once.
+pub fn sections_in(log: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let (mut running, mut most, mut sections) = (0usize, 0, 0);
+    for line in text.lines() {
+        if line.starts_with("start ") {
+            running += 1;
+            sections += 1;
+            most = most.max(running);
+        } else {
+            running = running
+                .checked_sub(1)
+                .unwrap_or_else(|| panic!("an end without a start:\n{text}"));
+        }
+    }
+    assert_eq!(running, 0, "a section never ended:\n{text}");
+    (sections, most)
+}

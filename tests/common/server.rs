@@ -20,7 +20,8 @@ const SPAWN_ATTEMPTS: usize = 5;
 /// twice if the first server has not bound it yet.
 static USED_PORTS: LazyLock<Mutex<HashSet<u16>>> = LazyLock::new(Default::default);
 
-fn free_port() -> u16 {
+/// A free loopback port, never 6379, never one already handed out here.
+pub fn free_port() -> u16 {
     loop {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
