@@ -128,19 +128,24 @@ impl Node {
         Ok(self.conn.as_mut().expect("connection was just made"))
     }
 
-    /// Run one script. Any failure drops the connection: after a timeout
+    /// Send one command. Any failure drops the connection: after a timeout
     /// the stream may still carry a late reply.
-    fn eval(&mut self, script: &str, keys: &LockKeys, args: &[&str]) -> Result<Value> {
-        let result = self.connection().and_then(|conn| {
-            let mut cmd = redis::cmd("EVAL");
-            let all = keys.all();
-            cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
-            cmd.query::<Value>(conn).map_err(describe)
-        });
+    fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T> {
+        let result = self
+            .connection()
+            .and_then(|conn| cmd.query::<T>(conn).map_err(describe));
         if result.is_err() {
             self.conn = None;
         }
         result.with_context(|| scrub(&self.endpoint.shown))
+    }
+
+    /// Run one script with the lock's keys.
+    fn eval(&mut self, script: &str, keys: &LockKeys, args: &[&str]) -> Result<Value> {
+        let all = keys.all();
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
+        self.query(&cmd)
     }
 
     pub fn acquire(
@@ -174,17 +179,7 @@ impl Node {
     /// WAIT for `replicas` replicas to have this connection's writes;
     /// returns how many confirmed within `limit`.
     pub fn wait_replicas(&mut self, replicas: u32, limit: Duration) -> Result<i64> {
-        let result = self.connection().and_then(|conn| {
-            redis::cmd("WAIT")
-                .arg(replicas)
-                .arg(millis(limit))
-                .query::<i64>(conn)
-                .map_err(describe)
-        });
-        if result.is_err() {
-            self.conn = None;
-        }
-        result.with_context(|| scrub(&self.endpoint.shown))
+        self.query(redis::cmd("WAIT").arg(replicas).arg(millis(limit)))
     }
 
     pub fn release(&mut self, keys: &LockKeys, token: &str) -> Result<Ownership> {
@@ -373,14 +368,9 @@ impl Node {
     /// Open a second connection to this node, subscribed to `channel`.
     pub fn subscribe(&self, channel: &str) -> Result<Wakeups> {
         let mut other = Node::new(self.endpoint.clone(), self.timeout);
-        other.connection()?;
-        let mut conn = other.conn.take().ok_or_else(|| anyhow!("not connected"))?;
         // A plain query, unlike `PubSub::subscribe`, reports NOPERM.
-        redis::cmd("SUBSCRIBE")
-            .arg(channel)
-            .query::<Value>(&mut conn)
-            .map_err(describe)
-            .with_context(|| scrub(&self.endpoint.shown))?;
+        other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channel))?;
+        let conn = other.conn.take().ok_or_else(|| anyhow!("not connected"))?;
         Ok(Wakeups { conn })
     }
 }
@@ -521,16 +511,7 @@ impl Node {
                 .arg(1000)
                 .arg("TYPE")
                 .arg("string");
-            let result = self
-                .connection()
-                .and_then(|conn| cmd.query::<(u64, Vec<Vec<u8>>)>(conn).map_err(describe));
-            let (next, batch) = match result {
-                Ok(answer) => answer,
-                Err(e) => {
-                    self.conn = None;
-                    return Err(e.context(scrub(&self.endpoint.shown)));
-                }
-            };
+            let (next, batch): (u64, Vec<Vec<u8>>) = self.query(&cmd)?;
             names.extend(batch.iter().filter_map(|raw| lock_name(prefix, raw)));
             if next == 0 {
                 break;
