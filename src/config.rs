@@ -92,6 +92,15 @@ pub fn show(d: Duration) -> String {
     humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
 }
 
+/// A duration for humans: "350ms" below a second, else whole seconds
+/// ("12s", "1h 2m 5s").
+pub fn short(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
 /// Clock drift allowance of the Redlock algorithm: 1% of the TTL + 2 ms.
 pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
@@ -463,6 +472,13 @@ mod tests {
     fn scrubbing() {
         remember_secret("redis://u:s%40cret@h");
         assert_eq!(scrub("bad s@cret and s%40cret"), "bad *** and ***");
+    }
+
+    #[test]
+    fn durations_read_short() {
+        assert_eq!(short(Duration::from_millis(350)), "350ms");
+        assert_eq!(short(Duration::from_millis(12_900)), "12s");
+        assert_eq!(short(Duration::from_secs(3725)), "1h 2m 5s");
     }
 
     #[test]

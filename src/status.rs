@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Cmd;
-use crate::config::{Conn, Verbosity};
+use crate::config::{short, Conn, Verbosity};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Forced, Inspected, LockKeys, Slot};
 use crate::log::Log;
@@ -563,15 +563,6 @@ fn emit(lines: impl IntoIterator<Item = String>) -> Result<(), Failure> {
     }
 }
 
-/// A duration for humans: "350ms" below a second, else whole seconds
-/// ("12s", "1h 2m 5s").
-fn short(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        return format!("{}ms", d.as_millis());
-    }
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-}
-
 /// Text from Redis made safe for one line of a terminal: control
 /// characters (a newline in a `-c` script) are shown escaped.
 fn clean(text: &str) -> String {
@@ -589,13 +580,6 @@ fn clean(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_short() {
-        assert_eq!(short(Duration::from_millis(350)), "350ms");
-        assert_eq!(short(Duration::from_millis(12_900)), "12s");
-        assert_eq!(short(Duration::from_secs(3725)), "1h 2m 5s");
-    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::config::short;
 use crate::exit::{Exit, Failure};
 use crate::lock::{BusyInfo, Holder, Wakeups};
 use crate::log::Log;
@@ -184,19 +185,18 @@ pub fn describe_holder(info: &BusyInfo) -> String {
     }
     if let Ok(since) = humantime::parse_rfc3339_weak(&info.acquired_at) {
         let age = SystemTime::now().duration_since(since).unwrap_or_default();
-        text += &format!(
-            " for {}",
-            humantime::format_duration(Duration::from_secs(age.as_secs()))
-        );
+        text += &format!(" for {}", short(age));
     }
     if info.pttl_ms >= 0 {
-        let left = Duration::from_millis(info.pttl_ms as u64 / 100 * 100);
         let what = if info.limit > 0 {
             "the first slot expires"
         } else {
             "expires"
         };
-        text += &format!(" ({what} in {})", crate::config::show(left));
+        text += &format!(
+            " ({what} in {})",
+            short(Duration::from_millis(info.pttl_ms as u64))
+        );
     }
     text
 }
