@@ -1,6 +1,8 @@
 //! Lines on stderr, prefixed `redlock-run:`, filtered by `-q`/`-v`, and
 //! scrubbed of passwords whatever their origin.
 
+use std::io::Write;
+
 use crate::config::{scrub, Verbosity};
 
 #[derive(Debug, Clone, Copy)]
@@ -34,5 +36,7 @@ impl Log {
 }
 
 fn line(message: &str) {
-    eprintln!("redlock-run: {}", scrub(message));
+    // Not eprintln!: it panics when stderr is a closed pipe (`2>&1 | head`),
+    // and redlock-run must not die while it holds a lock over a job.
+    let _ = writeln!(std::io::stderr(), "redlock-run: {}", scrub(message));
 }

@@ -398,3 +398,27 @@ fn redis_url_comes_from_the_environment() {
     assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
     assert!(exists(&mut other.conn(), "jobs/{env2}:fence"));
 }
+
+#[test]
+fn a_closed_stderr_does_not_kill_the_wrapper() {
+    use std::process::Stdio;
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut cmd = job(&server, "pipe", &["-v"], &hold_until_go(&dir, "exit 4"));
+    let mut run = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for_file(dir.file("started"), LONG));
+    // Like `redlock-run -v ... 2>&1 | head -1`: the reader goes away.
+    drop(run.stderr.take());
+    std::fs::write(dir.file("go"), "").unwrap();
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "{status:?}");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{pipe}"),
+        "lock not released"
+    );
+}
