@@ -505,7 +505,7 @@ fn data_in_redis(r: &mut Roff) {
     section(r, "DATA IN REDIS");
     para(
         r,
-        "With prefix P (--prefix, default redlock:) and key K, each lock uses three keys. The \
+        "With prefix P (--prefix, default redlock:) and key K, a lock uses these keys. The \
          braces are a Redis Cluster hash tag: all of a lock's keys live in one slot.",
     );
     item(
@@ -525,10 +525,24 @@ fn data_in_redis(r: &mut Roff) {
         [bold("P{K}:fence")],
         "A string holding the last fencing token issued. It never expires: it must only grow.",
     );
+    item(
+        r,
+        [bold("P{K}:waiters")],
+        "While the lock is busy: a sorted set of the tokens waiting for it, by arrival, each \
+         with a string P{K}:waiters:TOKEN that lapses 3 s after that waiter's last try.",
+    );
+    item(
+        r,
+        [bold("P{K}:holders, P{K}:holder:TOKEN, P{K}:limit")],
+        "With --limit N above 1: a sorted set of the holders by expiry, a holder record per \
+         holder (with its fence), and N; they expire with their last holder.",
+    );
     para(
         r,
-        "Releasing a lock publishes the message released on the Pub/Sub channel named like \
-         the lock key, P{K}; waiting redlock-run processes subscribe to it.",
+        "Releasing a lock publishes the message released on the Pub/Sub channel \
+         P{K}:wake:TOKEN of the first live waiter in line, or, with nobody in line, on the \
+         channel named like the lock key, P{K}, to which every waiting redlock-run also \
+         subscribes.",
     );
 }
 
@@ -557,24 +571,26 @@ fn permissions(r: &mut Roff) {
     para(
         r,
         "The Lua scripts run with the caller's permissions, so the commands they call are \
-         listed too. SUBSCRIBE is used while waiting for a busy lock, SCAN by list, and the \
-         channel pattern covers the release notifications. A missing permission fails with \
+         listed too. SUBSCRIBE is used while waiting for a busy lock, the sorted-set \
+         commands and EXISTS for the line of waiters, SCAN by list, and the channel pattern \
+         covers the release notifications. A missing permission fails with \
          the server's NOPERM message and exit 69.",
     );
     para(
         r,
         "For --limit N above 1 (a counting semaphore) also grant: \
-         +time +zadd +zcard +zrange +zrem +zremrangebyscore +zscore.",
+         +time +zcard +zremrangebyscore +zscore.",
     );
 }
 
 /// The ACL rules of the man page (and README): tests/acl.rs reads them back
 /// from the man page and checks that they are enough, and that each
 /// command is needed.
-const ACL_RULES: [&str; 3] = [
+const ACL_RULES: [&str; 4] = [
     "resetkeys '~redlock:*' resetchannels '&redlock:*'",
     "-@all +eval +get +pttl +hgetall +hmget +set +del",
     "+incr +hset +pexpire +publish +subscribe +scan",
+    "+zadd +zrange +zrem +exists",
 ];
 
 /// `redis-cli ACL SETUSER ...`, ready to paste into a shell.

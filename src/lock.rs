@@ -1,7 +1,7 @@
 //! One Redis node: connect with timeouts, and acquire, extend and release
 //! through the scripts of `scripts.rs`, one EVAL round trip each.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context, Result};
 use redis::{Connection, Value};
@@ -19,6 +19,8 @@ pub struct LockKeys {
     pub holders: String,
     /// `--limit N > 1`: N, while any holder lives.
     pub limit: String,
+    /// Tokens waiting for the lock, by arrival.
+    pub waiters: String,
 }
 
 impl LockKeys {
@@ -29,18 +31,26 @@ impl LockKeys {
             fence: format!("{lock}:fence"),
             holders: format!("{lock}:holders"),
             limit: format!("{lock}:limit"),
+            waiters: format!("{lock}:waiters"),
             lock,
         }
     }
 
-    fn all(&self) -> [&str; 5] {
+    fn all(&self) -> [&str; 6] {
         [
             &self.lock,
             &self.holder,
             &self.fence,
             &self.holders,
             &self.limit,
+            &self.waiters,
         ]
+    }
+
+    /// The channel on which a release wakes the waiter with `token` when
+    /// it is first in line.
+    pub fn wake_channel(&self, token: &str) -> String {
+        format!("{}:wake:{token}", self.lock)
     }
 }
 
@@ -148,15 +158,23 @@ impl Node {
         self.query(&cmd)
     }
 
+    /// Take the lock; with `queue`, a busy answer also puts us in line
+    /// (see `scripts::ACQUIRE`).
     pub fn acquire(
         &mut self,
         keys: &LockKeys,
         token: &str,
         ttl: Duration,
         holder: &Holder,
+        queue: bool,
     ) -> Result<Acquire> {
         let ttl_ms = millis(ttl).to_string();
         let pid = holder.pid.to_string();
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis()
+            .to_string();
         let args = [
             token,
             &ttl_ms,
@@ -165,6 +183,8 @@ impl Node {
             &holder.user,
             &holder.command,
             &holder.acquired_at,
+            if queue { "1" } else { "0" },
+            &now_ms,
         ];
         let reply = self.eval(scripts::ACQUIRE, keys, &args)?;
         parse_acquire(reply)
@@ -180,6 +200,11 @@ impl Node {
     /// returns how many confirmed within `limit`.
     pub fn wait_replicas(&mut self, replicas: u32, limit: Duration) -> Result<i64> {
         self.query(redis::cmd("WAIT").arg(replicas).arg(millis(limit)))
+    }
+
+    /// Leave the line of waiters.
+    pub fn leave(&mut self, keys: &LockKeys, token: &str) -> Result<()> {
+        self.eval(scripts::LEAVE, keys, &[token]).map(drop)
     }
 
     pub fn release(&mut self, keys: &LockKeys, token: &str) -> Result<Ownership> {
@@ -365,11 +390,12 @@ impl Node {
         self.conn.is_some()
     }
 
-    /// Open a second connection to this node, subscribed to `channel`.
-    pub fn subscribe(&self, channel: &str) -> Result<Wakeups> {
+    /// Open a second connection to this node, subscribed to `channels`.
+    pub fn subscribe(&self, channels: &[&str]) -> Result<Wakeups> {
         let mut other = Node::new(self.endpoint.clone(), self.timeout);
-        // A plain query, unlike `PubSub::subscribe`, reports NOPERM.
-        other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channel))?;
+        // A plain query, unlike `PubSub::subscribe`, reports NOPERM. It
+        // reads the first confirmation; `get_message` skips the others.
+        other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
         let conn = other.conn.take().ok_or_else(|| anyhow!("not connected"))?;
         Ok(Wakeups { conn })
     }

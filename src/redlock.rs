@@ -100,10 +100,26 @@ impl Quorum {
 
     /// Hear releases of the lock from the first node that answered the last
     /// attempt. One node is enough: waiters also poll, this only wakes them.
-    pub fn subscribe(&self) -> anyhow::Result<Wakeups> {
+    pub fn subscribe(&self, token: &str) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
+        let wake = self.keys.wake_channel(token);
         node.ok_or_else(|| anyhow!("no node is connected"))?
-            .subscribe(&self.keys.lock)
+            .subscribe(&[&self.keys.lock, &wake])
+    }
+
+    /// Whether waiters queue for this lock, to be woken one at a time:
+    /// plain locks on one node. Elsewhere every release wakes every waiter
+    /// (with several nodes each would keep its own order of arrival).
+    pub fn queues_waiters(&self) -> bool {
+        self.limit == 1 && self.nodes.len() == 1
+    }
+
+    /// Leave the line of waiters (best effort: a dead waiter's place lapses
+    /// by itself within seconds).
+    pub fn leave(&mut self, token: &str) {
+        if self.queues_waiters() {
+            self.each(|node, keys| node.leave(keys, token));
+        }
     }
 
     fn drift(&self) -> Duration {
@@ -144,11 +160,13 @@ impl Quorum {
         })
     }
 
-    pub fn try_acquire(&mut self, token: &str, holder: &Holder) -> Attempt {
+    /// One attempt; `waiting` says we wait in line if it is busy.
+    pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
         let (ttl, limit) = (self.ttl, self.limit);
+        let queue = waiting && self.queues_waiters();
         let start = Instant::now();
         let answers = self.each(|node, keys| match limit {
-            1 => node.acquire(keys, token, ttl, holder),
+            1 => node.acquire(keys, token, ttl, holder, queue),
             n => node.acquire_slot(keys, token, ttl, holder, n),
         });
         let valid_until = start + ttl - self.drift();

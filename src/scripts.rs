@@ -7,6 +7,7 @@
 //! | KEYS[3] | `P{K}:fence`   | fencing counter, never expires, only grows    |
 //! | KEYS[4] | `P{K}:holders` | `--limit N > 1`: zset token -> expiry (ms)    |
 //! | KEYS[5] | `P{K}:limit`   | `--limit N > 1`: N, while any holder lives    |
+//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by arrival (ms)       |
 //!
 //! The braces make them all one Redis Cluster slot. Results are small
 //! integer arrays so that one node's answer is cheap to read.
@@ -26,6 +27,15 @@
 //!
 //! Acquire replies `{-1, N}` when KEY is in use with another limit (N = 1:
 //! a plain lock); nothing is changed then.
+//!
+//! Waiters for a plain lock on one node queue in KEYS[6], in order of
+//! arrival, each with a liveness key `P{K}:waiters:<token>` that expires
+//! 3 s after its last try (waiters retry at least every second). RELEASE
+//! wakes only the first live waiter, on its own channel
+//! `P{K}:wake:<token>`, so a release costs one wake-up, not one per
+//! waiter; with no live waiter queued it publishes on `P{K}`, which every
+//! waiter also hears. Dead waiters are dropped from the queue as RELEASE
+//! meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
 /// them calls nothing: a plain lock's script never needs `TIME` (nor the
@@ -69,14 +79,23 @@ end
 
 /// Take the lock if it is free (or already ours).
 ///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at.
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
+/// now_ms. With queue = '1' the caller waits in line: a busy answer puts
+/// it in the queue (arrival `now_ms`, by its own clock) and marks it
+/// alive; taking the lock takes it out.
 /// Returns `{1, fence}` when held by us now, else
 /// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder,
 /// or `{-1, N}` when KEY is a semaphore with `--limit N` now.
 pub const ACQUIRE: &str = r#"
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
+local queued = ARGV[8] == '1'
+local alive = KEYS[6] .. ':' .. ARGV[1]
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if queued then
+    redis.call('ZREM', KEYS[6], ARGV[1])
+    redis.call('DEL', alive)
+  end
   local fence = redis.call('INCR', KEYS[3])
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
@@ -89,8 +108,22 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0')}
 end
+if queued then
+  redis.call('ZADD', KEYS[6], 'NX', ARGV[9], ARGV[1])
+  redis.call('PEXPIRE', KEYS[6], 60000)
+  redis.call('SET', alive, '1', 'PX', 3000)
+end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or ''}
+"#;
+
+/// Leave the queue of waiters (given up, or stopped by a signal).
+///
+/// ARGV: token. Returns 1.
+pub const LEAVE: &str = r#"
+redis.call('ZREM', KEYS[6], ARGV[1])
+redis.call('DEL', KEYS[6] .. ':' .. ARGV[1])
+return 1
 "#;
 
 /// Push the expiry of a lock we hold.
@@ -108,17 +141,24 @@ if cur then return 0 end
 return -1
 "#;
 
-/// Delete a lock we hold and wake its waiters.
+/// Delete a lock we hold and wake the next waiter (see the module doc).
 ///
 /// ARGV: token. Returns 1 if released, 0 if another token holds the lock
 /// (it is left alone), -1 if the lock was already gone.
-/// Waiters listen on the channel named like the lock key.
 pub const RELEASE: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
+  local channel = KEYS[1]
+  for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+    if redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 1 then
+      channel = KEYS[1] .. ':wake:' .. waiter
+      break
+    end
+    redis.call('ZREM', KEYS[6], waiter)
+  end
   -- Publish first: a user without +publish then fails with NOPERM before
   -- anything is deleted. Waiters cannot act before this script ends.
-  redis.call('PUBLISH', KEYS[1], 'released')
+  redis.call('PUBLISH', channel, 'released')
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1
 end

@@ -7,6 +7,10 @@
 //! connection, and before the next try, so no release can slip between a
 //! busy answer and the subscription. The uncontended path stays one
 //! connection and one round trip.
+//!
+//! From the second try on, a waiter for a plain lock on one node stands in
+//! line (see `scripts::ACQUIRE`): a release then wakes only the first in
+//! line, on its own channel, and waiters are served in order of arrival.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -51,11 +55,29 @@ pub fn acquire(
     signals: &SignalRelay,
     log: &Log,
 ) -> Result<Waited, Failure> {
+    let waited = wait_in_line(quorum, token, holder, wait, key, signals, log);
+    if !matches!(waited, Ok(Waited::Acquired(_))) {
+        // Let the next in line be woken instead of us.
+        quorum.leave(token);
+    }
+    waited
+}
+
+fn wait_in_line(
+    quorum: &mut Quorum,
+    token: &str,
+    holder: &Holder,
+    wait: Option<Duration>,
+    key: &str,
+    signals: &SignalRelay,
+    log: &Log,
+) -> Result<Waited, Failure> {
     let give_up = wait.map(|w| Instant::now() + w);
     let mut wakeups: Option<Wakeups> = None;
     let mut first_busy = true;
     loop {
-        let info = match quorum.try_acquire(token, holder) {
+        // The first try does not queue: the uncontended path stays one EVAL.
+        let info = match quorum.try_acquire(token, holder, !first_busy) {
             Attempt::Acquired(lease) => return Ok(Waited::Acquired(lease)),
             Attempt::Unavailable(error) => {
                 return Err(Failure {
@@ -98,7 +120,7 @@ pub fn acquire(
         if first_busy {
             first_busy = false;
             log.info(format!("lock '{key}' {}; waiting", describe_holder(&info)));
-            match quorum.subscribe() {
+            match quorum.subscribe(token) {
                 Ok(subscribed) => {
                     wakeups = Some(subscribed);
                     // A release between the busy answer and the subscription

@@ -104,6 +104,52 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     step("wait", 0, waiter.wait_timeout(TIMEOUT));
     busy.wait_timeout(TIMEOUT);
 
+    // Hand-over: this user holds the lock while another job waits in line,
+    // then its release wakes that job.
+    let started = dir.file("handover.started");
+    let stop = dir.file("handover.stop");
+    let mut handing = spawn_piped(
+        redlock(&url)
+            .args([
+                "-v",
+                "-k",
+                &key("handover"),
+                "--ttl",
+                "2s",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(format!(
+                "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+                started.display(),
+                stop.display()
+            )),
+    );
+    // Without some permission the holder cannot even start: that is the step.
+    wait_until(TIMEOUT, || started.exists() || handing.has_exited());
+    if started.exists() {
+        let mut next = spawn_piped(redlock(holder_url).args([
+            "-v",
+            "-k",
+            &key("handover"),
+            "--wait",
+            "20s",
+            "--",
+            "true",
+        ]));
+        assert!(
+            wait_until(TIMEOUT, || next.stderr_now().contains("waiting")
+                || next.has_exited()),
+            "the next job never waited"
+        );
+        std::fs::write(&stop, "").expect("stop hand-over holder");
+        step("hand-over", 0, handing.wait_timeout(TIMEOUT));
+        next.wait_timeout(TIMEOUT);
+    } else {
+        step("hand-over", 0, handing.wait_timeout(TIMEOUT));
+    }
+
     let (_forced, _stop) = hold("forced");
     step(
         "force-release",

@@ -531,7 +531,7 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
     let base = documented_acl_rules();
     let semaphore_rules = documented_semaphore_rules();
     assert!(
-        semaphore_rules.contains(&"+zadd".to_string()),
+        semaphore_rules.contains(&"+zcard".to_string()),
         "{semaphore_rules:?}"
     );
     let all = [base.clone(), semaphore_rules.clone()].concat();

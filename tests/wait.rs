@@ -187,3 +187,85 @@ fn waiting_does_not_hammer_redis() {
     std::fs::write(dir.file("go"), "").unwrap();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
+
+fn queued(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+#[test]
+fn waiters_get_the_lock_in_order_of_arrival() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut first = holder(&server, &dir, "fifo", "30s");
+    let log = dir.file("order");
+    let mut waiters = Vec::new();
+    for n in 1..=5 {
+        let script = format!("echo {n} >> '{}'; sleep 0.05", log.display());
+        let mut cmd = redlock(&server.url());
+        cmd.args(["-k", "fifo", "--", "sh", "-c", &script]);
+        waiters.push(spawn_piped(&mut cmd));
+        // The next one arrives only once this one stands in line.
+        assert!(
+            wait_until(LONG, || queued(&server, "fifo") == n),
+            "waiter {n} never queued"
+        );
+    }
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    for mut w in waiters {
+        let out = w.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let order = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3", "4", "5"]
+    );
+    // Nothing of the line is left behind, only the fence counter.
+    assert_eq!(dbsize(&mut server.conn()), 1);
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_the_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut first = holder(&server, &dir, "leave", "30s");
+    let mut cmd = redlock(&server.url());
+    cmd.args(["-k", "leave", "--wait", "1s", "--", "true"]);
+    let mut patient = spawn_piped(&mut cmd);
+    assert!(
+        wait_until(LONG, || queued(&server, "leave") == 1),
+        "never queued"
+    );
+    assert_eq!(patient.wait_timeout(LONG).code, Some(75));
+    assert_eq!(queued(&server, "leave"), 0, "still in line after giving up");
+    let alive: Vec<String> = redis::cmd("KEYS")
+        .arg("redlock:{leave}:waiters:*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(alive.is_empty(), "{alive:?}");
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_dead_waiter_first_in_line_does_not_stall_the_next() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut first = holder(&server, &dir, "dead", "30s");
+    let mut doomed = spawn_piped(redlock(&server.url()).args(["-k", "dead", "--", "true"]));
+    assert!(wait_until(LONG, || queued(&server, "dead") == 1));
+    let mut next = spawn_piped(redlock(&server.url()).args(["-k", "dead", "--", "echo", "next"]));
+    assert!(wait_until(LONG, || queued(&server, "dead") == 2));
+    doomed.signal(Signal::SIGKILL);
+    doomed.wait_timeout(LONG);
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    // The release wakes the dead one; the next notices by its own poll.
+    let out = next.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "next");
+}
