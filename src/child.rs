@@ -144,19 +144,46 @@ pub fn spawn_error_exit(e: &io::Error) -> Exit {
 }
 
 impl Spawned {
-    /// Block until the leader exits, without reaping it.
+    /// Block until the leader exits, without reaping it. If it is stopped
+    /// from the terminal (Ctrl-Z), stop along with it (see `follow_stop`).
     pub fn wait_exit(&self) {
+        let pid = || Id::Pid(self.group.pgid);
         loop {
-            match waitid(
-                Id::Pid(self.group.pgid),
-                WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
-            ) {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED | WaitPidFlag::WNOWAIT;
+            match waitid(pid(), flags) {
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return,
+                Ok(WaitStatus::Stopped(..)) => {
+                    // Take the stop notice (a stop is not an exit: nothing is reaped).
+                    let _ = waitid(pid(), WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG);
+                    self.follow_stop();
+                }
                 Err(Errno::EINTR) | Ok(_) => continue,
                 // Only if it was reaped already; `reap` will tell how it ended.
                 Err(_) => return,
             }
         }
+    }
+
+    /// COMMAND, owning the terminal, was stopped (Ctrl-Z). Its group is not
+    /// the shell's job, ours is: take the terminal back and stop ourselves,
+    /// so that the shell sees the job stopped and gets its prompt back.
+    /// Once the shell continues us (`fg` or `bg`), hand the terminal back if
+    /// we are in the foreground and continue COMMAND. While stopped nothing
+    /// refreshes the lock: a job suspended past its TTL loses it (exit 70).
+    /// A stop without a terminal (a SIGSTOP from someone) is left alone.
+    fn follow_stop(&self) {
+        let Some(ours) = self.terminal_owner else {
+            return;
+        };
+        // After `bg` the shell owns the terminal: leave it there.
+        if unistd::tcgetpgrp(stdin()) == Ok(self.group.pgid) {
+            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+        }
+        let _ = signal::raise(Signal::SIGTSTP);
+        if unistd::tcgetpgrp(stdin()) == Ok(ours) {
+            without_sigttou(|| unistd::tcsetpgrp(stdin(), self.group.pgid));
+        }
+        self.group.signal(Signal::SIGCONT);
     }
 
     /// Stop whatever the leader left running in its group (`sh -c 'd & exit'`):

@@ -398,3 +398,130 @@ fn mutual_exclusion_holds_while_redis_is_paused_and_resumed() {
     assert!(!sections.is_empty(), "no section ran");
     eprintln!("{} sections, {pauses} pauses", sections.len());
 }
+
+/// A shell in a tmux session, for job control as a person would use it.
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(dir: &TestDir) -> Option<Tmux> {
+        let name = format!("redlock-test-{}", std::process::id());
+        let socket = dir.file("tmux.sock");
+        let started = Command::new("tmux")
+            .args(["-S"])
+            .arg(&socket)
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                "150",
+                "-y",
+                "40",
+                "bash --norc --noprofile",
+            ])
+            .status()
+            .ok()?;
+        assert!(started.success(), "tmux did not start");
+        Some(Tmux {
+            name: socket.display().to_string(),
+        })
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["-S", &self.name, "send-keys"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-S", &self.name, "capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-S", &self.name, "kill-server"])
+            .status();
+    }
+}
+
+#[test]
+fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
+    let dir = TestDir::new();
+    let Some(tmux) = Tmux::start(&dir) else {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    };
+    let server = RedisServer::start();
+    let out = dir.file("out");
+    let ready = dir.file("ready");
+    tmux.keys(&[
+        &format!(
+            "{} --redis {} -k jobctl -- sh -c 'touch {}; exec cat > {}'",
+            bin(),
+            server.url(),
+            ready.display(),
+            out.display()
+        ),
+        "Enter",
+    ]);
+    assert!(
+        wait_for_file(&ready, LONG),
+        "job never started:\n{}",
+        tmux.screen()
+    );
+    tmux.keys(&["C-z"]);
+    // The shell must get its prompt back and see the job stopped.
+    tmux.keys(&[
+        "jobs -l > ",
+        &dir.file("jobs").display().to_string(),
+        "Enter",
+    ]);
+    assert!(
+        wait_until(LONG, || dir
+            .read("jobs")
+            .is_some_and(|j| j.contains("Stopped"))),
+        "the shell did not get its prompt back:\n{}",
+        tmux.screen()
+    );
+    assert!(
+        exists(&mut server.conn(), "redlock:{jobctl}"),
+        "still held while suspended"
+    );
+    tmux.keys(&["fg", "Enter"]);
+    tmux.keys(&["hello", "Enter"]);
+    assert!(
+        wait_until(LONG, || dir
+            .read("out")
+            .is_some_and(|o| o.contains("hello"))),
+        "the resumed job did not read the terminal:\n{}",
+        tmux.screen()
+    );
+    tmux.keys(&["C-d"]);
+    tmux.keys(&[
+        "echo \"exit=$?\" > ",
+        &dir.file("exit").display().to_string(),
+        "Enter",
+    ]);
+    assert!(
+        wait_until(LONG, || dir.read("exit").is_some()),
+        "{}",
+        tmux.screen()
+    );
+    assert_eq!(dir.read("exit").unwrap().trim(), "exit=0");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{jobctl}"),
+        "released after the job"
+    );
+}
