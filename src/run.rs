@@ -122,7 +122,7 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
     };
     let max_hold = max_hold_timer(&cfg, &spawned, &log);
 
-    let exit = finish(spawned, refresher.lost(), &cfg, &log);
+    let exit = finish(spawned, || refresher.lost(), &cfg, &log);
     let (mut quorum, loss) = refresher.stop();
     let timed_out = max_hold.is_some_and(StopTimer::stop);
     match loss {
@@ -146,7 +146,7 @@ fn run_unlocked(cfg: &RunConfig, signals: &SignalRelay, log: &Log) -> Result<Exi
     let spawned = spawn(cfg, &[("REDLOCK_KEY", cfg.key.as_str())])?;
     signals.forward_to(spawned.group.clone());
     let max_hold = max_hold_timer(cfg, &spawned, log);
-    let exit = finish(spawned, false, cfg, log);
+    let exit = finish(spawned, || false, cfg, log);
     Ok(if max_hold.is_some_and(StopTimer::stop) {
         Exit::MaxHold
     } else {
@@ -191,10 +191,11 @@ fn max_hold_timer(cfg: &RunConfig, spawned: &Spawned, log: &Log) -> Option<StopT
 
 /// Wait for COMMAND and everything in its group to be gone, then reap it.
 /// The lock stays held (and refreshed) all the while.
-fn finish(spawned: Spawned, lost: bool, cfg: &RunConfig, log: &Log) -> Exit {
+fn finish(spawned: Spawned, lost: impl Fn() -> bool, cfg: &RunConfig, log: &Log) -> Exit {
     spawned.wait_exit();
     let left = spawned.stop_leftovers(cfg.kill_after);
-    if left > 0 && !lost {
+    // After a loss the group is being stopped anyway: no news.
+    if left > 0 && !lost() {
         log.warn(format!(
             "COMMAND exited but left {left} process(es) in its group; stopped them before releasing the lock"
         ));
