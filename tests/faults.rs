@@ -514,12 +514,18 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
         &dir.file("exit").display().to_string(),
         "Enter",
     ]);
+    // The redirection creates the file before echo writes to it.
     assert!(
-        wait_until(LONG, || dir.read("exit").is_some()),
+        wait_until(LONG, || dir.read("exit").is_some_and(|e| e.ends_with('\n'))),
         "{}",
         tmux.screen()
     );
-    assert_eq!(dir.read("exit").unwrap().trim(), "exit=0");
+    assert_eq!(
+        dir.read("exit").unwrap().trim(),
+        "exit=0",
+        "{}",
+        tmux.screen()
+    );
     assert!(
         !exists(&mut server.conn(), "redlock:{jobctl}"),
         "released after the job"
