@@ -168,25 +168,45 @@ impl Node {
         holder: &Holder,
         queue: bool,
     ) -> Result<Acquire> {
-        let ttl_ms = millis(ttl).to_string();
-        let pid = holder.pid.to_string();
         let now_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis()
             .to_string();
-        let args = [
+        let queue = if queue { "1" } else { "0" };
+        self.take(
+            scripts::ACQUIRE,
+            keys,
             token,
-            &ttl_ms,
+            ttl,
+            holder,
+            &[queue, &now_ms],
+        )
+    }
+
+    /// Run an acquire script: ARGV is the token, the TTL in ms, the holder
+    /// record (host, pid, user, command, acquired_at), then `extra`.
+    fn take(
+        &mut self,
+        script: &str,
+        keys: &LockKeys,
+        token: &str,
+        ttl: Duration,
+        holder: &Holder,
+        extra: &[&str],
+    ) -> Result<Acquire> {
+        let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
+        let record = [
             &holder.host,
             &pid,
             &holder.user,
             &holder.command,
             &holder.acquired_at,
-            if queue { "1" } else { "0" },
-            &now_ms,
         ];
-        let reply = self.eval(scripts::ACQUIRE, keys, &args)?;
+        let mut args = vec![token, &ttl_ms];
+        args.extend(record.iter().map(|s| s.as_str()));
+        args.extend(extra);
+        let reply = self.eval(script, keys, &args)?;
         parse_acquire(reply)
             .with_context(|| format!("{}: unexpected reply to acquire", self.shown()))
     }
@@ -224,22 +244,8 @@ impl Node {
         holder: &Holder,
         limit: u32,
     ) -> Result<Acquire> {
-        let ttl_ms = millis(ttl).to_string();
-        let pid = holder.pid.to_string();
         let limit = limit.to_string();
-        let args = [
-            token,
-            &ttl_ms,
-            &holder.host,
-            &pid,
-            &holder.user,
-            &holder.command,
-            &holder.acquired_at,
-            &limit,
-        ];
-        let reply = self.eval(scripts::SLOT_ACQUIRE, keys, &args)?;
-        parse_acquire(reply)
-            .with_context(|| format!("{}: unexpected reply to acquire", self.shown()))
+        self.take(scripts::SLOT_ACQUIRE, keys, token, ttl, holder, &[&limit])
     }
 
     pub fn extend_slot(
