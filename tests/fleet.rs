@@ -292,3 +292,29 @@ fn fleet_options_are_validated_before_redis() {
     assert_eq!(dbsize(&mut server.conn()), 0);
     assert_eq!(dbsize(&mut other.conn()), 0);
 }
+
+#[test]
+fn min_hold_with_redis_gone_at_exit_warns_and_keeps_the_jobs_code() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "touch '{s}'; while [ ! -e '{g}' ]; do sleep 0.02; done; exit 6",
+        s = dir.file("started").display(),
+        g = dir.file("go").display()
+    );
+    let mut run = spawn_piped(&mut job(
+        &server.url(),
+        "gone",
+        &["--min-hold", "20s"],
+        &script,
+    ));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    server.kill();
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(6), "the job's code stays: {out:?}");
+    assert!(
+        out.stderr.contains("--min-hold"),
+        "says it could not keep the lock: {out:?}"
+    );
+}
