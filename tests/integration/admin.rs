@@ -1,7 +1,7 @@
 //! status, list, force-release and the fencing token, against real
 //! redis-server processes.
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -1,11 +1,9 @@
 //! Redlock: one lock across five independent masters, majority quorum.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 

@@ -1,6 +1,6 @@
 //! Tests of the test harness itself (tests/common).
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

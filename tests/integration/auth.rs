@@ -1,8 +1,8 @@
 //! Password-protected servers (requirepass, ACL user): everything works
 //! with the right password; with a wrong one every subcommand exits 69 and
 //! no password is ever printed.
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::process::Command;
 use std::time::Duration;

@@ -98,12 +98,6 @@ pub struct Output {
     pub stderr: String,
 }
 
-impl Output {
-    pub fn success(&self) -> bool {
-        self.code == Some(0)
-    }
-}
-
 /// A spawned child whose stdout/stderr are drained on background threads
 /// (so a chatty child never blocks on a full pipe). Killed on drop if still running.
 pub struct RunningChild {

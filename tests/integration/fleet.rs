@@ -1,12 +1,10 @@
 //! Options for fleets of cron hosts: --min-hold, --max-hold,
 //! --random-delay, --on-unavailable and --replicas.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 

@@ -1,7 +1,7 @@
 //! `--limit N`: up to N holders share a key (a counting semaphore), each
 //! with its own token, expiry, refresh and fence; against real redis-server.
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::collections::HashSet;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Waiting for a busy lock: wake-up on release, on the holder's expiry,
 //! signals while waiting, `--wait` running out, and the load on Redis.
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::time::Duration;
 

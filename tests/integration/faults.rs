@@ -2,12 +2,10 @@
 //! the kill grace, signals, parent death, the terminal, and mutual
 //! exclusion while Redis is being paused.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::Signal;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -309,8 +307,7 @@ fn leftovers_in_the_group_are_stopped_before_release() {
 
 #[test]
 fn an_interactive_child_reads_the_terminal() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: `script` (util-linux) is not installed");
+    if !have_tool("script", "bsdutils") {
         return;
     }
     let server = RedisServer::start();
@@ -459,9 +456,11 @@ impl Drop for Tmux {
 #[test]
 fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
     let dir = TestDir::new();
-    let Some(tmux) = Tmux::start(&dir) else {
-        eprintln!("skipped: tmux is not installed");
+    if !have_tool("tmux", "tmux") {
         return;
+    }
+    let Some(tmux) = Tmux::start(&dir) else {
+        panic!("tmux is installed but its server did not start");
     };
     let server = RedisServer::start();
     let out = dir.file("out");

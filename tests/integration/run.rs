@@ -1,12 +1,10 @@
 //! The run mode end to end: exit codes, what the child sees, what is in
 //! Redis before, during and after, waiting, refresh, and mutual exclusion.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 

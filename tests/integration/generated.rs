@@ -2,16 +2,16 @@
 //! `redlock-run generate` prints, and they load in their tools.
 //!
 //! After a CLI change, refresh them with
-//! `REDLOCK_RUN_BLESS=1 cargo test --test generated` and commit the result.
-mod common;
-use common::*;
+//! `REDLOCK_RUN_BLESS=1 cargo test --test integration generated` and commit the result.
+
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const REFRESH: &str = "REDLOCK_RUN_BLESS=1 cargo test --test generated";
+const REFRESH: &str = "REDLOCK_RUN_BLESS=1 cargo test --test integration generated";
 
 /// `generate` argument -> committed file.
 const ARTIFACTS: [(&str, &str); 6] = [
@@ -141,16 +141,14 @@ fn generate_rejects_an_unknown_kind() {
     assert_eq!(out.stdout, "");
 }
 
-/// Some(program) if it can be run, else a note on stderr.
+/// Some(program) if it is installed (see `have_tool`).
 fn tool(program: &str) -> Option<&str> {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("note: {program} not installed; skipping its check");
-    }
-    found.then_some(program)
+    let package = match program {
+        "groff" => "groff-base",
+        "man" => "man-db",
+        other => other,
+    };
+    have_tool(program, package).then_some(program)
 }
 
 fn run(cmd: &mut Command) -> Output {

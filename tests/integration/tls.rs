@@ -1,8 +1,8 @@
 //! rediss:// with --tls-ca, --tls-cert and --tls-key against a real
 //! redis-server with TLS, using certificates made at test time with the
 //! `openssl` command (apt-get install openssl).
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,8 @@
 //! Least privilege: the ACL rules documented in the man page (REDIS
 //! PERMISSIONS) are enough for the run mode and every subcommand, each of
 //! them is needed, and a missing one is reported in one clear line.
-mod common;
-use common::*;
+
+use crate::common::*;
 
 use std::time::Duration;
 

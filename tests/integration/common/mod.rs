@@ -1,0 +1,12 @@
+//! Shared integration-test harness: throwaway redis-server instances and
+//! helpers for running the `redlock-run` binary.
+
+mod docs;
+mod run;
+mod server;
+mod tools;
+
+pub use docs::*;
+pub use run::*;
+pub use server::*;
+pub use tools::*;

@@ -1,0 +1,19 @@
+//! The integration tests: one binary (so the harness in `common/` is
+//! compiled once), a module per area of the contract. Every test starts
+//! its own redis-server processes on free loopback ports.
+
+mod common;
+
+mod acl;
+mod admin;
+mod auth;
+mod faults;
+mod fleet;
+mod generated;
+mod harness;
+mod limit;
+mod readme;
+mod redlock;
+mod run;
+mod tls;
+mod wait;
