@@ -14,6 +14,7 @@ use clap::CommandFactory;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
+use crate::lock::timing::{self, Timing};
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -46,8 +47,8 @@ pub struct Conn {
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub key: String,
-    pub ttl: Duration,
-    pub refresh: Duration,
+    /// TTL, refresh period and grace, checked against each other.
+    pub timing: Timing,
     /// `None` waits forever.
     pub wait: Option<Duration>,
     pub conflict_exit_code: u8,
@@ -55,7 +56,6 @@ pub struct RunConfig {
     pub argv: Vec<OsString>,
     /// COMMAND as shown in the holder record and messages.
     pub display: String,
-    pub kill_after: Duration,
     /// Keep the lock at least this long after acquiring it.
     pub min_hold: Option<Duration>,
     /// Stop COMMAND after this long.
@@ -67,48 +67,6 @@ pub struct RunConfig {
     pub on_unavailable: OnUnavailable,
     /// Replicas that must confirm each write (0: none).
     pub replicas: u32,
-}
-
-impl RunConfig {
-    /// Per-command timeout for one Redis node: short against the TTL, so a
-    /// dead or paused node costs little of the lock's validity.
-    pub fn node_timeout(&self) -> Duration {
-        node_timeout(self.ttl)
-    }
-
-    /// How long before the lease could end COMMAND gets SIGTERM when no
-    /// refresh is confirmed: the grace, one refresh in flight, and slack.
-    pub fn stop_margin(&self) -> Duration {
-        stop_margin(self.ttl, self.kill_after)
-    }
-}
-
-fn stop_margin(ttl: Duration, kill_after: Duration) -> Duration {
-    kill_after + node_timeout(ttl) + Duration::from_millis(10)
-}
-
-/// A duration for messages, rounded to milliseconds ("333ms", "1s 500ms").
-pub fn show(d: Duration) -> String {
-    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
-}
-
-/// A duration for humans: "350ms" below a second, else whole seconds
-/// ("12s", "1h 2m 5s").
-pub fn short(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        return format!("{}ms", d.as_millis());
-    }
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-}
-
-/// Clock drift allowance of the Redlock algorithm: 1% of the TTL + 2 ms.
-pub fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// The per-node command timeout for a lock of this TTL.
-pub fn node_timeout(ttl: Duration) -> Duration {
-    (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1))
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -288,44 +246,16 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let key = args.key.ok_or_else(|| {
         usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
     })?;
-    let ttl = args.ttl;
-    let refresh = args.refresh.unwrap_or(ttl / 3);
-    if refresh >= ttl {
-        return Err(usage(format!(
-            "invalid value '{}' for '--refresh <DURATION>': must be shorter than --ttl ({})",
-            show(refresh),
-            show(ttl)
-        )));
-    }
-    let kill_after = args
-        .kill_after
-        .unwrap_or_else(|| Duration::from_secs(5).min(ttl / 3));
-    if kill_after >= ttl {
-        return Err(usage(format!(
-            "invalid value '{}' for '--kill-after <DURATION>': must be shorter than --ttl ({}), \
-             so that COMMAND is dead before the lock can expire",
-            show(kill_after),
-            show(ttl)
-        )));
-    }
-    // A failed refresh needs time to be retried, and COMMAND time to stop,
-    // before the lock could expire.
-    let margin = stop_margin(ttl, kill_after) + drift(ttl);
-    if refresh + margin >= ttl {
-        let (option, value) = match args.kill_after {
-            Some(k) => ("--kill-after", k),
-            None => ("--refresh", refresh),
-        };
-        return Err(usage(format!(
-            "invalid value '{}' for '{option} <DURATION>': leaves no time to stop COMMAND before the \
-             lock could expire: --refresh ({}) + --kill-after ({}) + {} of margin must be shorter \
-             than --ttl ({})",
-            show(value),
-            show(refresh),
-            show(kill_after),
-            show(margin - kill_after),
-            show(ttl)
-        )));
+    let timing = Timing::new(args.ttl, args.refresh, args.kill_after).map_err(invalid)?;
+    for (option, value) in [
+        ("--min-hold <DURATION>", args.min_hold),
+        ("--max-hold <DURATION>", args.max_hold),
+        ("--random-delay <DURATION>", args.random_delay),
+        ("--wait <DURATION>", wait_duration(args.wait)),
+    ] {
+        if let Some(value) = value {
+            timing::check(option, value).map_err(invalid)?;
+        }
     }
     let wait = match (args.no_wait, args.wait) {
         (true, _) => Some(Duration::ZERO),
@@ -358,13 +288,11 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     }
     Ok(RunConfig {
         key,
-        ttl,
-        refresh,
+        timing,
         wait,
         conflict_exit_code: args.conflict_exit_code,
         argv,
         display,
-        kill_after,
         min_hold: args.min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
@@ -372,6 +300,23 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_unavailable: args.on_unavailable,
         replicas: args.replicas,
     })
+}
+
+fn wait_duration(wait: Wait) -> Option<Duration> {
+    match wait {
+        Wait::For(d) => Some(d),
+        Wait::Forever => None,
+    }
+}
+
+/// A value out of range, as a usage error naming the option.
+fn invalid(e: timing::Invalid) -> clap::Error {
+    usage(format!(
+        "invalid value '{}' for '{}': {}",
+        crate::log::show(e.value),
+        e.option,
+        e.why
+    ))
 }
 
 fn usage(message: String) -> clap::Error {
@@ -472,28 +417,5 @@ mod tests {
     fn scrubbing() {
         remember_secret("redis://u:s%40cret@h");
         assert_eq!(scrub("bad s@cret and s%40cret"), "bad *** and ***");
-    }
-
-    #[test]
-    fn durations_read_short() {
-        assert_eq!(short(Duration::from_millis(350)), "350ms");
-        assert_eq!(short(Duration::from_millis(12_900)), "12s");
-        assert_eq!(short(Duration::from_secs(3725)), "1h 2m 5s");
-    }
-
-    #[test]
-    fn node_timeouts_are_short_against_the_ttl() {
-        assert_eq!(
-            node_timeout(Duration::from_secs(1)),
-            Duration::from_millis(100)
-        );
-        assert_eq!(
-            node_timeout(Duration::from_secs(5)),
-            Duration::from_millis(500)
-        );
-        assert_eq!(
-            node_timeout(Duration::from_secs(30)),
-            Duration::from_secs(1)
-        );
     }
 }

@@ -10,28 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nix::sys::signal::Signal;
 
 use crate::child::ChildGroup;
+use crate::lock::timing::Timing;
+use crate::lock::{Extend, Lease, Quorum};
 use crate::log::Log;
-use crate::redlock::{Extend, Lease, Quorum};
-
-/// Timings of the refresher, from the configuration.
-#[derive(Debug, Clone, Copy)]
-pub struct Plan {
-    pub refresh: Duration,
-    pub kill_after: Duration,
-    /// How long before the lease ends COMMAND must get SIGTERM.
-    pub stop_margin: Duration,
-}
-
-impl Plan {
-    fn retry_every(&self) -> Duration {
-        (self.refresh / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
-    }
-}
 
 /// Why the lock was lost.
 #[derive(Debug)]
@@ -56,7 +42,7 @@ impl Refresher {
         mut quorum: Quorum,
         token: String,
         lease: Lease,
-        plan: Plan,
+        plan: Timing,
         group: Arc<ChildGroup>,
         log: Log,
         key: String,
@@ -74,7 +60,7 @@ impl Refresher {
             let mut next = Instant::now() + plan.refresh;
             let mut last_error = None;
             let loss = loop {
-                let term_at = valid_until.checked_sub(plan.stop_margin).unwrap_or_else(Instant::now);
+                let term_at = plan.term_at(valid_until);
                 if sleep(next.min(term_at)) {
                     return (quorum, None);
                 }
@@ -102,7 +88,7 @@ impl Refresher {
                 }
             };
             lost_flag.store(true, Ordering::SeqCst);
-            let grace = crate::config::show(plan.kill_after);
+            let grace = crate::log::show(plan.kill_after);
             let why = match &loss {
                 Loss::Replaced => "was taken over by another holder".to_string(),
                 Loss::Gone => "expired or was deleted".to_string(),

@@ -7,12 +7,11 @@ use nix::sys::signal::Signal;
 
 use crate::child::{self, Spawned, StopTimer};
 use crate::cli::OnUnavailable;
-use crate::config::{show, Conn, RunConfig};
+use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Holder, LockKeys};
-use crate::log::Log;
-use crate::redlock::{Extend, Quorum, Released};
-use crate::refresh::{Loss, Plan, Refresher};
+use crate::lock::{Extend, Holder, LockKeys, Quorum, Released};
+use crate::log::{show, Log};
+use crate::refresh::{Loss, Refresher};
 use crate::signals::SignalRelay;
 use crate::wait::{self, Waited};
 
@@ -31,9 +30,14 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         }
     }
     let keys = LockKeys::new(&conn.prefix, &cfg.key);
-    let mut quorum = Quorum::new(&conn.endpoints, keys, cfg.ttl, cfg.node_timeout())
-        .with_replicas(cfg.replicas)
-        .with_limit(cfg.limit);
+    let mut quorum = Quorum::new(
+        &conn.endpoints,
+        keys,
+        cfg.timing.ttl,
+        cfg.timing.node_timeout(),
+    )
+    .with_replicas(cfg.replicas)
+    .with_limit(cfg.limit);
     let token = uuid::Uuid::new_v4().to_string();
     let holder = holder(&cfg);
 
@@ -67,10 +71,7 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         }
         Err(failure) => return Err(failure),
     };
-    // Acquired when the last attempt was sent, at the latest.
-    let acquired_at = (lease.valid_until + crate::config::drift(cfg.ttl))
-        .checked_sub(cfg.ttl)
-        .unwrap_or_else(Instant::now);
+    let acquired_at = lease.acquired_at;
     log.info(format!(
         "acquired lock '{}' (fence {})",
         cfg.key, lease.fence
@@ -94,17 +95,12 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
         }
     };
     signals.forward_to(spawned.group.clone());
-    let plan = Plan {
-        refresh: cfg.refresh,
-        kill_after: cfg.kill_after,
-        stop_margin: cfg.stop_margin(),
-    };
     let group = spawned.group.clone();
     let refresher = Refresher::start(
         quorum,
         token.clone(),
         lease,
-        plan,
+        cfg.timing,
         group,
         log,
         cfg.key.clone(),
@@ -168,7 +164,7 @@ fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Spawned, Failure> {
 /// `--max-hold`: stop COMMAND when it has run for that long.
 fn max_hold_timer(cfg: &RunConfig, spawned: &Spawned, log: &Log) -> Option<StopTimer> {
     let limit = cfg.max_hold?;
-    let (log, grace) = (*log, cfg.kill_after);
+    let (log, grace) = (*log, cfg.timing.kill_after);
     let announce = move || {
         log.error(format!(
             "COMMAND still runs after --max-hold {}; stopping it (SIGTERM, SIGKILL after {}), exit 124",
@@ -193,7 +189,7 @@ fn max_hold_timer(cfg: &RunConfig, spawned: &Spawned, log: &Log) -> Option<StopT
 /// The lock stays held (and refreshed) all the while.
 fn finish(spawned: Spawned, lost: impl Fn() -> bool, cfg: &RunConfig, log: &Log) -> Exit {
     spawned.wait_exit();
-    let left = spawned.stop_leftovers(cfg.kill_after);
+    let left = spawned.stop_leftovers(cfg.timing.kill_after);
     // After a loss the group is being stopped anyway: no news.
     if left > 0 && !lost() {
         log.warn(format!(

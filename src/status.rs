@@ -13,11 +13,11 @@ use anyhow::anyhow;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Cmd;
-use crate::config::{short, Conn, Verbosity};
+use crate::config::{Conn, Verbosity};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Forced, Inspected, LockKeys, Slot};
+use crate::lock::{join_errors, Forced, Inspected, LockKeys, Quorum, Slot};
+use crate::log::short;
 use crate::log::Log;
-use crate::redlock::{join_errors, Quorum};
 
 /// Connect and command timeout per node: an operator at a terminal should
 /// not wait long for a dead server, but a busy one deserves a moment.

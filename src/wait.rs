@@ -14,11 +14,10 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::config::short;
 use crate::exit::{Exit, Failure};
-use crate::lock::{BusyInfo, Holder, Wakeups};
+use crate::lock::{Attempt, BusyInfo, Holder, Lease, Quorum, Wakeups};
+use crate::log::short;
 use crate::log::Log;
-use crate::redlock::{Attempt, Lease, Quorum};
 use crate::signals::SignalRelay;
 
 /// How waiting ended, when it did not fail.

@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, Context, Result};
 use redis::{Connection, Value};
 
+use super::scripts;
+use super::timing::millis;
 use crate::config::{scrub, Endpoint};
-use crate::scripts;
 
 /// The Redis keys of one lock (see `scripts.rs`).
 #[derive(Debug, Clone)]
@@ -266,11 +267,6 @@ impl Node {
         let reply = self.eval(scripts::SLOT_RELEASE, keys, &[token])?;
         ownership(reply).with_context(|| format!("{}: unexpected reply to release", self.shown()))
     }
-}
-
-/// Milliseconds for PX/PEXPIRE, at least 1 (0 is an error in Redis).
-pub fn millis(d: Duration) -> u64 {
-    (d.as_millis() as u64).max(1)
 }
 
 /// A Redis error as one readable line: the server's own words for error

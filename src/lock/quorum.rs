@@ -5,13 +5,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
+use super::node::{Acquire, BusyInfo, Holder, LockKeys, Node, Ownership, Wakeups};
+use super::timing;
 use crate::config::Endpoint;
-use crate::lock::{Acquire, BusyInfo, Holder, LockKeys, Node, Ownership, Wakeups};
 
 /// A lock we hold, valid (by our own monotonic clock) until `valid_until`.
 #[derive(Debug, Clone, Copy)]
 pub struct Lease {
     pub fence: i64,
+    /// When the winning attempt was sent: the lock is ours from then on.
+    pub acquired_at: Instant,
     pub valid_until: Instant,
 }
 
@@ -122,10 +125,6 @@ impl Quorum {
         }
     }
 
-    fn drift(&self) -> Duration {
-        crate::config::drift(self.ttl)
-    }
-
     /// How many nodes there are.
     pub fn nodes(&self) -> usize {
         self.nodes.len()
@@ -169,7 +168,7 @@ impl Quorum {
             1 => node.acquire(keys, token, ttl, holder, queue),
             n => node.acquire_slot(keys, token, ttl, holder, n),
         });
-        let valid_until = start + ttl - self.drift();
+        let valid_until = timing::valid_until(start, ttl);
         let mut fences = Vec::new();
         let mut busy = None;
         let mut mismatch = None;
@@ -190,7 +189,11 @@ impl Quorum {
             match self.confirm_replicas() {
                 Ok(()) => {
                     let fence = fences.into_iter().max().unwrap_or_default();
-                    return Attempt::Acquired(Lease { fence, valid_until });
+                    return Attempt::Acquired(Lease {
+                        fence,
+                        acquired_at: start,
+                        valid_until,
+                    });
                 }
                 Err(e) => {
                     // Not durable: a failover could lose it. Give it back.
@@ -227,7 +230,7 @@ impl Quorum {
             1 => node.extend(keys, token, ttl),
             _ => node.extend_slot(keys, token, ttl),
         });
-        let valid_until = start + ttl - self.drift();
+        let valid_until = timing::valid_until(start, ttl);
         let mut ours = 0;
         let mut lost = Vec::new();
         let mut errors = Vec::new();
@@ -270,7 +273,7 @@ impl Quorum {
             if confirmed < i64::from(wanted) {
                 return Err(anyhow!(
                     "only {confirmed} of {wanted} replicas confirmed the lock within {}",
-                    crate::config::show(limit)
+                    crate::log::show(limit)
                 ));
             }
         }
@@ -350,6 +353,5 @@ mod tests {
         assert_eq!(quorum(2).needed(), 2);
         assert_eq!(quorum(3).needed(), 2);
         assert_eq!(quorum(5).needed(), 3);
-        assert_eq!(quorum(1).drift(), Duration::from_millis(102));
     }
 }
