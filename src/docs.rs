@@ -437,8 +437,9 @@ fn synopsis(arg: &Arg) -> Vec<Inline> {
 fn exit_status(r: &mut Roff) {
     section(r, "EXIT STATUS");
     para(r, "When running COMMAND:");
-    for (code, meaning) in Exit::TABLE {
-        item(r, [bold(*code)], meaning);
+    for row in Exit::ROWS {
+        let (code, meaning) = (row.code, row.when);
+        item(r, [bold(code)], meaning);
     }
     para(
         r,
@@ -713,7 +714,7 @@ mod tests {
         let page = String::from_utf8(man().expect("render")).expect("utf-8");
         assert_eq!(page.as_bytes(), man().expect("render again"));
         assert_eq!(page.matches(".ie \\n(.g .ds Aq").count(), 1, "one preamble");
-        for (code, _) in Exit::TABLE {
+        for code in Exit::ROWS.iter().map(|row| row.code) {
             let roff = code.replace('-', "\\-").replace('\'', "\\*(Aq");
             assert!(page.contains(&format!("\\fB{roff}\\fR")), "{code} missing");
         }

@@ -1,7 +1,8 @@
 //! Exit codes: the one place that says which number means what.
 //!
-//! The README's table and the man page's EXIT STATUS section are written
-//! from [`Exit::TABLE`], so they cannot drift from the code.
+//! [`Exit::ROWS`] is the contract's table. The man page's EXIT STATUS
+//! section and the long `--help` are written from it, and a test checks
+//! the README's table against it, so none of them can drift from the code.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -9,6 +10,8 @@ use std::process::ExitCode;
 /// How redlock-run ends. Every path out of `main` maps to one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// Done, and nothing to report: an admin command's "yes", `generate`.
+    Success,
     /// COMMAND ran and exited with this code.
     Child(u8),
     /// COMMAND (or, while waiting, redlock-run itself) was killed by signal N: 128 + N.
@@ -17,8 +20,12 @@ pub enum Exit {
     Usage,
     /// The lock was busy for longer than `--wait`; carries `-E`'s value.
     Busy(u8),
-    /// Redis unavailable (or no quorum reachable) before COMMAND started.
+    /// No connection to Redis could be made (or no quorum reachable)
+    /// before COMMAND started.
     Unavailable,
+    /// Redis answered but refused us: authentication, permissions
+    /// (NOPERM), a read-only replica, out of memory, a script error.
+    Refused,
     /// The lock was lost while COMMAND ran; COMMAND was stopped.
     LockLost,
     /// `--max-hold` ran out; COMMAND was stopped.
@@ -33,15 +40,23 @@ pub enum Exit {
     Internal,
 }
 
+/// One row of the exit-code table: the code as the docs write it, and when.
+pub struct Row {
+    pub code: &'static str,
+    pub when: &'static str,
+}
+
 impl Exit {
     /// The process exit status.
     pub fn code(self) -> u8 {
         match self {
+            Exit::Success => 0,
             Exit::Child(code) | Exit::Busy(code) => code,
-            Exit::Signaled(sig) => (128 + sig).clamp(0, 255) as u8,
+            Exit::Signaled(sig) => u8::try_from(128 + sig.clamp(0, 127)).unwrap_or(255),
             Exit::Usage => 2,
             Exit::Unavailable => 69,
             Exit::LockLost => 70,
+            Exit::Refused => 77,
             Exit::MaxHold => 124,
             Exit::CannotInvoke => 126,
             Exit::NotFound => 127,
@@ -49,24 +64,58 @@ impl Exit {
         }
     }
 
-    /// The exit-code table of the contract, as (code, meaning) rows.
-    pub const TABLE: &'static [(&'static str, &'static str)] = &[
-        ("COMMAND's own", "COMMAND ran and exited"),
-        ("128 + N", "COMMAND was killed by signal N"),
-        ("2", "bad arguments or configuration"),
-        ("75 (or -E N)", "lock busy: not acquired within --wait"),
-        (
-            "69",
-            "Redis unavailable (or no quorum reachable) before COMMAND started",
-        ),
-        ("70", "lock lost while COMMAND ran; COMMAND was stopped"),
-        ("124", "--max-hold reached; COMMAND was stopped"),
-        ("126 / 127", "COMMAND not executable / not found"),
-        (
-            "1",
-            "an unexpected internal error (a bug: the message says so)",
-        ),
+    /// The run mode's exit codes, in the contract's order.
+    pub const ROWS: &'static [Row] = &[
+        Row {
+            code: "COMMAND's own",
+            when: "COMMAND ran and exited",
+        },
+        Row {
+            code: "128 + N",
+            when: "COMMAND was killed by signal N (also: redlock-run got signal N before COMMAND started)",
+        },
+        Row {
+            code: "2",
+            when: "bad arguments or configuration; nothing was sent to Redis",
+        },
+        Row {
+            code: "75 (or -E N)",
+            when: "lock busy: not acquired within --wait",
+        },
+        Row {
+            code: "69",
+            when: "Redis unavailable: no connection could be made (or no quorum reachable) before COMMAND started",
+        },
+        Row {
+            code: "77",
+            when: "Redis refused us: authentication, permission (NOPERM), read-only replica, out of memory, script error",
+        },
+        Row {
+            code: "70",
+            when: "lock lost while COMMAND ran; COMMAND was stopped",
+        },
+        Row {
+            code: "124",
+            when: "--max-hold reached; COMMAND was stopped",
+        },
+        Row {
+            code: "126 / 127",
+            when: "COMMAND not executable / not found",
+        },
+        Row {
+            code: "1",
+            when: "an unexpected internal error (a bug: the message says so)",
+        },
     ];
+
+    /// The table as indented text lines, for the long `--help`.
+    pub fn help_text() -> String {
+        Exit::ROWS
+            .iter()
+            .map(|row| format!("  {:<14}{}", row.code, row.when))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 impl From<Exit> for ExitCode {
@@ -113,5 +162,27 @@ mod tests {
         assert_eq!(Exit::NotFound.code(), 127);
         assert_eq!(Exit::CannotInvoke.code(), 126);
         assert_eq!(Exit::Usage.code(), 2);
+        assert_eq!(Exit::Refused.code(), 77);
+        assert_eq!(Exit::Success.code(), 0);
+        assert_eq!(Exit::Signaled(200).code(), 255);
+    }
+
+    #[test]
+    fn every_fixed_code_has_a_row() {
+        let exits = [
+            Exit::Usage,
+            Exit::Unavailable,
+            Exit::Refused,
+            Exit::LockLost,
+            Exit::MaxHold,
+            Exit::Internal,
+        ];
+        for exit in exits {
+            let code = exit.code().to_string();
+            assert!(
+                Exit::ROWS.iter().any(|row| row.code == code),
+                "no row for {exit:?}"
+            );
+        }
     }
 }

@@ -23,9 +23,6 @@ use crate::log::Log;
 /// not wait long for a dead server, but a busy one deserves a moment.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Exit 0: every key held, or the lock was deleted.
-const YES: Exit = Exit::Child(0);
-
 pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
     let log = Log::new(conn.verbosity);
     // The quorum's own key and TTL are unused: admin calls name their keys.
@@ -73,7 +70,7 @@ fn status(
         .collect();
     let all_held = views.iter().all(|v| v.held);
     print(&views, json)?;
-    Ok(if all_held { YES } else { Exit::No })
+    Ok(if all_held { Exit::Success } else { Exit::No })
 }
 
 fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit, Failure> {
@@ -103,7 +100,7 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
         .filter(|view| view.held)
         .collect();
     print(&views, json)?;
-    Ok(YES)
+    Ok(Exit::Success)
 }
 
 fn force_release(
@@ -161,7 +158,7 @@ fn force_release(
         if !quiet {
             emit([line])?;
         }
-        return Ok(YES);
+        return Ok(Exit::Success);
     }
     if !mismatched.is_empty() {
         let view = View::merge(key, quorum, mismatched.iter());
