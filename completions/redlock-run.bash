@@ -35,7 +35,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --limit --random-delay --on-unavailable --replicas --help --version status list force-release generate"
+            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --limit --random-delay --on-unavailable --replicas --metrics-textfile --help --version status list force-release generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -47,6 +47,10 @@ _redlock__run() {
                     ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --tls-ca)
@@ -166,6 +170,13 @@ _redlock__run() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --metrics-textfile)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -174,7 +185,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__force__subcmd__release)
-            opts="-v -q -h --token --redis --prefix --verbose --quiet --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --token --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -190,6 +201,10 @@ _redlock__run() {
                     ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --tls-ca)
@@ -245,7 +260,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__generate)
-            opts="-v -q -h --redis --prefix --verbose --quiet --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell"
+            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -257,6 +272,10 @@ _redlock__run() {
                     ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --tls-ca)
@@ -312,7 +331,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__list)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -324,6 +343,10 @@ _redlock__run() {
                     ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --tls-ca)
@@ -379,7 +402,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__status)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -391,6 +414,10 @@ _redlock__run() {
                     ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --tls-ca)

@@ -20,6 +20,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
         &'redlock-run'= {
             cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
             cand --prefix 'Namespace of every key this tool writes'
+            cand --log-format 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)'
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
@@ -41,6 +42,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --random-delay 'Sleep a random time below DURATION before the first attempt'
             cand --on-unavailable 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning'
             cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only'
+            cand --metrics-textfile 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'
@@ -59,6 +61,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
         &'redlock-run;status'= {
             cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
             cand --prefix 'Namespace of every key this tool writes'
+            cand --log-format 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)'
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
@@ -67,12 +70,13 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'
             cand --quiet 'Print nothing but errors'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock-run;list'= {
             cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
             cand --prefix 'Namespace of every key this tool writes'
+            cand --log-format 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)'
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
@@ -81,13 +85,14 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'
             cand --quiet 'Print nothing but errors'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock-run;force-release'= {
             cand --token 'Delete only if the lock holds this token'
             cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
             cand --prefix 'Namespace of every key this tool writes'
+            cand --log-format 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)'
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
@@ -95,12 +100,13 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'
             cand --quiet 'Print nothing but errors'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock-run;generate'= {
             cand --redis 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]'
             cand --prefix 'Namespace of every key this tool writes'
+            cand --log-format 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)'
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
@@ -108,8 +114,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'
             cand --quiet 'Print nothing but errors'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
     ]
     $completions[$command]

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= limit= random-delay= on-unavailable= replicas= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= limit= random-delay= on-unavailable= replicas= metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -26,6 +26,8 @@ end
 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
@@ -43,6 +45,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
@@ -54,36 +57,44 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "force-release"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "generate" -d 'Print the man page (roff) or a shell completion script on stdout'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'One JSON object per key per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'One JSON object per lock per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l token -d 'Delete only if the lock holds this token' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

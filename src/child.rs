@@ -1,100 +1,85 @@
-//! COMMAND as a process group: spawn it (own group, terminal hand-over,
-//! parent-death signal, environment), watch it exit, clean up what it
-//! left in its group, and only then reap it.
+//! COMMAND's process tree: spawn it (its own process group, the terminal,
+//! the parent-death signal, the signal dispositions it inherits), signal
+//! it, stop it, find what it left behind, and reap it.
 //!
-//! The leader is reaped last on purpose: while it is an unreaped zombie its
-//! pid, which is also the group id, cannot be reused, so signalling the
-//! group can never hit a stranger.
+//! redlock-run is a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever
+//! COMMAND starts stays our descendant even when it leaves the process
+//! group (`setsid` daemons, `set -m`) and its parent exits, so it can be
+//! found under `/proc/self/task/*/children` (a walk of our own tree, not
+//! of every process on the host) and stopped before the lock is released.
+//!
+//! The leader is reaped last on purpose: while it is an unreaped zombie
+//! its pid, which is also the group id, cannot be reused, so signalling
+//! the group can never hit a stranger.
 
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::errno::Errno;
 use nix::sys::signal::{self, killpg, SigHandler, Signal};
-use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{self, Pid};
 
 use crate::exit::Exit;
 
-/// A handle to signal COMMAND's whole process group, safe to use from any
-/// thread until the leader is reaped (after that it does nothing).
-#[derive(Debug)]
-pub struct ChildGroup {
-    pgid: Pid,
-    reaped: Mutex<bool>,
+/// Whether SIGPIPE was ignored when the process started, before Rust's
+/// runtime set it to ignored: COMMAND gets the disposition we were given.
+static SIGPIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
+
+/// Runs before `main` (and before the runtime touches SIGPIPE).
+#[used]
+#[link_section = ".init_array"]
+static NOTE_SIGPIPE: extern "C" fn() = note_sigpipe;
+
+extern "C" fn note_sigpipe() {
+    let ignored = crate::signals::ignored(libc_sigpipe());
+    SIGPIPE_WAS_IGNORED.store(ignored, Ordering::Relaxed);
 }
 
-impl ChildGroup {
-    /// Send `sig` to every process of the group.
-    pub fn signal(&self, sig: Signal) {
-        let reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
-        if !*reaped {
-            let _ = killpg(self.pgid, sig);
-        }
-    }
+fn libc_sigpipe() -> i32 {
+    Signal::SIGPIPE as i32
 }
 
-/// Stops a group after a delay (`--max-hold`): SIGTERM, then SIGKILL after
-/// the grace, unless cancelled first.
-pub struct StopTimer {
-    cancel: mpsc::Sender<()>,
-    handle: std::thread::JoinHandle<bool>,
-}
-
-impl StopTimer {
-    /// After `after`, call `announce` and stop `group`.
-    pub fn start(
-        group: Arc<ChildGroup>,
-        after: Duration,
-        grace: Duration,
-        announce: impl FnOnce() + Send + 'static,
-    ) -> io::Result<StopTimer> {
-        let (cancel, cancelled) = mpsc::channel::<()>();
-        let handle = std::thread::Builder::new()
-            .name("max-hold".into())
-            .spawn(move || {
-                if cancelled.recv_timeout(after) != Err(RecvTimeoutError::Timeout) {
-                    return false;
-                }
-                announce();
-                group.signal(Signal::SIGTERM);
-                group.signal(Signal::SIGCONT);
-                if cancelled.recv_timeout(grace) == Err(RecvTimeoutError::Timeout) {
-                    group.signal(Signal::SIGKILL);
-                }
-                true
-            })?;
-        Ok(StopTimer { cancel, handle })
-    }
-
-    /// Cancel the timer; whether it had fired.
-    pub fn stop(self) -> bool {
-        let _ = self.cancel.send(());
-        self.handle.join().unwrap_or(true)
-    }
+/// Make orphaned descendants of COMMAND ours (see the module doc).
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 /// A running COMMAND.
-pub struct Spawned {
+pub struct Job {
     child: Child,
-    pub group: Arc<ChildGroup>,
+    pgid: Pid,
+    /// How the leader ended, once reaped.
+    reaped: Option<Exit>,
     /// Our own process group, when we handed the terminal to COMMAND.
     terminal_owner: Option<Pid>,
 }
 
+/// How the leader is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leader {
+    Running,
+    /// Stopped by a signal (Ctrl-Z on its terminal, or someone's SIGSTOP).
+    Stopped,
+    /// Exited or killed; not reaped yet.
+    Gone,
+}
+
 /// Start `argv` in a new process group with `env` added to its environment.
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Spawned> {
+pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
     let parent = unistd::getpid();
     let terminal_owner = foreground_terminal();
     let give_terminal = terminal_owner.is_some();
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).process_group(0);
+    let sigpipe_ignored = SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed);
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no COMMAND"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).process_group(0);
     for (name, value) in env {
         cmd.env(name, value);
     }
@@ -108,6 +93,11 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Spawned> {
             if unistd::getppid() != parent {
                 // The parent died before prctl took effect.
                 let _ = signal::raise(Signal::SIGKILL);
+            }
+            if sigpipe_ignored {
+                // The runtime reset it to the default for us: put back
+                // what our own parent gave.
+                signal::signal(Signal::SIGPIPE, SigHandler::SigIgn)?;
             }
             if give_terminal {
                 // Interactive programs must be the terminal's foreground
@@ -125,12 +115,10 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Spawned> {
         // Also from this side, so it holds whichever process runs first.
         without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
     }
-    Ok(Spawned {
+    Ok(Job {
         child,
-        group: Arc::new(ChildGroup {
-            pgid,
-            reaped: Mutex::new(false),
-        }),
+        pgid,
+        reaped: None,
         terminal_owner,
     })
 }
@@ -143,84 +131,145 @@ pub fn spawn_error_exit(e: &io::Error) -> Exit {
     }
 }
 
-impl Spawned {
-    /// Block until the leader exits, without reaping it. If it is stopped
-    /// from the terminal (Ctrl-Z), stop along with it (see `follow_stop`).
-    pub fn wait_exit(&self) {
-        let pid = || Id::Pid(self.group.pgid);
-        loop {
-            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED | WaitPidFlag::WNOWAIT;
-            match waitid(pid(), flags) {
-                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return,
-                Ok(WaitStatus::Stopped(..)) => {
-                    // Take the stop notice (a stop is not an exit: nothing is reaped).
-                    let _ = waitid(pid(), WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG);
-                    self.follow_stop();
-                }
-                Err(Errno::EINTR) | Ok(_) => continue,
-                // Only if it was reaped already; `reap` will tell how it ended.
-                Err(_) => return,
+impl Job {
+    /// Send `sig` to COMMAND's process group and to every descendant that
+    /// left it. Only until [`Job::reap`], which consumes the job.
+    pub fn signal(&self, sig: Signal) {
+        if self.reaped.is_some() {
+            // Only without /proc (see `drain_blind` in supervise.rs).
+            signal_group_if_alive(self.pgid, sig);
+            return;
+        }
+        let _ = killpg(self.pgid, sig);
+        for pid in descendants().unwrap_or_default() {
+            if pid != self.pgid {
+                let _ = signal::kill(pid, sig);
             }
         }
     }
 
+    /// The one stop protocol: SIGTERM (with SIGCONT, so that a stopped job
+    /// can act on it) now; [`Job::kill`] when the grace is over.
+    pub fn terminate(&self) {
+        self.signal(Signal::SIGTERM);
+        self.signal(Signal::SIGCONT);
+    }
+
+    /// SIGKILL to everything (stopped processes die of it too).
+    pub fn kill(&self) {
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Look at the leader without reaping it or blocking.
+    pub fn leader(&self) -> Leader {
+        let flags = WaitPidFlag::WEXITED
+            | WaitPidFlag::WSTOPPED
+            | WaitPidFlag::WNOWAIT
+            | WaitPidFlag::WNOHANG;
+        match waitid(Id::Pid(self.pgid), flags) {
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => Leader::Gone,
+            Ok(WaitStatus::Stopped(..)) => {
+                // Take the stop notice (a stop is not an exit: nothing is reaped).
+                let _ = waitid(
+                    Id::Pid(self.pgid),
+                    WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG,
+                );
+                Leader::Stopped
+            }
+            Ok(_) | Err(Errno::EINTR) => Leader::Running,
+            // Only if it was reaped already; `reap` will tell how it ended.
+            Err(_) => Leader::Gone,
+        }
+    }
+
+    /// How many processes COMMAND left behind (in its group or below us),
+    /// once the leader is gone. `None` when they cannot be counted
+    /// (no usable /proc): see [`Job::reap`].
+    pub fn leftovers(&self) -> Option<usize> {
+        reap_orphans(self.pgid);
+        let found = descendants()?;
+        Some(found.iter().filter(|&&pid| pid != self.pgid).count())
+    }
+
+    /// Whether we handed the terminal to COMMAND.
+    pub fn owns_terminal(&self) -> bool {
+        self.terminal_owner.is_some()
+    }
+
     /// COMMAND, owning the terminal, was stopped (Ctrl-Z). Its group is not
-    /// the shell's job, ours is: take the terminal back and stop ourselves,
-    /// so that the shell sees the job stopped and gets its prompt back.
-    /// Once the shell continues us (`fg` or `bg`), hand the terminal back if
-    /// we are in the foreground and continue COMMAND. While stopped nothing
-    /// refreshes the lock: a job suspended past its TTL loses it (exit 70).
-    /// A stop without a terminal (a SIGSTOP from someone) is left alone.
-    fn follow_stop(&self) {
+    /// the shell's job, ours is: take the terminal back and stop our whole
+    /// group (a script that called us stops too), so that the shell sees
+    /// the job stopped and gets its prompt back. Returns once continued.
+    pub fn follow_stop(&self) {
         let Some(ours) = self.terminal_owner else {
             return;
         };
         // After `bg` the shell owns the terminal: leave it there.
-        if unistd::tcgetpgrp(stdin()) == Ok(self.group.pgid) {
+        if unistd::tcgetpgrp(stdin()) == Ok(self.pgid) {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
         }
-        let _ = signal::raise(Signal::SIGTSTP);
-        if unistd::tcgetpgrp(stdin()) == Ok(ours) {
-            without_sigttou(|| unistd::tcsetpgrp(stdin(), self.group.pgid));
-        }
-        self.group.signal(Signal::SIGCONT);
+        let _ = killpg(ours, Signal::SIGSTOP);
     }
 
-    /// Stop whatever the leader left running in its group (`sh -c 'd & exit'`):
-    /// SIGTERM, then SIGKILL after `grace`. Returns how many were found.
-    pub fn stop_leftovers(&self, grace: Duration) -> usize {
-        let leader = self.group.pgid;
-        let found = group_members(leader);
-        if found == 0 {
-            return 0;
+    /// After we were continued: give the terminal back to COMMAND if we
+    /// are in the foreground, and continue it.
+    pub fn resume(&self) {
+        if let Some(ours) = self.terminal_owner {
+            if unistd::tcgetpgrp(stdin()) == Ok(ours) {
+                without_sigttou(|| unistd::tcsetpgrp(stdin(), self.pgid));
+            }
         }
-        self.group.signal(Signal::SIGTERM);
-        self.group.signal(Signal::SIGCONT);
-        if !wait_until(grace, || group_members(leader) == 0) {
-            self.group.signal(Signal::SIGKILL);
-            wait_until(Duration::from_secs(2), || group_members(leader) == 0);
-        }
-        found
+        self.signal(Signal::SIGCONT);
     }
 
-    /// Reap the leader, give the terminal back, and say how it ended.
-    pub fn reap(mut self) -> Exit {
-        *self.group.reaped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    /// Reap the leader (once), give the terminal back, and say how it ended.
+    pub fn reap(&mut self) -> Exit {
+        if let Some(exit) = self.reaped {
+            return exit;
+        }
         let status = self.child.wait();
         if let Some(ours) = self.terminal_owner {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
         }
-        match status {
+        let exit = match status {
             Ok(status) => exit_of(status),
             Err(_) => Exit::Internal,
+        };
+        self.reaped = Some(exit);
+        exit
+    }
+}
+
+/// Without /proc the leftovers cannot be listed. What is left of the tree
+/// is then found by reaping: after the leader is reaped, `waitid` on all
+/// children says whether any descendant still lives (every one of them is
+/// our child by then, or below one). Returns whether any does.
+pub fn descendants_remain() -> bool {
+    loop {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG;
+        match waitid(Id::All, flags) {
+            // A zombie reaped; look again.
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => continue,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
         }
+    }
+}
+
+/// Send `sig` to process group `pgid` if it still has members. Only for
+/// the case without /proc after the leader was reaped: a group with a
+/// live member keeps its id, so it cannot be a stranger's.
+fn signal_group_if_alive(pgid: Pid, sig: Signal) {
+    if killpg(pgid, None).is_ok() {
+        let _ = killpg(pgid, sig);
     }
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => Exit::Child(code as u8),
+        (Some(code), _) => Exit::Child(u8::try_from(code & 0xff).unwrap_or(u8::MAX)),
         (None, Some(sig)) => Exit::Signaled(sig),
         (None, None) => Exit::Internal,
     }
@@ -241,55 +290,80 @@ fn foreground_terminal() -> Option<Pid> {
 }
 
 /// Run a terminal call that a background process may make only with
-/// SIGTTOU ignored (otherwise the kernel stops us).
+/// SIGTTOU blocked (otherwise the kernel stops us).
 fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
-    // SAFETY: swapping a disposition between SIG_IGN and the previous one.
-    unsafe {
-        let previous = signal::signal(Signal::SIGTTOU, SigHandler::SigIgn);
-        let _ = f();
-        if let Ok(previous) = previous {
-            let _ = signal::signal(Signal::SIGTTOU, previous);
-        }
+    let mut set = signal::SigSet::empty();
+    set.add(Signal::SIGTTOU);
+    let blocked = set.thread_block().is_ok();
+    let _ = f();
+    if blocked {
+        let _ = set.thread_unblock();
     }
 }
 
-/// How many live processes other than `leader` are in the group `leader`
-/// leads (zombies do not count: they run nothing).
-fn group_members(leader: Pid) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != leader.as_raw())
-        // One cheap syscall per process; /proc/PID/stat only for members
-        // (reading every process's stat costs ~15 us each, on every run).
-        .filter(|&pid| unistd::getpgid(Some(Pid::from_raw(pid))) == Ok(leader))
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // Fields after the command name (which may hold spaces and parens):
-            // state ppid pgrp ...
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-            pgrp == Some(leader.as_raw()) && state != Some("Z") && state != Some("X")
-        })
-        .count()
+/// Every live process below us, from `/proc/self/task/*/children`
+/// (recursively): the cost grows with our own tree, not with the host's
+/// process count. `None` when /proc cannot be read.
+fn descendants() -> Option<Vec<Pid>> {
+    let mut found = Vec::new();
+    let mut parents = vec![std::process::id() as i32];
+    let mut first = true;
+    while let Some(parent) = parents.pop() {
+        let children = children_of(parent);
+        let children = match (children, first) {
+            (Some(c), _) => c,
+            (None, true) => return None,
+            // A process that exited while we looked.
+            (None, false) => Vec::new(),
+        };
+        first = false;
+        for pid in children {
+            if is_live(pid) {
+                found.push(Pid::from_raw(pid));
+            }
+            parents.push(pid);
+        }
+    }
+    Some(found)
 }
 
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    loop {
-        if done() {
-            return true;
+/// The children of every thread of `pid`.
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        let path = task.path().join("children");
+        if let Ok(text) = std::fs::read_to_string(path) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
-        if Instant::now() >= end {
-            return false;
+    }
+    Some(children)
+}
+
+/// Not a zombie (zombies run nothing).
+fn is_live(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which may hold spaces and parens.
+    match stat.rsplit_once(')') {
+        Some((_, rest)) => !matches!(rest.split_whitespace().next(), Some("Z" | "X")),
+        None => false,
+    }
+}
+
+/// Reap orphans of COMMAND that were handed to us and have exited (all our
+/// zombie children but the leader, which is reaped last).
+fn reap_orphans(leader: Pid) {
+    let Some(children) = children_of(std::process::id() as i32) else {
+        return;
+    };
+    for pid in children.into_iter().map(Pid::from_raw) {
+        if pid != leader && !is_live(pid.as_raw()) {
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -8,9 +8,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
 
-const AFTER_LONG_HELP: &str = "\
+use crate::exit::Exit;
+use crate::log::Format;
+
+const EXAMPLES: &str = "\
 Examples:
   # a nightly job that never overlaps itself across the fleet
   redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
@@ -20,11 +23,24 @@ Examples:
 
   # who holds the lock, and clear it by hand
   redlock-run status nightly-backup
-  redlock-run force-release nightly-backup
+  redlock-run force-release nightly-backup";
 
-Exit status: COMMAND's own; 128+N if COMMAND died of signal N; 2 bad arguments;
-75 (or -E) lock busy; 69 Redis unavailable; 70 lock lost, COMMAND stopped;
-126/127 COMMAND not executable/not found; 1 internal error.";
+/// Shown by `-h`: where the rest is.
+const AFTER_SHORT_HELP: &str = "\
+More options (fleet, TLS, replicas, monitoring, Sentinel and Cluster URLs)
+and the exit codes: redlock-run --help, or man redlock-run.";
+
+/// The command line as parsed: the derive's definition plus the parts
+/// made at run time (the exit codes come from `Exit::ROWS`).
+pub fn command() -> clap::Command {
+    Cli::command().after_long_help(format!("{EXAMPLES}\n\nExit status:\n{}", Exit::help_text()))
+}
+
+/// Parse the process's arguments.
+pub fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
 
 /// Run a command while holding a Redis distributed lock.
 ///
@@ -42,7 +58,7 @@ Exit status: COMMAND's own; 128+N if COMMAND died of signal N; 2 bad arguments;
                       redlock-run [OPTIONS] <SUBCOMMAND>",
     subcommand_value_name = "SUBCOMMAND",
     subcommand_help_heading = "Subcommands",
-    after_long_help = AFTER_LONG_HELP
+    after_help = AFTER_SHORT_HELP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -74,6 +90,19 @@ pub struct ConnArgs {
     /// Print nothing but errors
     #[arg(short, long, global = true)]
     pub quiet: bool,
+
+    /// How redlock-run's own stderr lines are written: `text`, or `json`
+    /// (one object per line)
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_enum,
+        default_value_t = Format::Text,
+        env = "REDLOCK_LOG_FORMAT",
+        global = true,
+        hide_short_help = true
+    )]
+    pub log_format: Format,
 
     /// CA certificates (PEM) to verify rediss:// servers with, instead of
     /// the system's roots
@@ -177,6 +206,18 @@ pub struct RunArgs {
         help_heading = "Fleet options"
     )]
     pub replicas: u32,
+
+    /// Write the run's metrics for node_exporter's textfile collector into
+    /// DIR (redlock_run_<KEY>.prom)
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "REDLOCK_METRICS_DIR",
+        value_hint = ValueHint::DirPath,
+        help_heading = "Monitoring",
+        hide_short_help = true
+    )]
+    pub metrics_textfile: Option<PathBuf>,
 
     /// The command to run, after `--`
     #[arg(
@@ -287,11 +328,10 @@ pub fn parse_key(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]

@@ -15,17 +15,10 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
+use crate::log::{Format, Log, Verbosity};
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
-
-/// How much to print on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verbosity {
-    Quiet,
-    Normal,
-    Verbose,
-}
 
 /// One Redis server, with the form of its URL that is safe to print.
 #[derive(Debug, Clone)]
@@ -41,6 +34,14 @@ pub struct Conn {
     pub endpoints: Vec<Endpoint>,
     pub prefix: String,
     pub verbosity: Verbosity,
+    pub log_format: Format,
+}
+
+impl Conn {
+    /// Where this run's events go.
+    pub fn log(&self) -> Log {
+        Log::new(self.verbosity, self.log_format)
+    }
 }
 
 /// What the run mode needs, every value checked.
@@ -114,6 +115,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         endpoints,
         prefix: args.prefix.clone(),
         verbosity,
+        log_format: args.log_format,
     })
 }
 

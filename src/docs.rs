@@ -6,7 +6,8 @@
 //! be checked byte for byte by `tests/generated.rs`.
 
 use std::io::Write;
-use std::process::ExitCode;
+
+use anyhow::Context;
 
 use clap::{Arg, ArgAction, CommandFactory};
 use clap_complete::Shell;
@@ -14,34 +15,20 @@ use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
 
 use crate::cli::{Cli, Doc};
-use crate::config::{Verbosity, DEFAULT_URL};
-use crate::exit::Exit;
-use crate::log::Log;
+use crate::config::DEFAULT_URL;
+use crate::exit::{Exit, Failure};
 
 /// The name completions register for: a literal, never argv[0].
 const BIN: &str = "redlock-run";
 
-/// Write `what` to stdout. A closed pipe (`generate man | head`) is not an
-/// error.
-pub fn print(what: Doc) -> ExitCode {
-    let text = match render(what) {
-        Ok(text) => text,
-        Err(e) => {
-            Log::new(Verbosity::Quiet).error(format!(
-                "internal error (a bug in redlock-run, please report it): {e}"
-            ));
-            return Exit::Internal.into();
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(&text).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            Log::new(Verbosity::Quiet).error(format!("cannot write to stdout: {e}"));
-            ExitCode::FAILURE
-        }
-    }
+/// Write `what` to stdout.
+pub fn print(what: Doc) -> Result<Exit, Failure> {
+    let text = render(what).context("cannot render the page")?;
+    crate::log::to_stdout(&text).map_err(|e| Failure {
+        exit: Exit::Internal,
+        error: anyhow::anyhow!("cannot write to stdout: {e}"),
+    })?;
+    Ok(Exit::Success)
 }
 
 /// The bytes `generate what` prints.

@@ -11,33 +11,73 @@ mod refresh;
 mod run;
 mod signals;
 mod status;
+mod supervise;
 mod wait;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::cli::{Cli, Cmd};
+use crate::exit::{Exit, Failure};
+use crate::log::{Ev, Format, Log, Verbosity};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let exit = match cli::parse() {
+        Ok(cli) => dispatch(cli),
+        Err(e) => usage(e),
+    };
+    log::flush();
+    exit.into()
+}
+
+fn dispatch(cli: Cli) -> Exit {
     // Needs no Redis, so a bad REDIS_URL must not stop it.
     if let Some(Cmd::Generate { what }) = cli.cmd {
-        return docs::print(what);
+        return report(docs::print(what), &Log::new(Verbosity::Quiet, Format::Text));
     }
-    let conn = config::conn(&cli.conn).unwrap_or_else(|e| e.exit());
+    let conn = match config::conn(&cli.conn) {
+        Ok(conn) => conn,
+        Err(e) => return usage(e),
+    };
+    let log = conn.log();
     let result = match cli.cmd {
-        None => {
-            let cfg = config::run(cli.run, &conn).unwrap_or_else(|e| e.exit());
-            run::run(conn, cfg)
-        }
+        None => match config::run(cli.run, &conn) {
+            Ok(cfg) => run::run(conn, cfg, &log),
+            Err(e) => return usage(e),
+        },
         Some(cmd) => status::run(conn, cmd),
     };
+    report(result, &log)
+}
+
+/// The one error printer: a failure is one event on stderr, then its exit.
+fn report(result: Result<Exit, Failure>, log: &Log) -> Exit {
     match result {
-        Ok(exit) => exit.into(),
+        Ok(exit) => exit,
         Err(failure) => {
-            log::Log::new(config::Verbosity::Quiet).error(failure.to_string());
-            failure.exit.into()
+            let ev = match failure.exit {
+                Exit::Unavailable => Ev::Unavailable,
+                Exit::Refused => Ev::Refused,
+                _ => Ev::Error,
+            };
+            log.emit(ev, failure.to_string(), &[]);
+            failure.exit
+        }
+    }
+}
+
+/// clap's own output: help and version on stdout (exit 0), usage errors
+/// in clap's format on stderr (exit 2).
+fn usage(e: clap::Error) -> Exit {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            // clap's printer: it knows whether stdout takes colours.
+            let _ = e.print();
+            Exit::Success
+        }
+        _ => {
+            log::raw(e.render().to_string());
+            Exit::Usage
         }
     }
 }

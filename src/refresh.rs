@@ -1,124 +1,218 @@
 //! The refresher: a thread that keeps the lock alive while COMMAND runs,
-//! and stops COMMAND when the lock can no longer be shown to be ours.
+//! on connections of its own, and tells the main thread what it learns.
 //!
-//! It keeps a deadline from our own monotonic clock: the lock is valid
-//! until the last confirmed refresh (its send time) + TTL − drift. If no
-//! refresh is confirmed in time, COMMAND gets SIGTERM early enough that
-//! SIGKILL after `--kill-after` still lands before that deadline.
+//! It never signals COMMAND and never waits on stderr: it only moves the
+//! lease's deadline forward ([`Lease::valid_until`]) after each confirmed
+//! refresh, and reports a loss. The main thread, which blocks on nothing
+//! but `poll`, stops COMMAND when the deadline comes or a loss is reported
+//! (see `supervise.rs`): signal first, talk later.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
-
-use crate::child::ChildGroup;
 use crate::lock::timing::Timing;
-use crate::lock::{Extend, Lease, Quorum};
-use crate::log::Log;
+use crate::lock::{Extend, Ownership, Quorum};
+use crate::log::{field, ms, Ev, Log};
 
 /// Why the lock was lost.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Loss {
     /// Another token holds it.
     Replaced,
     /// It expired or was deleted.
     Gone,
     /// No refresh was confirmed before the deadline.
-    Unconfirmed(Option<anyhow::Error>),
+    Unconfirmed,
+    /// redlock-run was stopped (job control) past the point where the
+    /// lease could still be shown valid.
+    Suspended,
 }
 
+impl Loss {
+    /// The reason, as the "lost" event words it.
+    pub fn why(self) -> &'static str {
+        match self {
+            Loss::Replaced => "was taken over by another holder",
+            Loss::Gone => "expired or was deleted",
+            Loss::Unconfirmed => "could not be refreshed before it could expire",
+            Loss::Suspended => "ran out while redlock-run was stopped",
+        }
+    }
+
+    /// The `reason` field of the JSON events.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Replaced => "replaced",
+            Loss::Gone => "gone",
+            Loss::Unconfirmed => "unconfirmed",
+            Loss::Suspended => "suspended",
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Loss> {
+        match code {
+            1 => Some(Loss::Replaced),
+            2 => Some(Loss::Gone),
+            _ => None,
+        }
+    }
+}
+
+/// What the refresher and the main thread share about the lease.
+pub struct Lease {
+    /// Our clock's origin for `valid_until_ns`.
+    base: Instant,
+    valid_until_ns: AtomicU64,
+    /// 0: held; else a [`Loss`] code.
+    loss: AtomicU8,
+    refresh_failures: AtomicU64,
+    /// Held by the refresher while it talks to Redis; taken by `stop`.
+    busy: Mutex<bool>,
+    /// Written to when a loss is found, to wake the main thread's poll.
+    wake: UnixStream,
+}
+
+impl Lease {
+    /// A lease valid until `valid_until`; `wake` is the write end of the
+    /// main thread's wake-up pipe.
+    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<Lease> {
+        let base = Instant::now();
+        let lease = Lease {
+            base,
+            valid_until_ns: AtomicU64::new(0),
+            loss: AtomicU8::new(0),
+            refresh_failures: AtomicU64::new(0),
+            busy: Mutex::new(false),
+            wake,
+        };
+        lease.extend_to(valid_until);
+        Arc::new(lease)
+    }
+
+    /// Until when the lock is ours, by our monotonic clock.
+    pub fn valid_until(&self) -> Instant {
+        self.base + Duration::from_nanos(self.valid_until_ns.load(Ordering::SeqCst))
+    }
+
+    fn extend_to(&self, until: Instant) {
+        let ns = until.saturating_duration_since(self.base).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.valid_until_ns.fetch_max(ns, Ordering::SeqCst);
+    }
+
+    /// A loss the refresher found, if any.
+    pub fn loss(&self) -> Option<Loss> {
+        Loss::from_code(self.loss.load(Ordering::SeqCst))
+    }
+
+    /// Refreshes that failed (and were retried) so far.
+    #[allow(dead_code)] // read by the metrics file
+    pub fn refresh_failures(&self) -> u64 {
+        self.refresh_failures.load(Ordering::Relaxed)
+    }
+
+    fn lost(&self, loss: Loss) {
+        let code = match loss {
+            Loss::Replaced => 1,
+            _ => 2,
+        };
+        self.loss.store(code, Ordering::SeqCst);
+        // Nonblocking: a full pipe already holds a wake-up.
+        let _ = std::io::Write::write(&mut &self.wake, b"!");
+    }
+}
+
+/// A running refresher.
 pub struct Refresher {
     stop: Sender<()>,
-    lost: Arc<AtomicBool>,
-    handle: JoinHandle<(Quorum, Option<Loss>)>,
+    lease: Arc<Lease>,
 }
 
 impl Refresher {
-    /// Start refreshing `lease` for `token`; stop `group` if it is lost.
+    /// Start refreshing for `token` on `quorum`'s own connections.
     pub fn start(
         mut quorum: Quorum,
         token: String,
-        lease: Lease,
-        plan: Timing,
-        group: Arc<ChildGroup>,
+        lease: Arc<Lease>,
+        timing: Timing,
         log: Log,
-        key: String,
     ) -> std::io::Result<Refresher> {
         let (stop, stopped) = mpsc::channel::<()>();
-        let lost = Arc::new(AtomicBool::new(false));
-        let lost_flag = Arc::clone(&lost);
-        let handle = std::thread::Builder::new().name("refresh".into()).spawn(move || {
-            // `recv_timeout` is both the timer and the stop signal.
-            let sleep = |until: Instant| match stopped.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Err(RecvTimeoutError::Timeout) => false,
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
-            };
-            let mut valid_until = lease.valid_until;
-            let mut next = Instant::now() + plan.refresh;
-            let mut last_error = None;
-            let loss = loop {
-                let term_at = plan.term_at(valid_until);
-                if sleep(next.min(term_at)) {
-                    return (quorum, None);
-                }
-                let now = Instant::now();
-                if now >= term_at {
-                    break Loss::Unconfirmed(last_error);
-                }
-                if now < next {
-                    continue;
-                }
-                match quorum.extend(&token) {
-                    Extend::Extended(until) => {
-                        valid_until = until;
-                        next = now + plan.refresh;
-                        last_error = None;
-                        log.info(format!("refreshed lock '{key}'"));
-                    }
-                    Extend::Lost(crate::lock::Ownership::Replaced) => break Loss::Replaced,
-                    Extend::Lost(_) => break Loss::Gone,
-                    Extend::Failed(e) => {
-                        log.info(format!("refresh of lock '{key}' failed, retrying: {e:#}"));
-                        last_error = Some(e);
-                        next = Instant::now() + plan.retry_every();
-                    }
-                }
-            };
-            lost_flag.store(true, Ordering::SeqCst);
-            let grace = crate::log::show(plan.kill_after);
-            let why = match &loss {
-                Loss::Replaced => "was taken over by another holder".to_string(),
-                Loss::Gone => "expired or was deleted".to_string(),
-                Loss::Unconfirmed(Some(e)) => format!("could not be refreshed before it could expire ({e:#})"),
-                Loss::Unconfirmed(None) => "could not be refreshed before it could expire".to_string(),
-            };
-            log.error(format!(
-                "lock '{key}' lost: it {why}; stopping COMMAND (SIGTERM, SIGKILL after {grace}), exit 70"
-            ));
-            group.signal(Signal::SIGTERM);
-            group.signal(Signal::SIGCONT);
-            if !sleep(Instant::now() + plan.kill_after) {
-                group.signal(Signal::SIGKILL);
-                let _ = stopped.recv();
-            }
-            (quorum, Some(loss))
-        })?;
-        Ok(Refresher { stop, lost, handle })
+        let shared = Arc::clone(&lease);
+        std::thread::Builder::new()
+            .name("refresh".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                crate::signals::block_in_this_thread();
+                refresh(&mut quorum, &token, &shared, timing, &log, &stopped)
+            })?;
+        Ok(Refresher { stop, lease })
     }
 
-    /// Whether the lock has been lost (COMMAND is being stopped).
-    pub fn lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    /// Stop refreshing; give back the nodes and say whether the lock was lost.
-    pub fn stop(self) -> (Quorum, Option<Loss>) {
+    /// Stop refreshing: waits for a refresh in flight (at most one per-node
+    /// timeout), so that none lands after this returns.
+    pub fn stop(self) {
+        let mut busy = self
+            .lease
+            .busy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *busy = true;
         let _ = self.stop.send(());
-        self.handle
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
+}
+
+/// The refresher's loop: refresh every period, retry failures quickly,
+/// until stopped or the lock is found lost.
+fn refresh(
+    quorum: &mut Quorum,
+    token: &str,
+    lease: &Lease,
+    timing: Timing,
+    log: &Log,
+    stopped: &Receiver<()>,
+) {
+    let mut next = Instant::now() + timing.refresh;
+    loop {
+        let left = next.saturating_duration_since(Instant::now());
+        match stopped.recv_timeout(left) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let busy = lease.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        if *busy {
+            return;
+        }
+        let extended = quorum.extend(token);
+        drop(busy);
+        match extended {
+            Extend::Extended(until) => {
+                lease.extend_to(until);
+                next = Instant::now() + timing.refresh;
+                log.emit(Ev::Refreshed, refreshed(log), &[ms("ttl_ms", timing.ttl)]);
+            }
+            Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
+            Extend::Lost(_) => return lease.lost(Loss::Gone),
+            Extend::Failed(e) => {
+                lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
+                log.emit(
+                    Ev::RefreshFailed,
+                    format!("refresh of lock '{}' failed, retrying: {e:#}", key(log)),
+                    &[field("error", format!("{e:#}"))],
+                );
+                next = Instant::now() + timing.retry_every();
+            }
+        }
+    }
+}
+
+fn refreshed(log: &Log) -> String {
+    format!("refreshed lock '{}'", key(log))
+}
+
+fn key(log: &Log) -> &str {
+    log.key().unwrap_or_default()
 }

@@ -1,272 +1,310 @@
 //! The run mode: acquire -> spawn -> supervise -> release.
 
+use std::cell::RefCell;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use nix::sys::signal::Signal;
 
-use crate::child::{self, Spawned, StopTimer};
+use crate::child::{self, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Extend, Holder, LockKeys, Quorum, Released};
-use crate::log::{show, Log};
-use crate::refresh::{Loss, Refresher};
-use crate::signals::SignalRelay;
+use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released};
+use crate::log::{field, ms, show, Ev, Log};
+use crate::refresh::{Lease, Loss, Refresher};
+use crate::signals::Signals;
+use crate::supervise::{Guard, Supervisor};
 use crate::wait::{self, Waited};
 
-pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
-    let log = Log::new(conn.verbosity);
-    let signals = SignalRelay::start().context("cannot set up signal handling")?;
+/// The refresher starts once COMMAND has run this long: a shorter job is
+/// over before a second connection could tell it anything, and pays for
+/// no thread. Far below the shortest refresh period.
+const REFRESHER_AFTER: Duration = Duration::from_millis(20);
+
+pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
+    let log = log.for_key(&cfg.key);
+    let signals = Signals::start().context("cannot set up signal handling")?;
     if let Some(spread) = cfg.random_delay {
         // A fleet's cron entries fire in the same second; spread them out.
         let delay = wait::jitter(Duration::ZERO, spread);
-        log.info(format!(
-            "sleeping {} before the first attempt (--random-delay)",
-            show(delay)
-        ));
+        log.emit(
+            Ev::RandomDelay,
+            format!(
+                "sleeping {} before the first attempt (--random-delay)",
+                show(delay)
+            ),
+            &[ms("delay_ms", delay)],
+        );
         if let Some(sig) = signals.sleep(delay) {
             return Ok(Exit::Signaled(sig));
         }
     }
-    let keys = LockKeys::new(&conn.prefix, &cfg.key);
-    let mut quorum = Quorum::new(
-        &conn.endpoints,
-        keys,
-        cfg.timing.ttl,
-        cfg.timing.node_timeout(),
-    )
-    .with_replicas(cfg.replicas)
-    .with_limit(cfg.limit);
+    let quorum = || {
+        let keys = LockKeys::new(&conn.prefix, &cfg.key);
+        Quorum::new(
+            &conn.endpoints,
+            keys,
+            cfg.timing.ttl,
+            cfg.timing.node_timeout(),
+        )
+        .with_replicas(cfg.replicas)
+        .with_limit(cfg.limit)
+    };
+    let mut main = quorum();
     let token = uuid::Uuid::new_v4().to_string();
-    let holder = holder(&cfg);
-
+    let started = Instant::now();
     let waited = wait::acquire(
-        &mut quorum,
+        &mut main,
         &token,
-        &holder,
+        &holder(&cfg),
         cfg.wait,
         &cfg.key,
         &signals,
         &log,
     );
-    let lease = match waited {
+    let acquired = match waited {
         Ok(Waited::Acquired(lease)) => lease,
         Ok(Waited::Busy(info)) => {
-            log.warn(format!(
-                "lock '{}' {}; giving up",
-                cfg.key,
-                wait::describe_holder(&info)
-            ));
+            log.emit(
+                Ev::Busy,
+                format!(
+                    "lock '{}' {}; giving up",
+                    cfg.key,
+                    wait::describe_holder(&info)
+                ),
+                &[field("holder", wait::describe_holder(&info))],
+            );
             return Ok(Exit::Busy(cfg.conflict_exit_code));
         }
         Ok(Waited::Signaled(sig)) => return Ok(Exit::Signaled(sig)),
         Err(failure)
             if failure.exit == Exit::Unavailable && cfg.on_unavailable == OnUnavailable::Run =>
         {
-            log.error(format!(
-                "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
-            ));
+            log.emit(
+                Ev::RunningUnlocked,
+                format!(
+                    "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
+                ),
+                &[],
+            );
             return run_unlocked(&cfg, &signals, &log);
         }
         Err(failure) => return Err(failure),
     };
-    let acquired_at = lease.acquired_at;
-    log.info(format!(
-        "acquired lock '{}' (fence {})",
-        cfg.key, lease.fence
-    ));
-    if let Some(sig) = signals.pending() {
-        release(&mut quorum, &token, &cfg.key, &log);
-        return Ok(Exit::Signaled(sig));
-    }
-
-    let fence = lease.fence.to_string();
-    let env = [
-        ("REDLOCK_KEY", cfg.key.as_str()),
-        ("REDLOCK_TOKEN", token.as_str()),
-        ("REDLOCK_FENCE", fence.as_str()),
-    ];
-    let spawned = match spawn(&cfg, &env) {
-        Ok(spawned) => spawned,
-        Err(failure) => {
-            release(&mut quorum, &token, &cfg.key, &log);
-            return Err(failure);
-        }
-    };
-    signals.forward_to(spawned.group.clone());
-    let group = spawned.group.clone();
-    let refresher = Refresher::start(
-        quorum,
-        token.clone(),
-        lease,
-        cfg.timing,
-        group,
-        log,
-        cfg.key.clone(),
+    log.emit(
+        Ev::Acquired,
+        format!("acquired lock '{}' (fence {})", cfg.key, acquired.fence),
+        &[
+            field("fence", acquired.fence),
+            ms("wait_ms", started.elapsed()),
+            ms("ttl_ms", cfg.timing.ttl),
+        ],
     );
-    let refresher = match refresher {
-        Ok(refresher) => refresher,
-        Err(e) => {
-            // Never leave COMMAND running without a refresher.
-            spawned.group.signal(Signal::SIGKILL);
-            spawned.reap();
-            return Err(anyhow::Error::new(e)
-                .context("cannot start the refresh thread")
-                .into());
-        }
+    let held = Held {
+        cfg: &cfg,
+        log: &log,
+        signals: &signals,
+        token: &token,
+        acquired,
     };
-    let max_hold = max_hold_timer(&cfg, &spawned, &log);
+    held.run(&mut main, quorum)
+}
 
-    let exit = finish(spawned, || refresher.lost(), &cfg, &log);
-    let (mut quorum, loss) = refresher.stop();
-    let timed_out = max_hold.is_some_and(StopTimer::stop);
-    match loss {
-        Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
-        // Not confirmed is not known lost: give it back if we still can.
-        Some(Loss::Unconfirmed(_)) => {
-            quorum.release(&token, 1);
+/// The lock is ours: run COMMAND under it, then give it back.
+struct Held<'a> {
+    cfg: &'a RunConfig,
+    log: &'a Log,
+    signals: &'a Signals,
+    token: &'a str,
+    acquired: Acquired,
+}
+
+impl Held<'_> {
+    fn run(self, main: &mut Quorum, fresh: impl Fn() -> Quorum) -> Result<Exit, Failure> {
+        let timing = self.cfg.timing;
+        // A signal while acquiring, or a lease used up before COMMAND could
+        // start (we were stopped, or Redis was slow): COMMAND never starts.
+        if let Some(sig) = self.signals.pending() {
+            self.release(main);
+            return Ok(Exit::Signaled(sig));
+        }
+        if Instant::now() >= timing.term_at(self.acquired.valid_until) {
+            self.release(main);
+            self.log.error(format!(
+                "lock '{}' was acquired too late to be of use (its lease was spent before \
+                 COMMAND could start); COMMAND did not run",
+                self.cfg.key
+            ));
             return Ok(Exit::LockLost);
         }
-        None => {}
+        let fence = self.acquired.fence.to_string();
+        let env = [
+            ("REDLOCK_KEY", self.cfg.key.as_str()),
+            ("REDLOCK_TOKEN", self.token),
+            ("REDLOCK_FENCE", fence.as_str()),
+        ];
+        child::become_subreaper();
+        let job = match spawn(self.cfg, &env) {
+            Ok(job) => job,
+            Err(failure) => {
+                self.release(main);
+                return Err(failure);
+            }
+        };
+        let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
+        wake.set_nonblocking(true).context("cannot create a pipe")?;
+        let lease = Lease::new(self.acquired.valid_until, wake);
+        let refresher = RefCell::new(None);
+        let start_refresher = || {
+            let started = Refresher::start(
+                fresh(),
+                self.token.to_string(),
+                lease.clone(),
+                timing,
+                self.log.clone(),
+            );
+            *refresher.borrow_mut() = Some(started);
+        };
+        let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
+            .guard(Guard {
+                lease: lease.clone(),
+                timing,
+                wake: woken,
+            })
+            .max_hold(self.cfg.max_hold)
+            .later(REFRESHER_AFTER, start_refresher)
+            .run();
+        match refresher.into_inner() {
+            Some(Ok(refresher)) => refresher.stop(),
+            Some(Err(e)) => self.log.error(format!(
+                "cannot start the refresh thread ({e}); the lock was kept only as long as its TTL"
+            )),
+            None => {}
+        }
+        self.finish(main, ended)
     }
-    // A job stopped by --max-hold gets no --min-hold on top.
-    if timed_out || !hold_on(&mut quorum, &token, acquired_at, &cfg, &log) {
-        release(&mut quorum, &token, &cfg.key, &log);
+
+    /// After COMMAND: release (or keep for `--min-hold`), and the exit code.
+    fn finish(&self, main: &mut Quorum, ended: crate::supervise::Ended) -> Result<Exit, Failure> {
+        match ended.lost {
+            Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
+            // Not confirmed is not known lost: give it back if we still can.
+            Some(Loss::Unconfirmed | Loss::Suspended) => {
+                main.release(self.token, 1);
+                return Ok(Exit::LockLost);
+            }
+            None => {}
+        }
+        // A job stopped by --max-hold gets no --min-hold on top.
+        if ended.max_hold || !self.hold_on(main) {
+            self.release(main);
+        }
+        Ok(if ended.max_hold {
+            Exit::MaxHold
+        } else {
+            ended.exit
+        })
     }
-    Ok(if timed_out { Exit::MaxHold } else { exit })
+
+    /// `--min-hold`: if COMMAND ended early, keep the lock until `min-hold`
+    /// after acquiring it, by setting its expiry to the rest. Whether it did.
+    fn hold_on(&self, main: &mut Quorum) -> bool {
+        let key = &self.cfg.key;
+        let Some(rest) = self
+            .cfg
+            .min_hold
+            .and_then(|min| min.checked_sub(self.acquired.acquired_at.elapsed()))
+            .filter(|rest| *rest >= Duration::from_millis(1))
+        else {
+            return false;
+        };
+        match main.extend_for(self.token, rest) {
+            Extend::Extended(_) => {
+                self.log.emit(
+                    Ev::MinHold,
+                    format!("keeping lock '{key}' for {} more (--min-hold)", show(rest)),
+                    &[ms("hold_ms", rest)],
+                );
+                true
+            }
+            Extend::Lost(_) => {
+                self.log.warn(format!(
+                    "lock '{key}' was already gone at exit; --min-hold cannot keep it"
+                ));
+                true
+            }
+            Extend::Failed(e) => {
+                self.log.warn(format!(
+                    "cannot keep lock '{key}' for --min-hold ({e:#}); releasing it"
+                ));
+                false
+            }
+        }
+    }
+
+    /// Release on every node and say so if anything was not as expected.
+    fn release(&self, main: &mut Quorum) {
+        let key = &self.cfg.key;
+        let Released {
+            ours,
+            replaced,
+            gone,
+            errors,
+        } = main.release(self.token, 3);
+        if replaced > 0 {
+            self.log.emit(
+                Ev::ReleaseFailed,
+                format!(
+                    "lock '{key}' was held by another token at release and was left alone; \
+                     COMMAND may have run unprotected since the last refresh"
+                ),
+                &[field("error", "replaced")],
+            );
+        } else if ours == 0 && gone > 0 {
+            self.log.emit(
+                Ev::ReleaseFailed,
+                format!("lock '{key}' had already expired at release"),
+                &[field("error", "expired")],
+            );
+        }
+        for e in errors {
+            self.log.emit(
+                Ev::ReleaseFailed,
+                format!("could not release lock '{key}' ({e:#}); its TTL will clean up"),
+                &[field("error", format!("{e:#}"))],
+            );
+        }
+        if ours > 0 {
+            self.log
+                .emit(Ev::Released, format!("released lock '{key}'"), &[]);
+        }
+    }
 }
 
 /// `--on-unavailable run`: COMMAND without a lock (and without a fence).
-fn run_unlocked(cfg: &RunConfig, signals: &SignalRelay, log: &Log) -> Result<Exit, Failure> {
-    let spawned = spawn(cfg, &[("REDLOCK_KEY", cfg.key.as_str())])?;
-    signals.forward_to(spawned.group.clone());
-    let max_hold = max_hold_timer(cfg, &spawned, log);
-    let exit = finish(spawned, || false, cfg, log);
-    Ok(if max_hold.is_some_and(StopTimer::stop) {
+fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
+    let job = spawn(cfg, &[("REDLOCK_KEY", cfg.key.as_str())])?;
+    let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
+        .max_hold(cfg.max_hold)
+        .run();
+    Ok(if ended.max_hold {
         Exit::MaxHold
     } else {
-        exit
+        ended.exit
     })
 }
 
-fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Spawned, Failure> {
+fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Job, Failure> {
     child::spawn(&cfg.argv, env).map_err(|e| {
         let exit = child::spawn_error_exit(&e);
+        let program = cfg.argv.first().map(|p| p.to_string_lossy());
         Failure {
             exit,
             error: anyhow::Error::new(e)
-                .context(format!("cannot run '{}'", cfg.argv[0].to_string_lossy())),
+                .context(format!("cannot run '{}'", program.unwrap_or_default())),
         }
     })
-}
-
-/// `--max-hold`: stop COMMAND when it has run for that long.
-fn max_hold_timer(cfg: &RunConfig, spawned: &Spawned, log: &Log) -> Option<StopTimer> {
-    let limit = cfg.max_hold?;
-    let (log, grace) = (*log, cfg.timing.kill_after);
-    let announce = move || {
-        log.error(format!(
-            "COMMAND still runs after --max-hold {}; stopping it (SIGTERM, SIGKILL after {}), exit 124",
-            show(limit),
-            show(grace)
-        ))
-    };
-    match StopTimer::start(spawned.group.clone(), limit, grace, announce) {
-        Ok(timer) => Some(timer),
-        Err(e) => {
-            // Never let COMMAND run past --max-hold unnoticed.
-            log.error(format!(
-                "cannot start the --max-hold timer ({e}); stopping COMMAND"
-            ));
-            spawned.group.signal(Signal::SIGKILL);
-            None
-        }
-    }
-}
-
-/// Wait for COMMAND and everything in its group to be gone, then reap it.
-/// The lock stays held (and refreshed) all the while.
-fn finish(spawned: Spawned, lost: impl Fn() -> bool, cfg: &RunConfig, log: &Log) -> Exit {
-    spawned.wait_exit();
-    let left = spawned.stop_leftovers(cfg.timing.kill_after);
-    // After a loss the group is being stopped anyway: no news.
-    if left > 0 && !lost() {
-        log.warn(format!(
-            "COMMAND exited but left {left} process(es) in its group; stopped them before releasing the lock"
-        ));
-    }
-    spawned.reap()
-}
-
-/// `--min-hold`: if COMMAND ended early, keep the lock until `min-hold`
-/// after acquiring it, by setting its expiry to the rest. Whether it did.
-fn hold_on(
-    quorum: &mut Quorum,
-    token: &str,
-    acquired_at: Instant,
-    cfg: &RunConfig,
-    log: &Log,
-) -> bool {
-    let Some(rest) = cfg
-        .min_hold
-        .and_then(|min| min.checked_sub(acquired_at.elapsed()))
-    else {
-        return false;
-    };
-    if rest < Duration::from_millis(1) {
-        return false;
-    }
-    match quorum.extend_for(token, rest) {
-        Extend::Extended(_) => {
-            log.info(format!(
-                "keeping lock '{}' for {} more (--min-hold)",
-                cfg.key,
-                show(rest)
-            ));
-            true
-        }
-        Extend::Lost(_) => {
-            log.warn(format!(
-                "lock '{}' was already gone at exit; --min-hold cannot keep it",
-                cfg.key
-            ));
-            true
-        }
-        Extend::Failed(e) => {
-            log.warn(format!(
-                "cannot keep lock '{}' for --min-hold ({e:#}); releasing it",
-                cfg.key
-            ));
-            false
-        }
-    }
-}
-
-/// Release on every node and say so if anything was not as expected.
-fn release(quorum: &mut Quorum, token: &str, key: &str, log: &Log) {
-    let Released {
-        ours,
-        replaced,
-        gone,
-        errors,
-    } = quorum.release(token, 3);
-    if replaced > 0 {
-        log.error(format!(
-            "lock '{key}' was held by another token at release and was left alone; \
-             COMMAND may have run unprotected since the last refresh"
-        ));
-    } else if ours == 0 && gone > 0 {
-        log.warn(format!("lock '{key}' had already expired at release"));
-    }
-    for e in errors {
-        log.warn(format!(
-            "could not release lock '{key}' ({e:#}); its TTL will clean up"
-        ));
-    }
-    if ours > 0 {
-        log.info(format!("released lock '{key}'"));
-    }
 }
 
 fn holder(cfg: &RunConfig) -> Holder {
@@ -274,13 +312,7 @@ fn holder(cfg: &RunConfig) -> Holder {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown".into());
-    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| nix::unistd::getuid().to_string());
-    let mut command = cfg.display.clone();
+    let mut command = crate::config::scrub(&cfg.display);
     if command.len() > 1000 {
         let cut = (0..=1000)
             .rev()
@@ -292,8 +324,20 @@ fn holder(cfg: &RunConfig) -> Holder {
     Holder {
         host,
         pid: std::process::id(),
-        user,
+        user: user(),
         command,
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+    }
+}
+
+/// Who we run as, without an NSS lookup on the start-up path (it costs
+/// a read of nsswitch.conf and /etc/passwd, or a round trip to nscd, on
+/// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them,
+/// else the numeric uid.
+fn user() -> String {
+    let uid = nix::unistd::getuid();
+    match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
+        Ok(name) if !name.is_empty() && name.len() <= 64 => name,
+        _ => uid.to_string(),
     }
 }

@@ -1,71 +1,205 @@
-//! Signals received by redlock-run: SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-//! SIGUSR1 and SIGUSR2.
+//! The signals redlock-run reacts to, delivered on a self-pipe that the
+//! main thread's loop polls (no thread of their own).
 //!
-//! Before COMMAND runs they are queued for the main thread (waiting for a
-//! busy lock stops at once). Once COMMAND runs they are passed to its
-//! process group as the same signal; the lock stays held until it exits.
+//! - Forwarded: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2. Before
+//!   COMMAND runs they end a wait (128 + N); once it runs they are passed
+//!   to its process group.
+//! - Job control: SIGTSTP, SIGTTIN, SIGTTOU stop COMMAND's group with us;
+//!   SIGCONT wakes the loop to check the lease before COMMAND continues.
+//! - SIGCHLD: COMMAND (or something it left behind) changed state.
+//!
+//! A signal that was ignored when redlock-run started (`nohup`, `cmd &` in
+//! a script) is not caught: it stays ignored, for us and for COMMAND, as
+//! flock and nohup users expect.
 
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-use signal_hook::iterator::Signals;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use signal_hook::consts::{
+    SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
+};
+use signal_hook::iterator::backend::SignalDelivery;
+use signal_hook::iterator::exfiltrator::SignalOnly;
 
-use crate::child::ChildGroup;
+/// Passed on to COMMAND's process group.
+pub const FORWARDED: [i32; 6] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
 
-pub const HANDLED: [i32; 6] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
+/// Stop COMMAND with us.
+pub const JOB_CONTROL: [i32; 3] = [SIGTSTP, SIGTTIN, SIGTTOU];
 
-pub struct SignalRelay {
-    queued: Receiver<i32>,
-    /// Where signals go once COMMAND runs. The signal thread decides
-    /// "queue or forward" under this lock, so none falls between the two.
-    target: Arc<Mutex<Option<Arc<ChildGroup>>>>,
+/// What the loop is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A signal to pass on (or, before COMMAND runs, to stop for).
+    Forward(i32),
+    /// A job-control stop request.
+    Stop(i32),
+    /// We were continued after a stop.
+    Continued,
+    /// A child changed state.
+    Child,
 }
 
-impl SignalRelay {
-    /// Catch the signals, on a thread of their own.
-    pub fn start() -> std::io::Result<SignalRelay> {
-        let mut signals = Signals::new(HANDLED)?;
-        let (tx, queued) = mpsc::channel();
-        let target: Arc<Mutex<Option<Arc<ChildGroup>>>> = Arc::default();
-        let forward_to = Arc::clone(&target);
-        std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || {
-                for sig in signals.forever() {
-                    let group = forward_to.lock().unwrap_or_else(PoisonError::into_inner);
-                    match (group.as_ref(), Signal::try_from(sig)) {
-                        (Some(group), Ok(sig)) => group.signal(sig),
-                        _ => {
-                            let _ = tx.send(sig);
-                        }
-                    }
-                }
-            })?;
-        Ok(SignalRelay { queued, target })
+/// The caught signals: poll [`Signals::fd`], then [`Signals::take`].
+pub struct Signals {
+    delivery: RefCell<SignalDelivery<UnixStream, SignalOnly>>,
+    /// Taken from the pipe but not yet handed out.
+    queue: RefCell<VecDeque<Event>>,
+}
+
+impl Signals {
+    /// Catch every signal of interest that is not ignored now.
+    pub fn start() -> io::Result<Signals> {
+        let caught: Vec<i32> = FORWARDED
+            .iter()
+            .chain(&JOB_CONTROL)
+            .copied()
+            .filter(|&sig| !ignored(sig))
+            .chain([SIGCONT, SIGCHLD])
+            .collect();
+        let (read, write) = UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        let delivery = SignalDelivery::with_pipe(read, write, SignalOnly, caught)?;
+        Ok(Signals {
+            delivery: RefCell::new(delivery),
+            queue: RefCell::default(),
+        })
     }
 
-    /// Sleep for up to `d`; a signal ends the sleep and is returned.
-    pub fn sleep(&self, d: Duration) -> Option<i32> {
-        self.queued.recv_timeout(d).ok()
+    /// Readable when a signal has arrived.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the pipe lives as long as `self`; the borrow is tied to it.
+        let delivery = self.delivery.borrow();
+        let raw = std::os::fd::AsRawFd::as_raw_fd(delivery.get_read());
+        unsafe { BorrowedFd::borrow_raw(raw) }
     }
 
-    /// A signal received and not yet handled, if any.
+    /// Everything that arrived, without blocking.
+    pub fn take(&self) -> Vec<Event> {
+        self.fill();
+        self.queue.borrow_mut().drain(..).collect()
+    }
+
+    /// A forwarded signal that arrived and was not handled yet, if any.
+    /// Job-control stops are obeyed on the spot (we are not running
+    /// COMMAND yet); child and continue notices are dropped.
     pub fn pending(&self) -> Option<i32> {
-        self.queued.try_recv().ok()
-    }
-
-    /// From now on pass every signal to `group`, including any that arrived
-    /// while COMMAND was being started.
-    pub fn forward_to(&self, group: Arc<ChildGroup>) {
-        let mut target = self.target.lock().unwrap_or_else(PoisonError::into_inner);
-        *target = Some(Arc::clone(&group));
-        while let Ok(sig) = self.queued.try_recv() {
-            if let Ok(sig) = Signal::try_from(sig) {
-                group.signal(sig);
+        self.fill();
+        loop {
+            let event = self.queue.borrow_mut().pop_front()?;
+            match event {
+                Event::Forward(sig) => return Some(sig),
+                Event::Stop(_) => stop_self(),
+                Event::Continued | Event::Child => {}
             }
         }
+    }
+
+    /// Sleep for up to `d`; a forwarded signal ends the sleep and is returned.
+    pub fn sleep(&self, d: Duration) -> Option<i32> {
+        let end = Instant::now() + d;
+        loop {
+            if let Some(sig) = self.pending() {
+                return Some(sig);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            wait_readable(self.fd(), left);
+        }
+    }
+
+    fn fill(&self) {
+        let mut delivery = self.delivery.borrow_mut();
+        let mut queue = self.queue.borrow_mut();
+        for sig in delivery.pending() {
+            queue.push_back(match sig {
+                SIGCHLD => Event::Child,
+                SIGCONT => Event::Continued,
+                s if JOB_CONTROL.contains(&s) => Event::Stop(s),
+                s => Event::Forward(s),
+            });
+        }
+    }
+}
+
+/// Block until `fd` is readable or `timeout` passes (EINTR ends it too).
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, poll_timeout(timeout));
+}
+
+/// A poll timeout, rounded up to whole milliseconds so that a wake-up is
+/// never early, and capped at what poll takes.
+pub fn poll_timeout(d: Duration) -> PollTimeout {
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+}
+
+/// Stop this process (as the default action of SIGTSTP would, which we
+/// replaced by catching it). Returns once we are continued.
+pub fn stop_self() {
+    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+}
+
+/// Whether `sig` is ignored right now (as inherited from our parent).
+pub fn ignored(sig: i32) -> bool {
+    let Ok(signal) = Signal::try_from(sig) else {
+        return false;
+    };
+    let probe = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    // SAFETY: sigaction swaps in SIG_IGN and straight back: no handler of
+    // ours runs in between, and the previous action is restored as it was.
+    unsafe {
+        match sigaction(signal, &probe) {
+            Ok(previous) => {
+                let _ = sigaction(signal, &previous);
+                matches!(previous.handler(), SigHandler::SigIgn)
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// For helper threads: block SIGTTOU (a write to a terminal that has
+/// `stty tostop` set then goes through instead of stopping the process)
+/// and every signal we catch (their handlers then run on the main thread,
+/// and no blocking call of this thread fails with EINTR).
+pub fn block_in_this_thread() {
+    let mut set = SigSet::empty();
+    for sig in FORWARDED
+        .iter()
+        .chain(&JOB_CONTROL)
+        .chain(&[SIGCONT, SIGCHLD])
+    {
+        if let Ok(sig) = Signal::try_from(*sig) {
+            set.add(sig);
+        }
+    }
+    let _ = set.thread_block();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_timeouts_round_up() {
+        assert_eq!(
+            poll_timeout(Duration::from_micros(1)),
+            PollTimeout::try_from(1).unwrap()
+        );
+        assert_eq!(poll_timeout(Duration::ZERO), PollTimeout::ZERO);
+        assert_eq!(
+            poll_timeout(Duration::from_secs(u64::MAX)),
+            PollTimeout::MAX
+        );
     }
 }

@@ -13,18 +13,19 @@ use anyhow::anyhow;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Cmd;
-use crate::config::{Conn, Verbosity};
+use crate::config::Conn;
 use crate::exit::{Exit, Failure};
 use crate::lock::{join_errors, Forced, Inspected, LockKeys, Quorum, Slot};
 use crate::log::short;
 use crate::log::Log;
+use crate::log::Verbosity;
 
 /// Connect and command timeout per node: an operator at a terminal should
 /// not wait long for a dead server, but a busy one deserves a moment.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
-    let log = Log::new(conn.verbosity);
+    let log = conn.log();
     // The quorum's own key and TTL are unused: admin calls name their keys.
     let mut quorum = Quorum::new(
         &conn.endpoints,

@@ -18,7 +18,7 @@ use crate::exit::{Exit, Failure};
 use crate::lock::{Attempt, BusyInfo, Holder, Lease, Quorum, Wakeups};
 use crate::log::short;
 use crate::log::Log;
-use crate::signals::SignalRelay;
+use crate::signals::Signals as SignalRelay;
 
 /// How waiting ended, when it did not fail.
 pub enum Waited {

@@ -333,6 +333,7 @@ mod tests {
             prefix: "p:".into(),
             verbose: false,
             quiet: false,
+            log_format: crate::log::Format::Text,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,

@@ -1,0 +1,219 @@
+//! Every event redlock-run writes on stderr, with its stable name, its
+//! level and what it means. The README and the man page list them from
+//! [`Ev::ALL`]; a test fails when one is missing there.
+
+use super::Level;
+
+/// The events of a run's life (and of the admin commands).
+#[allow(dead_code)] // Waiting and Nested: wired with the lock layer's rework.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    RandomDelay,
+    Waiting,
+    Acquired,
+    Nested,
+    Busy,
+    Unavailable,
+    Refused,
+    RunningUnlocked,
+    Refreshed,
+    RefreshFailed,
+    Lost,
+    Stopping,
+    SignalForwarded,
+    Suspended,
+    CommandExited,
+    LeftoversStopped,
+    MinHold,
+    MaxHold,
+    Released,
+    ReleaseFailed,
+    Warning,
+    Note,
+    Error,
+}
+
+#[allow(dead_code)] // ALL, fields, meaning: read by the docs.
+impl Ev {
+    /// Every event, in the order of a run's life.
+    pub const ALL: [Ev; 23] = [
+        Ev::RandomDelay,
+        Ev::Waiting,
+        Ev::Acquired,
+        Ev::Nested,
+        Ev::Busy,
+        Ev::Unavailable,
+        Ev::Refused,
+        Ev::RunningUnlocked,
+        Ev::Refreshed,
+        Ev::RefreshFailed,
+        Ev::Lost,
+        Ev::Stopping,
+        Ev::SignalForwarded,
+        Ev::Suspended,
+        Ev::CommandExited,
+        Ev::LeftoversStopped,
+        Ev::MinHold,
+        Ev::MaxHold,
+        Ev::Released,
+        Ev::ReleaseFailed,
+        Ev::Warning,
+        Ev::Note,
+        Ev::Error,
+    ];
+
+    /// Name, level, typed fields, and what it means.
+    fn row(self) -> (&'static str, Level, &'static str, &'static str) {
+        use Level::*;
+        match self {
+            Ev::RandomDelay => (
+                "random_delay",
+                Info,
+                "delay_ms",
+                "sleeping before the first attempt (--random-delay)",
+            ),
+            Ev::Waiting => (
+                "waiting",
+                Info,
+                "holder",
+                "the lock is busy; waiting for it",
+            ),
+            Ev::Acquired => (
+                "acquired",
+                Info,
+                "fence, wait_ms, ttl_ms",
+                "the lock is ours",
+            ),
+            Ev::Nested => (
+                "nested",
+                Info,
+                "fence",
+                "a run inside COMMAND under the same lock: runs at once",
+            ),
+            Ev::Busy => (
+                "busy",
+                Warn,
+                "holder",
+                "still busy when --wait ran out: exit 75 (or -E)",
+            ),
+            Ev::Unavailable => (
+                "unavailable",
+                Error,
+                "",
+                "Redis could not be reached: exit 69",
+            ),
+            Ev::Refused => (
+                "refused",
+                Error,
+                "",
+                "Redis refused us (authentication, permission, read-only, script): exit 77",
+            ),
+            Ev::RunningUnlocked => (
+                "running_unlocked",
+                Error,
+                "",
+                "--on-unavailable run: COMMAND runs WITHOUT the lock",
+            ),
+            Ev::Refreshed => ("refreshed", Info, "ttl_ms", "the lock was refreshed"),
+            Ev::RefreshFailed => (
+                "refresh_failed",
+                Info,
+                "error",
+                "a refresh failed and will be retried",
+            ),
+            Ev::Lost => (
+                "lost",
+                Error,
+                "reason",
+                "the lock was lost; COMMAND is being stopped: exit 70",
+            ),
+            Ev::Stopping => (
+                "stopping",
+                Info,
+                "reason, grace_ms",
+                "COMMAND gets SIGTERM, then SIGKILL after the grace",
+            ),
+            Ev::SignalForwarded => (
+                "signal_forwarded",
+                Info,
+                "signal",
+                "a signal was passed on to COMMAND's process group",
+            ),
+            Ev::Suspended => (
+                "suspended",
+                Info,
+                "signal",
+                "stopped (job control) together with COMMAND",
+            ),
+            Ev::CommandExited => ("command_exited", Info, "exit, signal", "COMMAND ended"),
+            Ev::LeftoversStopped => (
+                "leftovers_stopped",
+                Warn,
+                "count",
+                "processes COMMAND left behind were stopped before the release",
+            ),
+            Ev::MinHold => (
+                "min_hold",
+                Info,
+                "hold_ms",
+                "the lock is kept a while after COMMAND ended (--min-hold)",
+            ),
+            Ev::MaxHold => (
+                "max_hold",
+                Error,
+                "max_hold_ms, grace_ms",
+                "COMMAND ran past --max-hold and is being stopped: exit 124",
+            ),
+            Ev::Released => ("released", Info, "", "the lock was given back"),
+            Ev::ReleaseFailed => (
+                "release_failed",
+                Warn,
+                "error",
+                "the lock could not be given back (its TTL cleans up), or was not ours any more",
+            ),
+            Ev::Warning => ("warning", Warn, "", "anything else a user should know"),
+            Ev::Note => ("note", Info, "", "anything else, shown with -v"),
+            Ev::Error => (
+                "error",
+                Error,
+                "",
+                "any other error: usage, a bug, COMMAND not runnable",
+            ),
+        }
+    }
+
+    /// The stable snake_case name.
+    pub fn name(self) -> &'static str {
+        self.row().0
+    }
+
+    pub fn level(self) -> Level {
+        self.row().1
+    }
+
+    /// The names of its typed fields, comma-separated.
+    pub fn fields(self) -> &'static str {
+        self.row().2
+    }
+
+    /// What it means, for the docs.
+    pub fn meaning(self) -> &'static str {
+        self.row().3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_snake_case() {
+        let mut names: Vec<&str> = Ev::ALL.iter().map(|e| e.name()).collect();
+        assert!(names
+            .iter()
+            .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Ev::ALL.len());
+    }
+}

@@ -1,0 +1,97 @@
+//! The one writer of redlock-run's own stderr lines: a thread with a
+//! bounded queue, so that no other thread ever blocks on stderr.
+//!
+//! A stalled reader (a log shipper, a container runtime's blocking log
+//! mode) or `stty tostop` with COMMAND in the foreground must not freeze
+//! the thread that refreshes the lock or stops COMMAND. Lines are queued
+//! without blocking; when the queue is full they are dropped and counted,
+//! and the count is written once the reader catches up. The thread is
+//! started by the first line, so a quiet run starts no thread at all.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Lines that may wait for a slow reader before new ones are dropped.
+const QUEUE: usize = 256;
+
+struct Writer {
+    queue: SyncSender<Vec<u8>>,
+    /// Lines queued and not yet written (or given up on).
+    pending: AtomicUsize,
+    /// Lines dropped since the last report.
+    dropped: AtomicU64,
+}
+
+static WRITER: OnceLock<Option<Writer>> = OnceLock::new();
+
+/// Queue `line` (with its newline) for stderr; never blocks on the reader.
+pub fn write(line: Vec<u8>) {
+    let Some(writer) = writer() else {
+        return;
+    };
+    writer.pending.fetch_add(1, Ordering::SeqCst);
+    match writer.queue.try_send(line) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            writer.pending.fetch_sub(1, Ordering::SeqCst);
+            writer.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Wait up to `limit` for the queued lines to be written (at exit).
+pub fn flush(limit: Duration) {
+    let Some(Some(writer)) = WRITER.get() else {
+        return;
+    };
+    let end = Instant::now() + limit;
+    while writer.pending.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn writer() -> Option<&'static Writer> {
+    WRITER.get_or_init(start).as_ref()
+}
+
+/// Start the writer thread; `None` (lines are dropped) if it cannot start.
+fn start() -> Option<Writer> {
+    let (queue, lines) = mpsc::sync_channel(QUEUE);
+    std::thread::Builder::new()
+        .name("stderr".into())
+        .stack_size(64 * 1024)
+        .spawn(move || run(lines))
+        .ok()?;
+    Some(Writer {
+        queue,
+        pending: AtomicUsize::new(0),
+        dropped: AtomicU64::new(0),
+    })
+}
+
+fn run(lines: Receiver<Vec<u8>>) {
+    // With `stty tostop` a background write raises SIGTTOU, which would
+    // stop the whole process; blocked, the kernel lets the write through.
+    crate::signals::block_in_this_thread();
+    let mut reported = 0;
+    for line in lines {
+        let mut err = std::io::stderr().lock();
+        // A closed stderr (`2>&-`, `| head`) is not a reason to die.
+        let _ = err.write_all(&line);
+        if let Some(Some(writer)) = WRITER.get() {
+            let dropped = writer.dropped.load(Ordering::Relaxed);
+            if dropped > reported {
+                let note = format!(
+                    "redlock-run: {} line(s) of this log were dropped: stderr was not being read\n",
+                    dropped - reported
+                );
+                let _ = err.write_all(note.as_bytes());
+                reported = dropped;
+            }
+            writer.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
