@@ -6,7 +6,10 @@ mod config;
 mod docs;
 mod exit;
 mod lock;
+// Not wired into the run mode yet: `--metrics-textfile` comes with it.
 mod log;
+#[allow(dead_code)]
+mod metrics;
 mod redlock;
 mod refresh;
 mod run;
