@@ -7,6 +7,7 @@ mod docs;
 mod exit;
 mod lock;
 mod log;
+mod metrics;
 mod refresh;
 mod run;
 mod signals;

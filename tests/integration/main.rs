@@ -12,6 +12,7 @@ mod fleet;
 mod generated;
 mod harness;
 mod limit;
+mod metrics_file;
 mod readme;
 mod redlock;
 mod run;

@@ -2,11 +2,13 @@
 //! helpers for running the `redlock-run` binary.
 
 mod docs;
+mod prom;
 mod run;
 mod server;
 mod tools;
 
 pub use docs::*;
+pub use prom::*;
 pub use run::*;
 pub use server::*;
 pub use tools::*;
