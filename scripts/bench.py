@@ -1083,7 +1083,7 @@ def targets(u, c, r, p, v):
         fc = c["flock"]
         out.append((f"hand-over median <= 1.3x flock's ({rc['median'] * 1000:.2f} vs {fc['median'] * 1000:.2f} ms = {rc['median'] / fc['median']:.2f}x)", rc["median"] <= 1.3 * fc["median"]))
         out.append((f"hand-over p99 <= 3x flock's p99 ({rc['p99'] * 1000:.2f} vs {fc['p99'] * 1000:.2f} ms = {rc['p99'] / fc['p99']:.2f}x)", rc["p99"] <= 3 * fc["p99"]))
-        out.append((f"contended total <= 1.05x flock's ({rc['total']:.2f} vs {fc['total']:.2f} s = {rc['total'] / fc['total']:.2f}x)", rc["total"] <= 1.05 * fc["total"]))
+        out.append((f"contended total <= 1.05x flock's ({rc['total']:.3f} vs {fc['total']:.3f} s = {rc['total'] / fc['total']:.3f}x)", rc["total"] <= 1.05 * fc["total"]))
     rises = {n: b - a for n, (a, b) in process_rises(p).items()}
     others = "; ".join(f"{n} {x * 1000:+.2f} ms" for n, x in rises.items() if n != "redlock-run")
     out.append((f"with {p['count']} extra processes the overhead rises <= 0.1 ms (redlock-run {rises['redlock-run'] * 1000:+.2f} ms"
