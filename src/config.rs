@@ -16,6 +16,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
 use crate::log::{Format, Log, Verbosity};
+use crate::metrics::Metrics;
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -68,6 +69,8 @@ pub struct RunConfig {
     pub on_unavailable: OnUnavailable,
     /// Replicas that must confirm each write (0: none).
     pub replicas: u32,
+    /// `--metrics-textfile`: where the run's metrics go.
+    pub metrics: Option<Metrics>,
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -259,6 +262,16 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             timing::check(option, value).map_err(invalid)?;
         }
     }
+    // Checked here, before anything is sent to Redis.
+    let metrics = match &args.metrics_textfile {
+        Some(dir) => Some(Metrics::open(dir, &key).map_err(|why| {
+            usage(format!(
+                "invalid value '{}' for '--metrics-textfile <DIR>': {why}",
+                dir.display()
+            ))
+        })?),
+        None => None,
+    };
     let wait = match (args.no_wait, args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
@@ -301,6 +314,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
         on_unavailable: args.on_unavailable,
         replicas: args.replicas,
+        metrics,
     })
 }
 

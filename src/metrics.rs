@@ -145,6 +145,7 @@ impl Metrics {
     }
 
     /// The `.prom` file this KEY writes.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

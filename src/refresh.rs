@@ -109,7 +109,6 @@ impl Lease {
     }
 
     /// Refreshes that failed (and were retried) so far.
-    #[allow(dead_code)] // read by the metrics file
     pub fn refresh_failures(&self) -> u64 {
         self.refresh_failures.load(Ordering::Relaxed)
     }

@@ -12,6 +12,7 @@ use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released};
 use crate::log::{field, ms, show, Ev, Log};
+use crate::metrics::{Finished, Metrics, Outcome};
 use crate::refresh::{Lease, Loss, Refresher};
 use crate::signals::Signals;
 use crate::supervise::{Guard, Supervisor};
@@ -24,6 +25,71 @@ const REFRESHER_AFTER: Duration = Duration::from_millis(20);
 
 pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
     let log = log.for_key(&cfg.key);
+    let mut record = Record::default();
+    let result = run_recorded(&conn, &cfg, &log, &mut record);
+    if let Some(metrics) = &cfg.metrics {
+        record.finish(metrics, &result, &log);
+    }
+    result
+}
+
+/// What the metrics file is told about a run.
+#[derive(Default)]
+struct Record {
+    /// When the lock was acquired (or COMMAND started without it).
+    start: Option<SystemTime>,
+    wait: Duration,
+    fence: Option<i64>,
+    refresh_failures: u64,
+}
+
+impl Record {
+    fn acquired(&mut self, cfg: &RunConfig, wait: Duration, fence: i64, log: &Log) {
+        self.start = Some(SystemTime::now());
+        self.wait = wait;
+        self.fence = Some(fence);
+        if let Some(metrics) = &cfg.metrics {
+            if let Err(e) = metrics.acquired(SystemTime::now(), wait, fence) {
+                log.warn(format!("cannot write the metrics file: {e}"));
+            }
+        }
+    }
+
+    fn finish(self, metrics: &Metrics, result: &Result<Exit, Failure>, log: &Log) {
+        let exit = match result {
+            Ok(exit) => *exit,
+            Err(failure) => failure.exit,
+        };
+        let outcome = match exit {
+            Exit::Success | Exit::Child(0) => Outcome::Ok,
+            Exit::Busy(_) => Outcome::Busy,
+            Exit::Unavailable | Exit::Refused => Outcome::Unavailable,
+            Exit::LockLost => Outcome::Lost,
+            Exit::MaxHold => Outcome::MaxHold,
+            Exit::Signaled(_) => Outcome::Signaled,
+            _ => Outcome::Failed,
+        };
+        let finished = Finished {
+            outcome,
+            start: self.start,
+            end: SystemTime::now(),
+            exit_code: i32::from(exit.code()),
+            wait: self.wait,
+            fence: self.fence,
+            refresh_failures: self.refresh_failures,
+        };
+        if let Err(e) = metrics.finished(&finished) {
+            log.warn(format!("cannot write the metrics file: {e}"));
+        }
+    }
+}
+
+fn run_recorded(
+    conn: &Conn,
+    cfg: &RunConfig,
+    log: &Log,
+    record: &mut Record,
+) -> Result<Exit, Failure> {
     let signals = Signals::start().context("cannot set up signal handling")?;
     if let Some(spread) = cfg.random_delay {
         // A fleet's cron entries fire in the same second; spread them out.
@@ -57,11 +123,11 @@ pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
     let waited = wait::acquire(
         &mut main,
         &token,
-        &holder(&cfg),
+        &holder(cfg),
         cfg.wait,
         &cfg.key,
         &signals,
-        &log,
+        log,
     );
     let acquired = match waited {
         Ok(Waited::Acquired(lease)) => lease,
@@ -88,10 +154,12 @@ pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
                 ),
                 &[],
             );
-            return run_unlocked(&cfg, &signals, &log);
+            record.start = Some(SystemTime::now());
+            return run_unlocked(cfg, &signals, log);
         }
         Err(failure) => return Err(failure),
     };
+    record.acquired(cfg, started.elapsed(), acquired.fence, log);
     log.emit(
         Ev::Acquired,
         format!("acquired lock '{}' (fence {})", cfg.key, acquired.fence),
@@ -102,13 +170,13 @@ pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
         ],
     );
     let held = Held {
-        cfg: &cfg,
-        log: &log,
+        cfg,
+        log,
         signals: &signals,
         token: &token,
         acquired,
     };
-    held.run(&mut main, quorum)
+    held.run(&mut main, quorum, record)
 }
 
 /// The lock is ours: run COMMAND under it, then give it back.
@@ -121,7 +189,12 @@ struct Held<'a> {
 }
 
 impl Held<'_> {
-    fn run(self, main: &mut Quorum, fresh: impl Fn() -> Quorum) -> Result<Exit, Failure> {
+    fn run(
+        self,
+        main: &mut Quorum,
+        fresh: impl Fn() -> Quorum,
+        record: &mut Record,
+    ) -> Result<Exit, Failure> {
         let timing = self.cfg.timing;
         // A signal while acquiring, or a lease used up before COMMAND could
         // start (we were stopped, or Redis was slow): COMMAND never starts.
@@ -182,6 +255,7 @@ impl Held<'_> {
             )),
             None => {}
         }
+        record.refresh_failures = lease.refresh_failures();
         self.finish(main, ended)
     }
 
