@@ -1,0 +1,445 @@
+//! The promise under real operations: job-control stops, a stalled
+//! stderr, no /proc, processes that leave the group, inherited signal
+//! dispositions, and durations that could wrap. Each test breaks
+//! something real and checks what a user would see.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = redlock(&server.url());
+    cmd.args(["--key", key])
+        .args(extra)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+fn read_pid(dir: &TestDir, name: &str) -> i32 {
+    let mut pid = None;
+    let found = wait_until(LONG, || {
+        pid = dir.read(name).and_then(|s| s.trim().parse().ok());
+        pid.is_some()
+    });
+    assert!(found, "{name} never written");
+    pid.unwrap()
+}
+
+/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// A job that writes its pid, then ticks into a file every 20 ms.
+fn ticking(dir: &TestDir) -> String {
+    format!(
+        "echo $$ > '{pid}'; while :; do echo tick >> '{ticks}'; sleep 0.02; done",
+        pid = dir.file("pid").display(),
+        ticks = dir.file("ticks").display(),
+    )
+}
+
+fn ticks(dir: &TestDir) -> usize {
+    dir.read("ticks").map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn job_control_stops_take_the_job_with_them() {
+    let server = RedisServer::start();
+    for sig in [Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU] {
+        let dir = TestDir::new();
+        let key = format!("jobctl-{}", sig.as_str());
+        let run = spawn_piped(&mut job(&server, &key, &[], &ticking(&dir)));
+        let child = read_pid(&dir, "pid");
+        run.signal(sig);
+        assert!(
+            wait_until(LONG, || state(run.pid()) == Some('T')),
+            "{sig}: the wrapper did not stop"
+        );
+        assert!(
+            wait_until(LONG, || state(child) == Some('T')),
+            "{sig}: COMMAND runs on while the wrapper is stopped ({:?})",
+            state(child)
+        );
+        run.signal(Signal::SIGCONT);
+        let before = ticks(&dir);
+        assert!(
+            wait_until(LONG, || ticks(&dir) > before + 2),
+            "{sig}: COMMAND was not continued"
+        );
+        kill(Pid::from_raw(child), Signal::SIGKILL).unwrap();
+    }
+}
+
+#[test]
+fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(
+        &server,
+        "stopped",
+        &["--ttl", "1s"],
+        &ticking(&dir),
+    ));
+    let child = read_pid(&dir, "pid");
+    run.signal(Signal::SIGTSTP);
+    assert!(wait_until(LONG, || state(child) == Some('T')));
+    // The lock runs out in Redis while both are stopped; another holder
+    // takes it.
+    let other = run_with_timeout(
+        &mut job(&server, "stopped", &["--wait", "10s"], "echo second"),
+        LONG,
+    );
+    assert_eq!(other.code, Some(0), "{other:?}");
+    let frozen = ticks(&dir);
+    run.signal(Signal::SIGCONT);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("lost"), "{}", out.stderr);
+    assert!(!process_alive(child), "COMMAND outlived its lock");
+    assert_eq!(
+        ticks(&dir),
+        frozen,
+        "COMMAND ran again after its lock was gone"
+    );
+}
+
+/// A pipe whose reader never reads, already full: the next write blocks.
+fn stalled_pipe() -> (OwnedFd, OwnedFd) {
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let flags = nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    let nonblocking = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_SETFL(nonblocking)).unwrap();
+    let mut file = std::fs::File::from(write.try_clone().unwrap());
+    while file.write(&[b'x'; 4096]).is_ok() {}
+    let blocking = nonblocking - nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_SETFL(blocking)).unwrap();
+    (read, write)
+}
+
+#[test]
+fn a_stalled_stderr_does_not_freeze_the_refresher() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (_read, write) = stalled_pipe();
+    // -v writes a line on every refresh, three a second.
+    let mut cmd = job(
+        &server,
+        "stalled",
+        &["-v", "--ttl", "1s"],
+        &format!("sleep 3; touch '{}'", dir.file("done").display()),
+    );
+    let mut run = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write))
+        .spawn()
+        .unwrap();
+    // Past the TTL the lock is still there: refreshed behind the stall.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(
+        exists(&mut server.conn(), "redlock:{stalled}"),
+        "the lock expired under the running job"
+    );
+    assert!(
+        wait_for_file(dir.file("done"), LONG),
+        "the job did not finish"
+    );
+    let end = Instant::now() + LONG;
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "redlock-run hung on its stderr");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_stalled_stderr_does_not_keep_a_lost_lock_running() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (_read, write) = stalled_pipe();
+    let mut cmd = job(&server, "stalled-loss", &["--ttl", "1s"], &ticking(&dir));
+    let mut run = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write))
+        .spawn()
+        .unwrap();
+    let child = read_pid(&dir, "pid");
+    // Someone else takes the lock: the holder must stop its job although
+    // the line saying so cannot be written.
+    let mut conn = server.conn();
+    redis::cmd("SET")
+        .arg("redlock:{stalled-loss}")
+        .arg("thief")
+        .query::<()>(&mut conn)
+        .unwrap();
+    assert!(
+        wait_until(LONG, || !process_alive(child)),
+        "the job ran on after its lock was taken"
+    );
+    let end = Instant::now() + LONG;
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "redlock-run hung on its stderr");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(70));
+}
+
+#[test]
+fn processes_that_leave_the_group_are_stopped_before_release() {
+    let server = RedisServer::start();
+    for (name, start) in [
+        ("setsid", "setsid sh -c 'echo $$ > {pid}; exec sleep 60' &"),
+        ("set-m", "set -m; sh -c 'echo $$ > {pid}; exec sleep 60' &"),
+    ] {
+        let dir = TestDir::new();
+        let script = start.replace("{pid}", &format!("'{}'", dir.file("left").display()))
+            + &format!(
+                " while [ ! -s '{}' ]; do sleep 0.01; done; exit 3",
+                dir.file("left").display()
+            );
+        let out = run_with_timeout(
+            &mut job(&server, name, &["--kill-after", "1s"], &script),
+            LONG,
+        );
+        assert_eq!(out.code, Some(3), "{name}: {out:?}");
+        let left = read_pid(&dir, "left");
+        assert!(
+            !process_alive(left),
+            "{name}: a process that left the group outlived the lock"
+        );
+        assert!(!exists(&mut server.conn(), &format!("redlock:{{{name}}}")));
+    }
+}
+
+/// `redlock-run ARGS` in a private mount namespace whose /proc is empty,
+/// or `None` (with a loud note, or a failure under
+/// REDLOCK_TEST_REQUIRE_TOOLS=1) where unshare is not permitted.
+fn without_proc(args: &[String]) -> Option<Command> {
+    let probe = Command::new("unshare")
+        .args(["-m", "true"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !probe {
+        let note = "unshare -m is not permitted here (needs root and util-linux)";
+        assert!(
+            !tools_required(),
+            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
+        );
+        eprintln!("SKIPPED LOUDLY: {note}: the no-/proc test did not run");
+        return None;
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-m",
+        "sh",
+        "-c",
+        "mount -t tmpfs none /proc && exec \"$@\"",
+        "sh",
+    ])
+    .arg(bin())
+    .args(args)
+    .env_remove("REDLOCK_REDIS_URL")
+    .env_remove("REDIS_URL");
+    Some(cmd)
+}
+
+#[test]
+fn without_proc_leftovers_in_the_group_are_still_stopped() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "sh -c 'echo $$ > {left}; exec sleep 60' & while [ ! -s {left} ]; do sleep 0.01; done; exit 4",
+        left = dir.file("left").display()
+    );
+    let args: Vec<String> = [
+        "--redis",
+        &server.url(),
+        "-k",
+        "noproc",
+        "--kill-after",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let Some(mut cmd) = without_proc(&args) else {
+        return;
+    };
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(4), "{out:?}");
+    let left = read_pid(&dir, "left");
+    assert!(
+        !process_alive(left),
+        "a leftover outlived the lock without /proc"
+    );
+    assert!(!exists(&mut server.conn(), "redlock:{noproc}"));
+}
+
+#[test]
+fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    // A daemon outside the group: it cannot be named without /proc, so the
+    // lock must stay until it is gone.
+    let script = format!(
+        "setsid sh -c 'touch {started}; sleep 3; touch {done}' & \
+         while [ ! -e {started} ]; do sleep 0.01; done; exit 0",
+        started = dir.file("started").display(),
+        done = dir.file("done").display()
+    );
+    let args: Vec<String> = [
+        "--redis",
+        &server.url(),
+        "-k",
+        "noproc-kept",
+        "--kill-after",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let Some(mut cmd) = without_proc(&args) else {
+        return;
+    };
+    let run = spawn_piped(&mut cmd);
+    assert!(wait_for_file(dir.file("started"), LONG));
+    // The leader exited at once; a release would follow within moments.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !dir.file("done").exists() && exists(&mut server.conn(), "redlock:{noproc-kept}"),
+        "released while a descendant still ran"
+    );
+    let mut run = run;
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(dir.file("done").exists(), "{out:?}");
+    assert!(!exists(&mut server.conn(), "redlock:{noproc-kept}"));
+}
+
+/// `redlock-run` started with `sig` ignored, as `nohup` and `cmd &` do.
+fn with_ignored(mut cmd: Command, sig: Signal) -> Command {
+    // SAFETY: only sigaction between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn)?;
+            Ok(())
+        });
+    }
+    cmd
+}
+
+#[test]
+fn signals_ignored_at_start_stay_ignored_for_us_and_the_job() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "echo $$ > '{pid}'; grep SigIgn /proc/$$/status > '{ign}'; sleep 1; echo survived",
+        pid = dir.file("pid").display(),
+        ign = dir.file("ignored").display()
+    );
+    let cmd = with_ignored(job(&server, "nohup", &[], &script), Signal::SIGHUP);
+    let mut cmd = with_ignored(cmd, Signal::SIGPIPE);
+    let mut run = spawn_piped(&mut cmd);
+    read_pid(&dir, "pid");
+    run.signal(Signal::SIGHUP);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("survived"), "{out:?}");
+    let mask = dir.read("ignored").unwrap();
+    let mask = u64::from_str_radix(mask.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_ne!(
+        mask & (1 << (1 - 1)),
+        0,
+        "SIGHUP is not ignored in COMMAND: {mask:x}"
+    );
+    assert_ne!(
+        mask & (1 << (13 - 1)),
+        0,
+        "SIGPIPE is not ignored in COMMAND: {mask:x}"
+    );
+}
+
+#[test]
+fn sigpipe_is_default_for_the_job_when_it_was_for_us() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut job(&server, "pipe", &[], "grep SigIgn /proc/$$/status"),
+        LONG,
+    );
+    let mask = u64::from_str_radix(out.stdout.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_eq!(
+        mask & (1 << (13 - 1)),
+        0,
+        "SIGPIPE ignored in COMMAND: {mask:x}"
+    );
+}
+
+#[test]
+fn durations_that_would_wrap_are_refused_before_redis() {
+    let server = RedisServer::start();
+    for args in [
+        ["--ttl", "18446744073709552s"],
+        ["--min-hold", "18446744073709552s"],
+        ["--max-hold", "500000000y"],
+        ["--refresh", "1ns"],
+        ["--wait", "500000000y"],
+        ["--random-delay", "500000000y"],
+    ] {
+        let out = run_with_timeout(
+            redlock(&server.url())
+                .args(["-k", "wrap"])
+                .args(args)
+                .args(["--", "true"]),
+            LONG,
+        );
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(args[0]), "{args:?}: {}", out.stderr);
+        assert_eq!(dbsize(&mut server.conn()), 0, "{args:?} touched Redis");
+    }
+}
+
+#[test]
+fn a_missing_metrics_directory_is_refused_before_redis() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        redlock(&server.url()).args([
+            "-k",
+            "m",
+            "--metrics-textfile",
+            "/nonexistent/redlock-test",
+            "--",
+            "true",
+        ]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--metrics-textfile"), "{}", out.stderr);
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}
