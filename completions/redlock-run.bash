@@ -260,7 +260,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__generate)
-            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell"
+            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell events"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

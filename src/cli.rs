@@ -272,6 +272,9 @@ pub enum Doc {
     Fish,
     Elvish,
     Powershell,
+    /// The table of stderr events, as Markdown (for the README).
+    #[value(hide = true)]
+    Events,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.

@@ -35,6 +35,7 @@ pub fn print(what: Doc) -> Result<Exit, Failure> {
 pub fn render(what: Doc) -> std::io::Result<Vec<u8>> {
     let shell = match what {
         Doc::Man => return man(),
+        Doc::Events => return Ok(crate::log::Ev::markdown().into_bytes()),
         Doc::Bash => Shell::Bash,
         Doc::Zsh => Shell::Zsh,
         Doc::Fish => Shell::Fish,
@@ -90,6 +91,7 @@ fn man() -> std::io::Result<Vec<u8>> {
     let mut ours = Roff::new();
     commands(&mut ours);
     exit_status(&mut ours);
+    events(&mut ours);
     environment(&mut ours);
     data_in_redis(&mut ours);
     tls(&mut ours);
@@ -435,6 +437,28 @@ fn exit_status(r: &mut Roff) {
          the token did not match). All three exit 69 if Redis is unavailable and 2 on bad \
          arguments. generate exits 0.",
     );
+}
+
+fn events(r: &mut Roff) {
+    section(r, "EVENTS");
+    para(
+        r,
+        "Every line redlock-run itself writes on stderr is one of these events. With \
+         --log-format json each is one JSON object with ts (RFC 3339, UTC, milliseconds), \
+         level, event, key, msg and the fields named below; -q keeps the errors, -v adds the \
+         info events.",
+    );
+    for ev in crate::log::Ev::ALL {
+        let fields = match ev.fields() {
+            "" => String::new(),
+            f => format!(" Fields: {f}."),
+        };
+        item(
+            r,
+            [bold(ev.name()), roman(format!(" ({})", ev.level().name()))],
+            &format!("{}.{fields}", ev.meaning()),
+        );
+    }
 }
 
 fn environment(r: &mut Roff) {

@@ -118,7 +118,12 @@ fn wait_in_line(
         }
         if first_busy {
             first_busy = false;
-            log.info(format!("lock '{key}' {}; waiting", describe_holder(&info)));
+            let holder = describe_holder(&info);
+            log.emit(
+                crate::log::Ev::Waiting,
+                format!("lock '{key}' {holder}; waiting"),
+                &[crate::log::field("holder", holder.clone())],
+            );
             match quorum.subscribe(token) {
                 Ok(subscribed) => {
                     wakeups = Some(subscribed);

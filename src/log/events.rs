@@ -200,6 +200,27 @@ impl Ev {
     pub fn meaning(self) -> &'static str {
         self.row().3
     }
+
+    /// The README's table rows: `| name | level | fields | meaning |`.
+    pub fn markdown() -> String {
+        let mut out = String::new();
+        for ev in Ev::ALL {
+            let fields: Vec<String> = ev
+                .fields()
+                .split(", ")
+                .filter(|f| !f.is_empty())
+                .map(|f| format!("`{f}`"))
+                .collect();
+            out += &format!(
+                "| `{}` | {} | {} | {} |\n",
+                ev.name(),
+                ev.level().name(),
+                fields.join(", "),
+                ev.meaning()
+            );
+        }
+        out
+    }
 }
 
 #[cfg(test)]

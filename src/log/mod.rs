@@ -46,7 +46,7 @@ pub enum Level {
 }
 
 impl Level {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Level::Error => "error",
             Level::Warn => "warn",
@@ -137,7 +137,7 @@ impl Log {
             line += &format!(",\"key\":{}", quote(key));
         }
         line += &format!(",\"msg\":{}", quote(message));
-        for (name, value) in fields {
+        for (name, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
             let value = match value {
                 Value::String(s) => Value::String(scrub(s)),
                 other => other.clone(),

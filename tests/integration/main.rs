@@ -13,6 +13,7 @@ mod generated;
 mod harness;
 mod limit;
 mod metrics_file;
+mod observe;
 mod promise;
 mod readme;
 mod redlock;
