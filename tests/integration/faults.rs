@@ -530,3 +530,96 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
         "released after the job"
     );
 }
+
+/// Type `line` at the tmux shell, then `echo "exit=$?"` into `name`,
+/// and return that line once written.
+fn exit_of_line(tmux: &Tmux, dir: &TestDir, name: &str) -> String {
+    tmux.keys(&[
+        "echo \"exit=$?\" > ",
+        &dir.file(name).display().to_string(),
+        "Enter",
+    ]);
+    assert!(
+        wait_until(LONG, || dir.read(name).is_some_and(|e| e.ends_with('\n'))),
+        "{}",
+        tmux.screen()
+    );
+    dir.read(name).unwrap().trim().to_string()
+}
+
+#[test]
+fn stty_tostop_cannot_stop_the_wrapper() {
+    let dir = TestDir::new();
+    if !have_tool("tmux", "tmux") {
+        return;
+    }
+    let tmux = Tmux::start(&dir).expect("tmux");
+    let server = RedisServer::start();
+    // COMMAND owns the terminal; -v writes a line on every refresh (three
+    // a second with --ttl 1s) from the background.
+    tmux.keys(&[
+        &format!(
+            "stty tostop; {} --redis {} -k tostop -v --ttl 1s -- sleep 2",
+            bin(),
+            server.url()
+        ),
+        "Enter",
+    ]);
+    assert_eq!(
+        exit_of_line(&tmux, &dir, "exit"),
+        "exit=0",
+        "{}",
+        tmux.screen()
+    );
+    assert!(
+        tmux.screen().contains("refreshed lock 'tostop'"),
+        "{}",
+        tmux.screen()
+    );
+}
+
+#[test]
+fn ctrl_z_on_a_script_that_calls_us_gives_the_prompt_back() {
+    let dir = TestDir::new();
+    if !have_tool("tmux", "tmux") {
+        return;
+    }
+    let tmux = Tmux::start(&dir).expect("tmux");
+    let server = RedisServer::start();
+    let ready = dir.file("ready");
+    let script = dir.file("script.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{} --redis {} -k script -- sh -c 'touch {}; sleep 1'\necho script-done\n",
+            bin(),
+            server.url(),
+            ready.display()
+        ),
+    )
+    .unwrap();
+    tmux.keys(&[&format!("sh {}", script.display()), "Enter"]);
+    assert!(wait_for_file(&ready, LONG), "{}", tmux.screen());
+    tmux.keys(&["C-z"]);
+    tmux.keys(&[
+        "jobs -l > ",
+        &dir.file("jobs").display().to_string(),
+        "Enter",
+    ]);
+    assert!(
+        wait_until(LONG, || dir
+            .read("jobs")
+            .is_some_and(|j| j.contains("Stopped"))),
+        "the shell did not get its prompt back:\n{}",
+        tmux.screen()
+    );
+    tmux.keys(&["fg", "Enter"]);
+    assert_eq!(
+        exit_of_line(&tmux, &dir, "exit"),
+        "exit=0",
+        "{}",
+        tmux.screen()
+    );
+    assert!(tmux.screen().contains("script-done"), "{}", tmux.screen());
+    assert!(!exists(&mut server.conn(), "redlock:{script}"));
+}
