@@ -16,4 +16,5 @@ mod readme;
 mod redlock;
 mod run;
 mod tls;
+mod topology_harness;
 mod wait;

@@ -5,8 +5,10 @@ mod docs;
 mod run;
 mod server;
 mod tools;
+mod topology;
 
 pub use docs::*;
 pub use run::*;
 pub use server::*;
 pub use tools::*;
+pub use topology::*;
