@@ -30,6 +30,7 @@ pub const CLUSTER_NODE_TIMEOUT: Duration = Duration::from_millis(1500);
 pub const TOPOLOGY_TIMEOUT: Duration = Duration::from_secs(45);
 
 const POLL: Duration = Duration::from_millis(50);
+const LOG_TAIL: usize = 40;
 const CLUSTER_SLOTS: usize = 16384;
 
 // Replicas sync at once instead of after Redis 7's 5 s diskless-sync delay.
@@ -114,15 +115,15 @@ fn wait_for<T>(
     }
 }
 
+/// The last `LOG_TAIL` lines of each node's log: enough to follow a failover.
 fn log_tails<'a>(nodes: impl Iterator<Item = (&'a str, &'a RedisServer)>) -> String {
     nodes
         .map(|(kind, s)| {
             let state = if s.is_running() { "running" } else { "stopped" };
-            format!(
-                "--- {kind} {} ({state}) log tail ---\n{}\n",
-                s.port(),
-                s.log_tail()
-            )
+            let log = s.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LOG_TAIL)..].join("\n");
+            format!("--- {kind} {} ({state}) log tail ---\n{tail}\n", s.port())
         })
         .collect()
 }
@@ -363,8 +364,16 @@ impl SentinelSet {
         self.sentinels[i].kill();
     }
 
-    /// Wait until the running sentinels agree on a primary other than `old`
-    /// and that node says `role:master`; returns its port.
+    /// Wait until the failover away from `old` has ended on every running
+    /// sentinel (each has switched to the same new primary, which is neither
+    /// down nor still being failed over) and that node says `role:master`;
+    /// returns its port.
+    ///
+    /// Clients already see the promoted node a moment earlier, while the
+    /// leading sentinel still reconfigures the replicas. Bringing `old` back
+    /// in that window makes Redis 7.0 sentinels see it "+reboot" as the
+    /// master being failed over and then fail the new primary over again,
+    /// so this waits for `+failover-end` everywhere.
     pub fn wait_for_new_primary(&self, old: u16, timeout: Duration) -> u16 {
         wait_for(
             &format!("sentinels promote a replica of {old}"),
@@ -372,7 +381,8 @@ impl SentinelSet {
             || self.logs(),
             || {
                 let p = self.named_primary()?;
-                (p != old && is_master(p)).then_some(p)
+                let done = p != old && self.switched_to(p) && is_master(p);
+                done.then_some(p)
             },
         )
     }
@@ -418,6 +428,21 @@ impl SentinelSet {
             }
         }
         named
+    }
+
+    /// Whether every running sentinel monitors `primary` as a healthy master
+    /// with no failover in progress.
+    fn switched_to(&self, primary: u16) -> bool {
+        self.sentinels.iter().filter(|s| s.is_running()).all(|s| {
+            try_query::<HashMap<String, String>>(
+                s.port(),
+                redis::cmd("SENTINEL").arg("MASTER").arg(SENTINEL_SERVICE),
+            )
+            .is_some_and(|m| {
+                m.get("port") == Some(&primary.to_string())
+                    && m.get("flags").map(String::as_str) == Some("master")
+            })
+        })
     }
 
     fn running_sentinel(&self) -> u16 {
