@@ -185,6 +185,8 @@ fn cluster_starts_with_all_slots_ok_and_a_wrong_node_answers_moved() {
     distinct.sort();
     distinct.dedup();
     assert_eq!(distinct.len(), 6);
+    // Each node's cluster bus listens on port + 10000.
+    assert!(ports.iter().all(|&p| p <= 65535 - 10000), "{ports:?}");
     let seeds: Vec<String> = ports[..3]
         .iter()
         .map(|p| format!("127.0.0.1:{p}"))

@@ -46,12 +46,35 @@ pub fn redis_cli_bin() -> String {
     std::env::var("REDLOCK_TEST_REDIS_CLI").unwrap_or("redis-cli".into())
 }
 
+/// Redis Cluster's bus port is always the data port + 10000.
+pub const CLUSTER_BUS_OFFSET: u16 = 10000;
+
+/// A free port for a cluster node: one whose bus port (+10000) exists, is
+/// free, and is reserved here too. (A node whose bus port is taken or above
+/// 65535 exits at once; `start` would retry, but only 5 times.)
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(CLUSTER_BUS_OFFSET) else {
+            continue;
+        };
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_err() {
+            continue;
+        }
+        let mut used = USED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        if bus != 6379 && used.insert(bus) {
+            return port;
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct RedisServerBuilder {
     requirepass: Option<String>,
     users: Vec<(String, String, String)>,
     extra: Vec<String>,
     config: Option<String>,
+    pick_port: Option<fn() -> u16>,
 }
 
 impl RedisServerBuilder {
@@ -76,6 +99,12 @@ impl RedisServerBuilder {
     /// rewrites, have a writable file. Command-line arguments still win over it.
     pub fn config(mut self, text: &str) -> Self {
         self.config = Some(text.to_string());
+        self
+    }
+
+    /// Pick the port with `pick` (e.g. `free_cluster_port`) instead of `free_port`.
+    pub fn port_from(mut self, pick: fn() -> u16) -> Self {
+        self.pick_port = Some(pick);
         self
     }
 
@@ -124,7 +153,7 @@ impl RedisServerBuilder {
         // A port can be grabbed by someone else between our probe and redis's bind;
         // redis then exits immediately, so pick another port and try again.
         for _ in 0..SPAWN_ATTEMPTS {
-            server.port = free_port();
+            server.port = self.pick_port.unwrap_or(free_port)();
             match server.spawn_and_wait() {
                 Ok(()) => return server,
                 Err(exited) => eprintln!("redis-server on port {} {exited}; retrying", server.port),

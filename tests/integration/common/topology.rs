@@ -597,6 +597,7 @@ impl Cluster {
         let nodes = start_many(6, || {
             RedisServer::builder()
                 .config(DATA_NODE_CONFIG)
+                .port_from(free_cluster_port)
                 .arg("--cluster-enabled")
                 .arg("yes")
                 .arg("--cluster-config-file")
