@@ -19,4 +19,5 @@ mod readme;
 mod redlock;
 mod run;
 mod tls;
+mod topology_harness;
 mod wait;

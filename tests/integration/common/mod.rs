@@ -6,9 +6,11 @@ mod prom;
 mod run;
 mod server;
 mod tools;
+mod topology;
 
 pub use docs::*;
 pub use prom::*;
 pub use run::*;
 pub use server::*;
 pub use tools::*;
+pub use topology::*;

@@ -35,11 +35,46 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The redis-server binary: `$REDLOCK_TEST_REDIS_SERVER`, else `redis-server` on PATH.
+/// Sentinels are the same binary run with `--sentinel`.
+pub fn redis_server_bin() -> String {
+    std::env::var("REDLOCK_TEST_REDIS_SERVER").unwrap_or("redis-server".into())
+}
+
+/// The redis-cli binary: `$REDLOCK_TEST_REDIS_CLI`, else `redis-cli` on PATH.
+pub fn redis_cli_bin() -> String {
+    std::env::var("REDLOCK_TEST_REDIS_CLI").unwrap_or("redis-cli".into())
+}
+
+/// Redis Cluster's bus port is always the data port + 10000.
+pub const CLUSTER_BUS_OFFSET: u16 = 10000;
+
+/// A free port for a cluster node: one whose bus port (+10000) exists, is
+/// free, and is reserved here too. (A node whose bus port is taken or above
+/// 65535 exits at once; `start` would retry, but only 5 times.)
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(CLUSTER_BUS_OFFSET) else {
+            continue;
+        };
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_err() {
+            continue;
+        }
+        let mut used = USED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        if bus != 6379 && used.insert(bus) {
+            return port;
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct RedisServerBuilder {
     requirepass: Option<String>,
     users: Vec<(String, String, String)>,
     extra: Vec<String>,
+    config: Option<String>,
+    pick_port: Option<fn() -> u16>,
 }
 
 impl RedisServerBuilder {
@@ -59,12 +94,34 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Write `text` to `redis.conf` in the server's temp dir and pass it as the
+    /// config file (first argument), so that `CONFIG REWRITE`, and a sentinel's own
+    /// rewrites, have a writable file. Command-line arguments still win over it.
+    pub fn config(mut self, text: &str) -> Self {
+        self.config = Some(text.to_string());
+        self
+    }
+
+    /// Pick the port with `pick` (e.g. `free_cluster_port`) instead of `free_port`.
+    pub fn port_from(mut self, pick: fn() -> u16) -> Self {
+        self.pick_port = Some(pick);
+        self
+    }
+
+    /// Run as a sentinel (`--sentinel`); needs `config` with a `sentinel monitor` line.
+    pub fn sentinel(self) -> Self {
+        self.arg("--sentinel")
+    }
+
     pub fn start(self) -> RedisServer {
         let dir = tempfile::Builder::new()
             .prefix("redlock-test")
             .tempdir()
             .expect("create temp dir");
         let d = dir.path().display().to_string();
+        if let Some(text) = &self.config {
+            std::fs::write(dir.path().join(CONFIG_FILE), text).expect("write redis.conf");
+        }
         let mut args: Vec<String> = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             .iter()
             .map(|s| s.to_string())
@@ -91,11 +148,12 @@ impl RedisServerBuilder {
             dir,
             password: self.requirepass,
             args,
+            config: self.config.is_some(),
         };
         // A port can be grabbed by someone else between our probe and redis's bind;
         // redis then exits immediately, so pick another port and try again.
         for _ in 0..SPAWN_ATTEMPTS {
-            server.port = free_port();
+            server.port = self.pick_port.unwrap_or(free_port)();
             match server.spawn_and_wait() {
                 Ok(()) => return server,
                 Err(exited) => eprintln!("redis-server on port {} {exited}; retrying", server.port),
@@ -114,7 +172,10 @@ pub struct RedisServer {
     dir: tempfile::TempDir,
     password: Option<String>,
     args: Vec<String>, // everything except --port
+    config: bool,      // dir/redis.conf goes first
 }
+
+const CONFIG_FILE: &str = "redis.conf";
 
 impl RedisServer {
     pub fn start() -> RedisServer {
@@ -136,8 +197,12 @@ impl RedisServer {
     /// Spawn on `self.port` and wait until ready. `Err` means the process exited early
     /// (typically: port taken); a hang past READY_TIMEOUT panics.
     fn spawn_and_wait(&mut self) -> Result<(), String> {
-        let bin = std::env::var("REDLOCK_TEST_REDIS_SERVER").unwrap_or("redis-server".into());
-        let child = Command::new(&bin)
+        let bin = redis_server_bin();
+        let mut cmd = Command::new(&bin);
+        if let Some(conf) = self.config_file() {
+            cmd.arg(conf);
+        }
+        let child = cmd
             .args(["--port", &self.port.to_string()])
             .args(&self.args)
             .stdin(Stdio::null())
@@ -146,7 +211,7 @@ impl RedisServer {
             .spawn();
         let child = match child {
             Err(e) if e.kind() == ErrorKind::NotFound => panic!(
-                "redis-server not found on PATH; install it (apt-get install redis-server) or set REDLOCK_TEST_REDIS_SERVER"
+                "{bin} not found on PATH; install it (apt-get install redis-server) or set REDLOCK_TEST_REDIS_SERVER"
             ),
             other => other.unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
         };
@@ -155,8 +220,10 @@ impl RedisServer {
         self.child = Some(child);
         // Our own pid's "Ready" log line proves the PING reached *our* process and not
         // some other server that grabbed the port first.
-        // (`M` for a master, `S` for a replica.)
+        // (`M` for a master, `S` for a replica; a sentinel, `X`, logs no "Ready" line
+        // but its ID once its config is saved and it listens.)
         let ready_lines = [format!("{pid}:M"), format!("{pid}:S")];
+        let sentinel_line = format!("{pid}:X");
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let child = self.child.as_mut().unwrap();
@@ -165,8 +232,9 @@ impl RedisServer {
                 return Err(format!("exited early ({status})"));
             }
             let logged = self.log().lines().any(|l| {
-                ready_lines.iter().any(|r| l.starts_with(r.as_str()))
-                    && l.contains("Ready to accept connections")
+                (ready_lines.iter().any(|r| l.starts_with(r.as_str()))
+                    && l.contains("Ready to accept connections"))
+                    || (l.starts_with(&sentinel_line) && l.contains("Sentinel ID is"))
             });
             if logged
                 && raw_ping(self.port)
@@ -196,6 +264,11 @@ impl RedisServer {
 
     pub fn dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
+    }
+
+    /// The config file given to redis-server, if the builder had `config`.
+    pub fn config_file(&self) -> Option<PathBuf> {
+        self.config.then(|| self.dir.path().join(CONFIG_FILE))
     }
 
     /// URL without credentials.
@@ -266,7 +339,8 @@ impl RedisServer {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
 
-    fn log_tail(&self) -> String {
+    /// The last 20 lines of the server's log.
+    pub fn log_tail(&self) -> String {
         let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
