@@ -336,66 +336,6 @@ fn an_interactive_child_reads_the_terminal() {
     );
 }
 
-#[test]
-fn mutual_exclusion_holds_while_redis_is_paused_and_resumed() {
-    let server = RedisServer::start();
-    let dir = TestDir::new();
-    let log = dir.file("log");
-    // A section logs its start, and its end even when stopped by SIGTERM;
-    // SIGKILL would hide the end, so `--kill-after` is generous.
-    let script = format!(
-        "now() {{ date +%s%N; }}; echo \"start $(now)\" >> '{log}'; \
-         trap 'echo \"end $(now)\" >> \"{log}\"; exit 0' TERM; \
-         sleep 0.3 & wait; echo \"end $(now)\" >> '{log}'",
-        log = log.display()
-    );
-    let url = server.url();
-    let workers: Vec<_> = (0..8)
-        .map(|_| {
-            let (script, url) = (script.clone(), url.clone());
-            std::thread::spawn(move || {
-                for _ in 0..5 {
-                    let mut cmd = redlock(&url);
-                    cmd.args([
-                        "-k", "chaos", "-q", "--ttl", "1s", "--wait", "20s", "--", "sh", "-c",
-                        &script,
-                    ]);
-                    run_with_timeout(&mut cmd, Duration::from_secs(120));
-                }
-            })
-        })
-        .collect();
-    let mut pauses = 0;
-    while !workers.iter().all(|w| w.is_finished()) {
-        std::thread::sleep(Duration::from_millis(150 + 37 * (pauses % 7)));
-        server.pause();
-        std::thread::sleep(Duration::from_millis(100 + 113 * (pauses % 5)));
-        server.resume();
-        pauses += 1;
-    }
-    for w in workers {
-        w.join().expect("worker");
-    }
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let mut sections: Vec<(u128, u128)> = Vec::new();
-    let mut open: Option<u128> = None;
-    for line in text.lines() {
-        let (what, t) = line.split_once(' ').expect("log line");
-        let t: u128 = t.parse().expect("timestamp");
-        match (what, open) {
-            ("start", None) => open = Some(t),
-            ("end", Some(s)) => {
-                sections.push((s, t));
-                open = None;
-            }
-            _ => panic!("overlapping sections in log:\n{text}"),
-        }
-    }
-    assert!(open.is_none(), "a section never ended:\n{text}");
-    assert!(!sections.is_empty(), "no section ran");
-    eprintln!("{} sections, {pauses} pauses", sections.len());
-}
-
 /// A shell in a tmux session, for job control as a person would use it.
 struct Tmux {
     name: String,

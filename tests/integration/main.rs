@@ -7,6 +7,7 @@ mod common;
 mod acl;
 mod admin;
 mod auth;
+mod chaos;
 mod faults;
 mod fleet;
 mod generated;
