@@ -6,7 +6,7 @@
 //! never started, as Redis unavailable (69).
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -121,7 +121,7 @@ fn fault(n: usize, server: &mut RedisServer, pids: &Mutex<Vec<i32>>) {
                 return;
             };
             let _ = kill(Pid::from_raw(pid), Signal::SIGTSTP);
-            let pause = if n % 3 == 0 { 1300 } else { 150 };
+            let pause = if n.is_multiple_of(3) { 1300 } else { 150 };
             std::thread::sleep(Duration::from_millis(pause));
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
@@ -147,7 +147,7 @@ fn no_two_sections_overlap_through_redis_faults_and_job_control() {
             std::thread::spawn(move || {
                 for r in 0..RUNS {
                     let id = format!("{w}.{r}");
-                    let code = run_once(&url, &log, &id, w % 3 == 0, &pids);
+                    let code = run_once(&url, &log, &id, w.is_multiple_of(3), &pids);
                     exits.lock().unwrap().push((id, code));
                 }
             })
