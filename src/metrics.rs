@@ -9,8 +9,10 @@
 //! read-modify-write of `DIR/redlock_run_<name>.prom` under an exclusive
 //! `flock` on `DIR/.redlock_run_<name>.lock`: the holder and the waiters of
 //! one KEY on one host never lose a count. The new text goes to a hidden
-//! temp file that is fsynced and renamed into place, so a scrape never sees
-//! half a file. Counters and `last_success` are carried over from the
+//! temp file that is renamed into place, so a scrape never sees half a
+//! file. There is no fsync: it costs milliseconds on every run, and the
+//! rename alone is what readers need; a host that crashes loses at most
+//! the last run's counts. Counters and `last_success` are carried over from the
 //! previous file; an unreadable or corrupt previous file counts as empty.
 //!
 //! A run that never held the lock (busy, unavailable) leaves the start,
@@ -30,7 +32,7 @@
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -195,17 +197,13 @@ impl Metrics {
         Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
     }
 
-    /// Temp file (hidden, not `*.prom`, so the collector skips it), fsync,
-    /// rename, fsync DIR. Only the lock holder uses the temp name.
+    /// Temp file (hidden, not `*.prom`, so the collector skips it), then
+    /// rename. Only the lock holder uses the temp name.
     fn write(&self, text: &str) -> io::Result<()> {
         let name = self.path.file_name().unwrap_or_default().to_string_lossy();
         let tmp = self.dir.join(format!(".{name}.tmp"));
-        let mut file = File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, &self.path)?;
-        File::open(&self.dir)?.sync_all()
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, &self.path)
     }
 
     fn context(&self, path: &Path, e: io::Error) -> io::Error {
