@@ -141,10 +141,8 @@ impl Job {
             return;
         }
         let _ = killpg(self.pgid, sig);
-        for pid in descendants().unwrap_or_default() {
-            if pid != self.pgid {
-                let _ = signal::kill(pid, sig);
-            }
+        for pid in descendants(self.pgid).unwrap_or_default() {
+            let _ = signal::kill(pid, sig);
         }
     }
 
@@ -186,9 +184,8 @@ impl Job {
     /// once the leader is gone. `None` when they cannot be counted
     /// (no usable /proc): see [`Job::reap`].
     pub fn leftovers(&self) -> Option<usize> {
-        reap_orphans(self.pgid);
-        let found = descendants()?;
-        Some(found.iter().filter(|&&pid| pid != self.pgid).count())
+        let found = descendants(self.pgid)?;
+        Some(found.len())
     }
 
     /// Whether we handed the terminal to COMMAND.
@@ -301,27 +298,33 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
     }
 }
 
-/// Every live process below us, from `/proc/self/task/*/children`
-/// (recursively): the cost grows with our own tree, not with the host's
-/// process count. `None` when /proc cannot be read.
-fn descendants() -> Option<Vec<Pid>> {
+/// Every live process below us but `leader`, from
+/// `/proc/self/task/*/children` (recursively): the cost grows with our own
+/// tree, not with the host's process count. Zombies among our own children
+/// (orphans handed to us that exited) are reaped on the way; the leader is
+/// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
+fn descendants(leader: Pid) -> Option<Vec<Pid>> {
     let mut found = Vec::new();
-    let mut parents = vec![std::process::id() as i32];
-    let mut first = true;
-    while let Some(parent) = parents.pop() {
-        let children = children_of(parent);
-        let children = match (children, first) {
-            (Some(c), _) => c,
-            (None, true) => return None,
-            // A process that exited while we looked.
-            (None, false) => Vec::new(),
-        };
-        first = false;
-        for pid in children {
-            if is_live(pid) {
-                found.push(Pid::from_raw(pid));
+    let mut parents = vec![(std::process::id() as i32, true)];
+    while let Some((parent, ours)) = parents.pop() {
+        let Some(children) = children_of(parent) else {
+            if ours {
+                return None;
             }
-            parents.push(pid);
+            // A process that exited while we looked.
+            continue;
+        };
+        for pid in children {
+            let live = is_live(pid);
+            if live && pid != leader.as_raw() {
+                found.push(Pid::from_raw(pid));
+            } else if !live && ours && pid != leader.as_raw() {
+                let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+            }
+            // A zombie has no children of its own.
+            if live {
+                parents.push((pid, false));
+            }
         }
     }
     Some(found)
@@ -334,10 +337,7 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     for task in tasks.flatten() {
         let path = task.path().join("children");
         if let Ok(text) = std::fs::read_to_string(path) {
-            children.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
+            children.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
     }
     Some(children)
@@ -352,18 +352,5 @@ fn is_live(pid: i32) -> bool {
     match stat.rsplit_once(')') {
         Some((_, rest)) => !matches!(rest.split_whitespace().next(), Some("Z" | "X")),
         None => false,
-    }
-}
-
-/// Reap orphans of COMMAND that were handed to us and have exited (all our
-/// zombie children but the leader, which is reaped last).
-fn reap_orphans(leader: Pid) {
-    let Some(children) = children_of(std::process::id() as i32) else {
-        return;
-    };
-    for pid in children.into_iter().map(Pid::from_raw) {
-        if pid != leader && !is_live(pid.as_raw()) {
-            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
-        }
     }
 }
