@@ -7,15 +7,17 @@
 # to a paused Redis. Exits 0 when every step behaved; cleans up everything
 # it started, also on Ctrl-C.
 #
-# REDLOCK_DEMO_BIN=/path/to/redlock-run skips the build (the test suite
-# uses it); REDLOCK_TEST_REDIS_SERVER picks another redis-server binary.
+# REDLOCK_DEMO_BIN=/path/to/redlock-run skips the install step and the
+# build (the test suite uses it); REDLOCK_TEST_REDIS_SERVER picks another
+# redis-server binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/prereqs.sh
 if [ -n "${REDLOCK_DEMO_BIN:-}" ]; then
+    # The test suite's way in: installing is test.sh's and CI's job.
     bin=$REDLOCK_DEMO_BIN
 else
+    source scripts/prereqs.sh
     cargo build --locked
     bin=${CARGO_TARGET_DIR:-$PWD/target}/debug/redlock-run
 fi

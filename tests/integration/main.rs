@@ -15,5 +15,6 @@ mod limit;
 mod readme;
 mod redlock;
 mod run;
+mod scripts;
 mod tls;
 mod wait;
