@@ -33,7 +33,8 @@ redlock_prereqs_packages=(
     "python3 python3"            # the benchmark, Prometheus text parsing
     "python3-venv -"
     "ca-certificates -"          # pip's HTTPS to PyPI
-    "gcc cc"                     # the benchmark's section helper
+    "gcc cc"                     # the linker cargo uses; the benchmark's helper
+    "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
 )
 redlock_prereqs_release=(
     "lintian lintian"
@@ -50,8 +51,11 @@ redlock_prereqs_main() {
     for entry in "${want[@]}"; do
         pkg=${entry%% *} cmd=${entry#* }
         if command -v dpkg-query >/dev/null; then
-            [ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" = installed ] ||
-                missing+=("$pkg")
+            # triggers-*: installed, with a trigger (man-db's, say) still to run.
+            case $(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) in
+            installed | triggers-pending | triggers-awaited) ;;
+            *) missing+=("$pkg") ;;
+            esac
         elif [ "$cmd" != - ] && ! command -v "$cmd" >/dev/null; then
             missing+=("$pkg")
         fi
