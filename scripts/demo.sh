@@ -23,15 +23,23 @@ else
 fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
-redis_pid='' paused='' pids=()
+redis_pid='' paused=''
+# Signals go only to children that bash has not reaped yet (`jobs -rp`):
+# a reaped child's pid may already belong to someone else.
+running() { jobs -rp | grep -qx "$1"; }
 cleanup() {
     trap - INT TERM EXIT
-    # A stopped redis-server would hold SIGTERM until continued.
-    [ -n "$paused" ] && kill -CONT "$redis_pid" 2>/dev/null
     local pid
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [ -n "$redis_pid" ]; then
+    # A stopped redis-server would hold SIGTERM until continued.
+    if [ -n "$paused" ] && running "$redis_pid"; then kill -CONT "$redis_pid"; fi
+    # The wrappers first, so that they can release while Redis still answers.
+    for pid in $(jobs -rp); do
+        [ "$pid" = "$redis_pid" ] || kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in $(jobs -rp); do
+        [ "$pid" = "$redis_pid" ] || wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "$redis_pid" ] && running "$redis_pid"; then
         kill -TERM "$redis_pid" 2>/dev/null || true
         wait "$redis_pid" 2>/dev/null || true
     fi
@@ -61,7 +69,7 @@ wait_for() {
 # Wait for background job $1 (up to 30 s) and put its exit code in $rc.
 # Not $(...): a subshell cannot wait for its parent's children.
 wait_job() {
-    wait_for "! kill -0 $1 2>/dev/null" || fail "pid $1 still runs after 30 s"
+    wait_for "! running $1" || fail "pid $1 still runs after 30 s"
     rc=0
     wait "$1" || rc=$?
 }
@@ -95,7 +103,6 @@ step 1 "job A takes the lock and holds it"
 show "redlock-run -k nightly-backup -v -- job-A &"
 "$bin" -k nightly-backup -v -- "$dir/job-A" &
 job_a=$!
-pids+=("$job_a")
 wait_for 'grep -q "A start" "$dir/turns" 2>/dev/null' || fail "job A never started"
 ok "job A holds the lock"
 
@@ -118,7 +125,6 @@ step 4 "job B waits its turn"
 show "redlock-run -k nightly-backup -v -- job-B &"
 "$bin" -k nightly-backup -v -- "$dir/job-B" &
 job_b=$!
-pids+=("$job_b")
 sleep 1 # B is waiting now; let A finish
 touch "$dir/A.may-finish"
 wait_job "$job_a"
@@ -134,7 +140,6 @@ step 5 "a lock lost to a paused Redis stops its job"
 show "redlock-run -k lost-lock --ttl 2s -v -- sh -c 'sleep 60' &   # then: kill -STOP redis-server"
 "$bin" -k lost-lock --ttl 2s -v -- sh -c 'echo "   job: running"; touch "$DEMO_DIR/lost.started"; exec sleep 60' &
 job_lost=$!
-pids+=("$job_lost")
 wait_for '[ -e "$dir/lost.started" ]' || fail "the job never started"
 kill -STOP "$redis_pid"
 paused=1
