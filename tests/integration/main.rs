@@ -19,6 +19,7 @@ mod promise;
 mod readme;
 mod redlock;
 mod run;
+mod scripts;
 mod tls;
 mod topology_harness;
 mod wait;

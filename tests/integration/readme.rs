@@ -12,17 +12,34 @@ fn ci_runs_the_readme_test_command() {
     let readme = readme();
     let ci =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).expect(".ci/run");
-    let command = "cargo test --locked";
+    let try_it = readme
+        .split_once("\n## Try it\n")
+        .map(|(_, rest)| rest)
+        .expect("README has ## Try it");
+    let block = try_it.split("```").nth(1).expect("a code block in Try it");
+    // Skip the info string; drop comments and blank lines.
+    let commands: Vec<&str> = block
+        .lines()
+        .skip(1)
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.first(), Some(&"scripts/demo.sh"), "{commands:?}");
+    assert_eq!(commands.get(1), Some(&"scripts/test.sh"), "{commands:?}");
+    let last = ci
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default();
+    assert_eq!(last, "scripts/test.sh", ".ci/run must end by running it");
+    let test_sh = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test.sh"))
+        .expect("scripts/test.sh");
     assert!(
-        readme.contains(&format!("{command}      # the whole test suite")),
-        "README names {command}"
+        test_sh
+            .lines()
+            .any(|l| l.trim() == "REDLOCK_TEST_REQUIRE_TOOLS=1 exec cargo test --locked \"$@\""),
+        "scripts/test.sh runs the suite with missing tools failing"
     );
-    let last = ci.lines().last().map(str::trim).unwrap_or_default();
-    assert!(
-        last.ends_with(command),
-        ".ci/run must end with {command}: {last:?}"
-    );
-    assert!(readme.contains("scripts/demo.sh"), "README names the demo");
 }
 
 #[test]

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The one list of what the tests and the demo need on Debian, and its
+# installer. Sourced by scripts/demo.sh, scripts/test.sh and .ci/run (so the
+# list cannot drift between them); can also be run on its own.
+#
+#   scripts/prereqs.sh             Debian packages + a Python venv for tests
+#   scripts/prereqs.sh --release   also what scripts/release.sh needs
+#
+# As root, missing packages are installed with apt-get (one `apt-get update`
+# first). As another user it prints the exact `sudo apt-get install ...`
+# line and exits 1. Then it makes a venv (default target/prereqs-venv, or
+# $REDLOCK_PREREQS_VENV) with prometheus_client, and exports:
+#
+#   REDLOCK_TEST_PYTHON    the python for tests that parse Prometheus text
+#                          files (has prometheus_client); kept if already set
+#   REDLOCK_PREREQS_VENV   that venv, for more pip installs (.ci/run's Redis 6.2)
+
+# "package command": the package is missing when dpkg says so (or, without
+# dpkg, when the command is not on PATH); "-" checks dpkg only.
+redlock_prereqs_packages=(
+    "redis-server redis-server"  # every test starts its own; sentinels are redis-server --sentinel
+    "redis-tools redis-cli"
+    "bsdutils script"            # tests that need a terminal
+    "util-linux flock"           # flock for the benchmark, unshare for namespace tests
+    "procps ps"
+    "iproute2 ip"
+    "openssl openssl"            # TLS test certificates
+    "groff-base groff"           # man page checks
+    "man-db man"
+    "zsh zsh"                    # completion checks
+    "fish fish"
+    "tmux tmux"                  # job-control tests
+    "python3 python3"            # the benchmark, Prometheus text parsing
+    "python3-venv -"
+    "ca-certificates -"          # pip's HTTPS to PyPI
+    "gcc cc"                     # the linker cargo uses; the benchmark's helper
+    "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
+)
+redlock_prereqs_release=(
+    "lintian lintian"
+    "musl-tools musl-gcc"        # ring's C code for the static binary
+    "dpkg-dev dpkg-shlibdeps"    # cargo-deb's $auto Depends
+)
+
+redlock_prereqs_main() {
+    local root want=("${redlock_prereqs_packages[@]}") entry pkg cmd
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    [ "${1:-}" = --release ] && want+=("${redlock_prereqs_release[@]}")
+
+    local missing=()
+    for entry in "${want[@]}"; do
+        pkg=${entry%% *} cmd=${entry#* }
+        if command -v dpkg-query >/dev/null; then
+            # triggers-*: installed, with a trigger (man-db's, say) still to run.
+            case $(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) in
+            installed | triggers-pending | triggers-awaited) ;;
+            *) missing+=("$pkg") ;;
+            esac
+        elif [ "$cmd" != - ] && ! command -v "$cmd" >/dev/null; then
+            missing+=("$pkg")
+        fi
+    done
+
+    if ((${#missing[@]})); then
+        if [ "$(id -u)" != 0 ]; then
+            echo "prereqs: missing Debian packages; install them with:" >&2
+            echo "sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+            return 1
+        fi
+        echo "prereqs: installing ${missing[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        # Each step checks itself: set -e does not apply inside `f || exit`.
+        apt-get update -qq || return 1
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return 1
+    fi
+
+    # Debian's own python (a pyenv or other python on PATH may lack venv).
+    local python=python3
+    [ -x /usr/bin/python3 ] && python=/usr/bin/python3
+    local venv=${REDLOCK_PREREQS_VENV:-$root/target/prereqs-venv}
+    if ! "$venv/bin/python" -c 'import prometheus_client' 2>/dev/null; then
+        echo "prereqs: installing prometheus_client into $venv" >&2
+        "$python" -m venv "$venv" || return 1
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+            'prometheus_client>=0.20,<1' || return 1
+    fi
+    export REDLOCK_PREREQS_VENV=$venv
+    export REDLOCK_TEST_PYTHON=${REDLOCK_TEST_PYTHON:-$venv/bin/python}
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    # Run, not sourced.
+    set -euo pipefail
+    redlock_prereqs_main "$@"
+    echo "prereqs: all installed; REDLOCK_TEST_PYTHON=$REDLOCK_TEST_PYTHON"
+else
+    redlock_prereqs_main "$@" || exit 1
+fi
+unset -f redlock_prereqs_main

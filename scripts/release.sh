@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build the release artefacts into dist/:
+#   redlock-run_VERSION-1_amd64.deb                       (cargo-deb)
+#   redlock-run-VERSION-x86_64-unknown-linux-musl.tar.gz  (static binary, man
+#       page, completions, README, licences, changelog)
+#   SHA256SUMS                                            (sha256sum -c SHA256SUMS)
+#
+# Usage: scripts/release.sh [--deb-only]
+# Installs what it needs (scripts/prereqs.sh --release, cargo-deb, the
+# x86_64-unknown-linux-musl target). When the musl target cannot be
+# installed it says so in one line and exits 3, before building anything,
+# rather than produce a release without the static binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deb_only=''
+case "${1:-}" in
+'') ;;
+--deb-only) deb_only=1 ;;
+*)
+    echo "usage: scripts/release.sh [--deb-only]" >&2
+    exit 2
+    ;;
+esac
+
+source scripts/prereqs.sh --release
+
+musl=x86_64-unknown-linux-musl
+if [ -z "$deb_only" ] && ! rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
+    if ! rustup target add "$musl" >/dev/null 2>&1; then
+        echo "release: cannot install the Rust target $musl (rustup target add failed); no release built" >&2
+        exit 3
+    fi
+fi
+
+if ! cargo deb --version 2>/dev/null | grep -q '^cargo-deb 3\.'; then
+    echo "release: installing cargo-deb 3.x" >&2
+    cargo install --locked --quiet cargo-deb@^3
+fi
+
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+target_dir=${CARGO_TARGET_DIR:-target}
+mkdir -p dist
+rm -f dist/redlock-run_"$version"-*.deb dist/redlock-run-"$version"-*.tar.gz dist/SHA256SUMS
+
+# The .deb: cargo-deb builds the release profile, gzips the man page.
+cargo deb --quiet --output dist/ -- --locked
+deb=$(ls dist/redlock-run_"$version"-*_amd64.deb)
+echo "release: $deb"
+artefacts=("$(basename "$deb")")
+
+if [ -z "$deb_only" ]; then
+    # ring compiles C: it needs musl's gcc wrapper for this target.
+    CC_x86_64_unknown_linux_musl=musl-gcc cargo build --quiet --locked --release --target "$musl"
+    name=redlock-run-$version-$musl
+    stage=$(mktemp -d)
+    trap 'rm -rf "$stage"' EXIT
+    mkdir -p "$stage/$name/man" "$stage/$name/completions"
+    cp "$target_dir/$musl/release/redlock-run" "$stage/$name/"
+    cp man/redlock-run.1 "$stage/$name/man/"
+    cp completions/* "$stage/$name/completions/"
+    cp README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$stage/$name/"
+    # Reproducible: sorted, owned by root, dated by the last commit.
+    mtime=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
+    tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" \
+        -cf - "$name" | gzip -9n >"dist/$name.tar.gz"
+    echo "release: dist/$name.tar.gz"
+    artefacts+=("$name.tar.gz")
+fi
+
+(cd dist && sha256sum "${artefacts[@]}" >SHA256SUMS && sha256sum --quiet -c SHA256SUMS)
+echo "release: dist/SHA256SUMS"
