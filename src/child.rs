@@ -337,7 +337,10 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     for task in tasks.flatten() {
         let path = task.path().join("children");
         if let Ok(text) = std::fs::read_to_string(path) {
-            children.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     Some(children)

@@ -226,18 +226,38 @@ fn a_waiting_contender_gets_the_lock_after_the_holder_exits() {
 fn refresh_keeps_a_short_ttl_alive_for_a_longer_child() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let script = format!(
-        "sleep 2.2; touch '{}'; sleep 0.8",
-        dir.file("third-second").display()
-    );
-    let mut holder = spawn_piped(&mut job(&server, "refresh", &["--ttl", "1s"], &script));
-    assert!(wait_for_file(dir.file("third-second"), LONG));
+    let mut holder = spawn_piped(&mut job(
+        &server,
+        "refresh",
+        &["--ttl", "2s"],
+        &hold_until_go(&dir, "exit 0"),
+    ));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    // The window comes from the lock: watch its PTTL until it has been
+    // pushed back up (a refresh) and more than a TTL has passed since the
+    // holder record says it was acquired.
+    let mut conn = server.conn();
+    let record = hgetall(&mut conn, "redlock:{refresh}:holder");
+    let acquired = humantime::parse_rfc3339(&record["acquired_at"]).unwrap();
+    let (mut last, mut refreshed) = (pttl(&mut conn, "redlock:{refresh}"), 0);
+    let past_ttl = wait_until(LONG, || {
+        let now = pttl(&mut conn, "redlock:{refresh}");
+        assert!(now > 0, "the lock expired under its running holder");
+        refreshed += usize::from(now > last);
+        last = now;
+        let age = std::time::SystemTime::now()
+            .duration_since(acquired)
+            .unwrap_or_default();
+        refreshed >= 2 && age > Duration::from_millis(2500)
+    });
+    assert!(past_ttl, "never refreshed twice");
     let out = run_with_timeout(&mut job(&server, "refresh", &["-n"], "true"), LONG);
     assert_eq!(
         out.code,
         Some(75),
-        "a 1s lock must still be held after 2s: {out:?}"
+        "a 2s lock must still be held after 2.5s: {out:?}"
     );
+    std::fs::write(dir.file("go"), "").unwrap();
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
