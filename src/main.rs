@@ -9,6 +9,7 @@ mod lock;
 mod log;
 mod refresh;
 mod run;
+mod secrets;
 mod signals;
 mod status;
 mod wait;

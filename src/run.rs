@@ -61,9 +61,16 @@ pub fn run(conn: Conn, cfg: RunConfig) -> Result<Exit, Failure> {
             return Ok(Exit::Busy(cfg.conflict_exit_code));
         }
         Ok(Waited::Signaled(sig)) => return Ok(Exit::Signaled(sig)),
-        Err(failure)
-            if failure.exit == Exit::Unavailable && cfg.on_unavailable == OnUnavailable::Run =>
-        {
+        // Only when Redis never answered: never after a refusal or a
+        // busy answer (wait.rs decides).
+        Ok(Waited::Unreachable(error)) => {
+            let failure = Failure {
+                exit: Exit::Unavailable,
+                error,
+            };
+            if cfg.on_unavailable != OnUnavailable::Run {
+                return Err(failure);
+            }
             log.error(format!(
                 "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
             ));

@@ -246,7 +246,7 @@ fn missing_permission_is_one_clear_line() {
                 .arg(&marker),
             TIMEOUT,
         );
-        assert_eq!(out.code, Some(69), "{user}: {}", out.stderr);
+        assert_eq!(out.code, Some(77), "{user}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1, "{user}: {}", out.stderr);
         let line = out.stderr.to_lowercase();
         assert!(line.contains("permission"), "{user}: {}", out.stderr);

@@ -584,3 +584,61 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     let out = run(with_nodes().args(["list"]));
     assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out:?}");
 }
+
+#[test]
+fn hostile_holder_fields_are_escaped_and_cut_everywhere() {
+    let server = RedisServer::builder().requirepass("hunter22pw").start();
+    let url = server.url_with(None, "hunter22pw");
+    let mut conn = server.conn();
+    // A holder record as another program (or an attacker with write
+    // access) could have written it.
+    let evil_host = "web\u{202E}1\x1b[31m";
+    let long_command = format!("pg_dump hunter22pw {}", "x".repeat(1000));
+    redis::cmd("SET")
+        .arg("redlock:{job}")
+        .arg("tok")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("redlock:{job}:holder")
+        .arg(&[
+            ("token", "tok"),
+            ("host", evil_host),
+            ("pid", "1\u{2066}2"),
+            ("user", "root\n"),
+            ("command", long_command.as_str()),
+            ("acquired_at", "2020-01-01T00:00:00Z"),
+        ])
+        .exec(&mut conn)
+        .unwrap();
+    let check = |what: &str, text: &str| {
+        for bad in ['\u{202E}', '\u{2066}', '\x1b'] {
+            assert!(!text.contains(bad), "{what}: {bad:?} printed raw: {text:?}");
+        }
+        assert!(
+            !text.contains("hunter22pw"),
+            "{what}: password printed: {text:?}"
+        );
+        assert!(
+            !text.contains(&"x".repeat(300)),
+            "{what}: field not cut: {text:?}"
+        );
+        assert!(
+            text.contains("web\\u{202e}1\\u{1b}[31m"),
+            "{what}: {text:?}"
+        );
+    };
+    let out = run(redlock(&url).args(["status", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("(root\\n)"), "{out:?}");
+    check("status", &out.stdout);
+    let out = run(redlock(&url).arg("list"));
+    check("list", &out.stdout);
+    let out = run(redlock(&url).args(["-k", "job", "-n", "--", "true"]));
+    assert_eq!(out.code, Some(75), "{out:?}");
+    check("busy message", &out.stderr);
+    let out = run(redlock(&url).args(["status", "job", "--json"]));
+    assert!(!out.stdout.contains("hunter22pw"), "{out:?}");
+}

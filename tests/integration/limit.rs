@@ -567,7 +567,7 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
     let out = holder.wait_timeout(T);
     assert_eq!(out.code, Some(70), "lost by force-release: {out:?}");
 
-    // Each added command is needed: without it, a run is refused (69),
+    // Each added command is needed: without it, a run is refused (77),
     // or (+zrem) its release fails, with the server's NOPERM and a hint.
     for (i, left_out) in semaphore_rules.iter().enumerate() {
         let url = server.url_with(Some(&format!("without{i}")), PASS);
@@ -582,7 +582,7 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
             "without {left_out}: {out:?}"
         );
         if out.code != Some(0) {
-            assert_eq!(out.code, Some(69), "without {left_out}: {out:?}");
+            assert_eq!(out.code, Some(77), "without {left_out}: {out:?}");
             let ran = dir.file(&format!("ran{i}")).exists();
             assert!(!ran, "without {left_out}: COMMAND ran");
         }

@@ -12,6 +12,7 @@ mod fleet;
 mod generated;
 mod harness;
 mod limit;
+mod lock_safety;
 mod readme;
 mod redlock;
 mod run;
