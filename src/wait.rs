@@ -185,13 +185,7 @@ impl Waiter<'_> {
         }
         match attempt {
             Attempt::Acquired(lease) => {
-                if lease.reset {
-                    self.log.warn(format!(
-                        "lock '{key}': its fence counter was missing in Redis and was restarted \
-                         from the server's clock; the data in Redis was lost (a restart without \
-                         persistence, or FLUSHALL)"
-                    ));
-                }
+                warn_if_reset(&lease, key, self.log);
                 Ok(Next::Done(Waited::Acquired(lease)))
             }
             Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
@@ -234,6 +228,17 @@ impl Waiter<'_> {
             Attempt::Unconfirmed(_) => Ok(Next::Retry),
             Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
         }
+    }
+}
+
+/// The fence counter was started anew: say so with `-v`. A new key looks
+/// the same as lost data, so this is no warning (cron would mail it).
+fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
+    if lease.reset {
+        log.info(format!(
+            "lock '{key}': new fence counter, started from the server's clock (a new key, or \
+             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+        ));
     }
 }
 

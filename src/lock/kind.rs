@@ -1,7 +1,7 @@
 //! A plain lock or a counting semaphore: chosen once per run, it picks
 //! the scripts that take, refresh and give back the lock on one node.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::keys::{Holder, LockKeys};
 use super::node::{Node, NodeResult, Unexpected};
@@ -57,17 +57,7 @@ impl LockKind {
             &holder.acquired_at,
         ];
         let (script, extra) = match self {
-            LockKind::Plain => {
-                let now_ms = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_millis()
-                    .to_string();
-                (
-                    scripts::ACQUIRE,
-                    [if queue { "1" } else { "0" }.to_string(), now_ms].to_vec(),
-                )
-            }
+            LockKind::Plain => (scripts::ACQUIRE, vec![queue_flag(queue).to_string()]),
             LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, vec![n.to_string()]),
         };
         args.extend(extra.iter().map(String::as_str));
@@ -104,5 +94,13 @@ impl LockKind {
     /// Leave the line of waiters (plain locks only queue).
     pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
         node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+    }
+}
+
+/// ACQUIRE's queue argument.
+fn queue_flag(queue: bool) -> &'static str {
+    match queue {
+        true => "1",
+        false => "0",
     }
 }

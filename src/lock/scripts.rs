@@ -7,7 +7,7 @@
 //! | KEYS[3] | `P{K}:fence`   | fencing counter, never expires, only grows    |
 //! | KEYS[4] | `P{K}:holders` | `--limit N > 1`: zset token -> expiry (ms)    |
 //! | KEYS[5] | `P{K}:limit`   | `--limit N > 1`: N, while any holder lives    |
-//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by arrival (ms)       |
+//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by order of arrival   |
 //!
 //! The braces make them all one Redis Cluster slot. Results are small
 //! integer arrays so that one node's answer is cheap to read.
@@ -38,8 +38,7 @@
 //! meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
-/// them calls nothing: a plain lock's script never needs `TIME` (nor the
-/// ACL permission for it).
+/// them calls nothing: a plain lock's INSPECT never needs `TIME`.
 macro_rules! slot_lib {
     () => {
         r#"
@@ -77,16 +76,40 @@ end
     };
 }
 
+/// The next fence, and whether the counter had to be seeded. A missing
+/// counter (a restart without persistence, FLUSHALL) starts from the
+/// server's clock in microseconds, so that the fence never repeats or
+/// goes back: that is larger than any count of acquisitions since 1970.
+/// `TIME` is called only then.
+macro_rules! fence_lib {
+    () => {
+        r#"
+local function next_fence()
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[3], t[1] .. string.format('%06d', tonumber(t[2])))
+    return redis.call('INCR', KEYS[3]), 1
+  end
+  return redis.call('INCR', KEYS[3]), 0
+end
+"#
+    };
+}
+
 /// Take the lock if it is free (or already ours).
 ///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
-/// now_ms. With queue = '1' the caller waits in line: a busy answer puts
-/// it in the queue (arrival `now_ms`, by its own clock) and marks it
-/// alive; taking the lock takes it out.
-/// Returns `{1, fence}` when held by us now, else
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue.
+/// With queue = '1' the caller waits in line: a busy answer puts it at the
+/// end of the queue (score: the last score + 1, so the order is the
+/// server's order of arrival, whatever the waiters' clocks say) and marks
+/// it alive; taking the lock takes it out.
+/// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
+/// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder,
 /// or `{-1, N}` when KEY is a semaphore with `--limit N` now.
-pub const ACQUIRE: &str = r#"
+pub const ACQUIRE: &str = concat!(
+    fence_lib!(),
+    r#"
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local queued = ARGV[8] == '1'
@@ -96,26 +119,30 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
   end
-  local fence = redis.call('INCR', KEYS[3])
+  local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
     'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, fence}
+  return {1, fence, reset}
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[3]) or '0')}
+  return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 if queued then
-  redis.call('ZADD', KEYS[6], 'NX', ARGV[9], ARGV[1])
+  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  local score = 1
+  if #last > 0 then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
   redis.call('PEXPIRE', KEYS[6], 60000)
   redis.call('SET', alive, '1', 'PX', 3000)
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or ''}
-"#;
+"#
+);
 
 /// Leave the queue of waiters (given up, or stopped by a signal).
 ///
@@ -247,13 +274,14 @@ return {1, token, pttl, fence, holder}
 /// already ours), removing expired holders first.
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N.
-/// Returns `{1, fence}` when we hold a slot now; `{0, pttl_ms, '', '', '',
+/// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
 /// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
 /// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
 pub const SLOT_ACQUIRE: &str = concat!(
     slot_lib!(),
+    fence_lib!(),
     r#"
 local ttl = tonumber(ARGV[2])
 local limit = tonumber(ARGV[8])
@@ -275,7 +303,7 @@ if count >= limit then
   local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
   return {0, tonumber(first[2]) - now, '', '', '', count, limit}
 end
-local fence = redis.call('INCR', KEYS[3])
+local fence, reset = next_fence()
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('DEL', mine)
 redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
@@ -284,7 +312,7 @@ redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
 redis.call('PEXPIRE', mine, ttl)
 redis.call('SET', KEYS[5], limit)
 settle(now)
-return {1, fence}
+return {1, fence, reset}
 "#
 );
 

@@ -189,9 +189,11 @@ fn documented_acl_is_enough_for_everything() {
         describe(&steps)
     );
     let mut conn = server.conn();
-    assert_eq!(
-        get(&mut conn, "redlock:{redlock-run}:fence").as_deref(),
-        Some("1"),
+    let fence = get(&mut conn, "redlock:{redlock-run}:fence");
+    assert!(
+        fence
+            .and_then(|f| f.parse::<i64>().ok())
+            .is_some_and(|f| f > 0),
         "the run step did not go through Redis"
     );
 }

@@ -72,7 +72,11 @@ fn status_of_held_free_and_mixed_keys() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let expected = format!("job  held by {} pid {} (", hostname(), holder.pid());
     assert!(out.stdout.starts_with(&expected), "{out:?}");
-    assert!(out.stdout.contains(", fence 1: sh -c "), "{out:?}");
+    let fence = get(&mut server.conn(), "redlock:{job}:fence").expect("fence counter");
+    assert!(
+        out.stdout.contains(&format!(", fence {fence}: sh -c ")),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("expires in "), "{out:?}");
     assert_eq!(out.stdout.lines().count(), 1);
 
@@ -93,7 +97,7 @@ fn status_of_held_free_and_mixed_keys() {
     holder.wait_timeout(T);
     let out = run(redlock(&server.url()).args(["status", "job"]));
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert_eq!(out.stdout, "job  free (last fence 1)\n");
+    assert_eq!(out.stdout, format!("job  free (last fence {fence})\n"));
 }
 
 #[test]
@@ -124,7 +128,8 @@ fn status_json_carries_every_field() {
     let held = &lines[0];
     assert_eq!(held["key"], "job");
     assert_eq!(held["held"], true);
-    assert_eq!(held["fence"], 1);
+    let fence = get(&mut server.conn(), "redlock:{job}:fence").expect("fence counter");
+    assert_eq!(held["fence"].as_i64(), fence.parse().ok(), "{held}");
     let ttl = held["ttl_ms"].as_i64().expect("ttl_ms is an integer");
     assert!((1..=20_000).contains(&ttl), "{held}");
     let token = get(&mut server.conn(), "redlock:{job}").expect("lock in Redis");
@@ -184,8 +189,14 @@ fn fence_grows_with_every_run_and_status_shows_it() {
         fences.windows(2).all(|w| w[0] < w[1]),
         "fences must strictly increase: {fences:?}"
     );
+    // Three more after the last one COMMAND saw: its own, then the others.
     let out = run(redlock(&server.url()).args(["status", "fenced"]));
-    assert_eq!(out.stdout, "fenced  free (last fence 6)\n", "{out:?}");
+    let last = fences.last().expect("three fences") + 1;
+    assert_eq!(
+        out.stdout,
+        format!("fenced  free (last fence {last})\n"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -269,6 +280,7 @@ fn force_release_of_a_held_lock_stops_the_holder() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "1s"]);
+    let fence = get(&mut server.conn(), "redlock:{job}:fence");
 
     let out = run(redlock(&server.url()).args(["force-release", "job"]));
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -283,7 +295,7 @@ fn force_release_of_a_held_lock_stops_the_holder() {
     let mut conn = server.conn();
     assert!(!exists(&mut conn, "redlock:{job}"));
     assert!(!exists(&mut conn, "redlock:{job}:holder"));
-    assert_eq!(get(&mut conn, "redlock:{job}:fence").as_deref(), Some("1"));
+    assert_eq!(get(&mut conn, "redlock:{job}:fence"), fence, "fence kept");
 
     // Its next refresh finds the lock gone: COMMAND is stopped, exit 70.
     let out = holder.wait_timeout(T);
@@ -400,7 +412,8 @@ fn odd_keys_round_trip() {
         );
         let out = run(redlock(&server.url()).args(["status", key]));
         assert_eq!(out.code, Some(1), "{key}: {out:?}");
-        assert_eq!(out.stdout, format!("{key}  free (last fence 1)\n"));
+        let fence = get(&mut conn, &format!("redlock:{{{key}}}:fence")).expect("fence");
+        assert_eq!(out.stdout, format!("{key}  free (last fence {fence})\n"));
     }
     for mut holder in holders {
         assert_eq!(holder.wait_timeout(T).code, Some(70));
@@ -537,9 +550,9 @@ fn status_across_three_nodes_counts_the_majority() {
         .unwrap();
     let out = status(false);
     assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.starts_with("job  free (last fence "), "{out:?}");
     assert!(
-        out.stdout
-            .starts_with("job  free (last fence 1; held on only 1 of 3 nodes"),
+        out.stdout.contains("; held on only 1 of 3 nodes"),
         "{out:?}"
     );
     let v = &json_lines(&status(true))[0];

@@ -188,3 +188,134 @@ fn timed(cmd: &mut Command) -> (Duration, Output) {
     let out = run_with_timeout(cmd, LONG);
     (start.elapsed(), out)
 }
+
+/// The tokens waiting for `key`, first in line first.
+fn line(server: &RedisServer, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .expect("ZRANGE")
+}
+
+#[test]
+fn a_waiter_whose_clock_runs_ahead_keeps_its_place_in_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "skew", &[], &log);
+    // A waiter that arrived first, and whose clock ran an hour ahead: its
+    // place is as far back as a clock-based score would have put it.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut conn = server.conn();
+    redis::cmd("ZADD")
+        .arg("redlock:{skew}:waiters")
+        .arg((now_ms + 3_600_000) as u64)
+        .arg("early")
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("SET")
+        .arg("redlock:{skew}:waiters:early")
+        .arg("1")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut conn)
+        .unwrap();
+    let mut later = waiter(&server.url(), "skew", &["--wait", "20s"], &log);
+    assert!(
+        wait_until(LONG, || line(&server, "skew").len() == 2),
+        "the second waiter never stood in line: {:?}",
+        line(&server, "skew")
+    );
+    assert_eq!(
+        line(&server, "skew")[0],
+        "early",
+        "the later waiter jumped the line"
+    );
+    std::fs::write(dir.file("go"), "").unwrap();
+    held.wait_timeout(LONG);
+    later.signal(Signal::SIGTERM);
+    later.wait_timeout(LONG);
+}
+
+#[test]
+fn waiters_are_served_in_the_servers_order_of_arrival() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "fifo", &[], &log);
+    let order = dir.file("order");
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        let script = format!("echo {n} >> '{}'", order.display());
+        waiters.push(spawn_piped(&mut job(&server.url(), "fifo", &[], &script)));
+        assert!(
+            wait_until(LONG, || line(&server, "fifo").len() == n),
+            "waiter {n} never stood in line"
+        );
+    }
+    // Scores are the server's arrival order, not anybody's clock.
+    let scores: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("redlock:{fifo}:waiters")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut server.conn())
+        .unwrap();
+    let scores: Vec<f64> = scores.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(scores, [1.0, 2.0, 3.0]);
+    std::fs::write(dir.file("go"), "").unwrap();
+    held.wait_timeout(LONG);
+    for mut w in waiters {
+        assert_eq!(w.wait_timeout(LONG).code, Some(0));
+    }
+    let order = std::fs::read_to_string(&order).unwrap();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+}
+
+/// One run of `key`: the fence COMMAND saw, and what it printed on stderr.
+fn fence_of_a_run(url: &str, key: &str) -> (i64, String) {
+    let out = run_with_timeout(&mut job(url, key, &["-v"], "echo $REDLOCK_FENCE"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let fence = out.stdout.trim().parse().expect("REDLOCK_FENCE");
+    (fence, out.stderr)
+}
+
+#[test]
+fn fences_grow_across_a_restart_without_persistence_and_flushall() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let (first, said) = fence_of_a_run(&url, "f");
+    assert!(said.contains("new fence counter"), "{said}");
+    let (second, said) = fence_of_a_run(&url, "f");
+    assert!(second > first, "{second} after {first}");
+    assert!(
+        !said.contains("new fence counter"),
+        "nothing was lost: {said}"
+    );
+    server.restart();
+    let (third, said) = fence_of_a_run(&url, "f");
+    assert!(third > second, "after a restart: {third} after {second}");
+    assert!(said.contains("new fence counter"), "{said}");
+    redis::cmd("FLUSHALL").exec(&mut server.conn()).unwrap();
+    let (fourth, _) = fence_of_a_run(&url, "f");
+    assert!(fourth > third, "after FLUSHALL: {fourth} after {third}");
+    // A semaphore shares the counter, and seeds it the same way.
+    redis::cmd("FLUSHALL").exec(&mut server.conn()).unwrap();
+    let out = run_with_timeout(
+        &mut job(&url, "f", &["--limit", "2"], "echo $REDLOCK_FENCE"),
+        LONG,
+    );
+    let fifth: i64 = out.stdout.trim().parse().expect("REDLOCK_FENCE");
+    assert!(
+        fifth > fourth,
+        "semaphore after FLUSHALL: {fifth} after {fourth}"
+    );
+}
