@@ -302,5 +302,7 @@ fn holder(cfg: &RunConfig) -> Holder {
         user,
         command,
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
+        kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
     }
 }

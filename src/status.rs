@@ -37,9 +37,14 @@ pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
     match cmd {
         Cmd::Status { keys, json } => status(&mut quorum, prefix, &keys, json, &log),
         Cmd::List { json } => list(&mut quorum, prefix, json, &log),
-        Cmd::ForceRelease { key, token } => {
+        Cmd::ForceRelease { key, token, now } => {
             let quiet = conn.verbosity == Verbosity::Quiet;
-            force_release(&mut quorum, prefix, &key, token.as_deref(), quiet, &log)
+            let how = Forcing {
+                token: token.as_deref(),
+                now,
+                quiet,
+            };
+            force_release(&mut quorum, prefix, &key, how, &log)
         }
         Cmd::Generate { .. } => Err(anyhow!("`generate` is handled before connecting").into()),
     }
@@ -104,23 +109,37 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
     Ok(Exit::Success)
 }
 
+/// How `force-release` was asked to go about it.
+#[derive(Clone, Copy)]
+struct Forcing<'a> {
+    /// Only if the lock holds this token.
+    token: Option<&'a str>,
+    /// Delete at once rather than revoke.
+    now: bool,
+    quiet: bool,
+}
+
 fn force_release(
     quorum: &mut Quorum,
     prefix: &str,
     key: &str,
-    token: Option<&str>,
-    quiet: bool,
+    how: Forcing,
     log: &Log,
 ) -> Result<Exit, Failure> {
     let keys = LockKeys::new(prefix, key);
-    let answers = quorum.on_each(|node| node.force_release(&keys, token));
+    let answers = quorum.on_each(|node| node.force_release(&keys, how.token, how.now));
     let total = quorum.nodes();
     let mut deleted = Vec::new();
     let mut mismatched = Vec::new();
     let mut errors = Vec::new();
+    let mut revoked = false;
     for answer in answers {
         match answer {
-            Ok((Forced::Deleted | Forced::Revoked, was)) => deleted.push(was),
+            Ok((Forced::Deleted, was)) => deleted.push(was),
+            Ok((Forced::Revoked, was)) => {
+                revoked = true;
+                deleted.push(was);
+            }
             Ok((Forced::Mismatch, was)) => mismatched.push(was),
             Ok((Forced::Free, _)) => {}
             Err(e) => errors.push(e),
@@ -144,8 +163,8 @@ fn force_release(
     }
     if !deleted.is_empty() {
         let view = View::merge(key, quorum, deleted.iter());
-        if !quiet {
-            emit([released_line(&view, key, token)])?;
+        if !how.quiet {
+            emit([released_line(&view, key, how.token, revoked)])?;
         }
         return Ok(Exit::Success);
     }
@@ -162,7 +181,18 @@ fn force_release(
 
 /// "released 'KEY': it was held by ..."; with several nodes, "on 2 of 3
 /// nodes" says where it was deleted.
-fn released_line(view: &View, key: &str, token: Option<&str>) -> String {
+///
+/// Revoked: "revoked 'KEY' (no one gets it before its holder has stopped,
+/// or within Ns): it was held by ...".
+fn released_line(view: &View, key: &str, token: Option<&str>, revoked: bool) -> String {
+    if revoked {
+        return format!(
+            "revoked '{}' (its holder stops COMMAND; no waiter gets the lock before, \
+             --now deletes it at once): it was {}",
+            untrusted(key),
+            view.describe(false)
+        );
+    }
     match view.slots.as_slice() {
         // One holder of a semaphore (--token): the others stay.
         [slot] if token.is_some() => format!(

@@ -13,16 +13,20 @@ impl Node {
         reply::inspect(reply).unexpected(self, "inspect")
     }
 
-    /// Delete a lock and its holder record, whoever holds it, or only if it
-    /// holds `token`. Returns what was done and the lock as it was.
+    /// Take a lock from its holder, whoever it is, or only if it holds
+    /// `token`: revoke it (no waiter gets it before the holder has
+    /// stopped), or with `now` delete it at once. Returns what was done
+    /// and the lock as it was.
     pub fn force_release(
         &mut self,
         keys: &LockKeys,
         token: Option<&str>,
+        now: bool,
     ) -> NodeResult<(Forced, Inspected)> {
+        let now = if now { "1" } else { "0" };
         let args = match token {
-            Some(token) => ["1", token],
-            None => ["0", ""],
+            Some(token) => ["1", token, now],
+            None => ["0", "", now],
         };
         let reply = self.eval(scripts::FORCE_RELEASE, keys, &args)?;
         reply::forced(reply).unexpected(self, "force-release")

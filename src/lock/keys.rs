@@ -55,6 +55,10 @@ pub struct Holder {
     pub user: String,
     pub command: String,
     pub acquired_at: String,
+    /// The holder's refresh period and its grace between SIGTERM and
+    /// SIGKILL: a force-release waits this long for it to stop.
+    pub refresh_ms: u64,
+    pub kill_after_ms: u64,
 }
 
 #[cfg(test)]

@@ -47,6 +47,8 @@ impl LockKind {
         queue: bool,
     ) -> NodeResult<Acquire> {
         let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
+        let refresh_ms = holder.refresh_ms.to_string();
+        let kill_after_ms = holder.kill_after_ms.to_string();
         let mut args = vec![
             token,
             &ttl_ms,
@@ -56,11 +58,12 @@ impl LockKind {
             &holder.command,
             &holder.acquired_at,
         ];
-        let (script, extra) = match self {
-            LockKind::Plain => (scripts::ACQUIRE, vec![queue_flag(queue).to_string()]),
-            LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, vec![n.to_string()]),
+        // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
+        let (script, eighth) = match self {
+            LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue).to_string()),
+            LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
         };
-        args.extend(extra.iter().map(String::as_str));
+        args.extend([eighth.as_str(), &refresh_ms, &kill_after_ms]);
         let reply = node.eval(script, keys, &args)?;
         reply::acquire(reply).unexpected(node, "acquire")
     }

@@ -130,6 +130,18 @@ impl Quorum {
         Ok(node.subscribe(&[&self.keys.lock, &wake])?)
     }
 
+    /// For the holder: hear a force-release (or any release) of the lock,
+    /// on a second connection to the first connected node. The caller
+    /// refreshes at once when it hears anything, or when the connection
+    /// drops (it may have missed a message).
+    // For the refresher, which the run mode's rewrite wires up.
+    #[allow(dead_code)]
+    pub fn watch(&self) -> anyhow::Result<Wakeups> {
+        let node = self.nodes.iter().find(|n| n.is_connected());
+        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        Ok(node.subscribe(&[&self.keys.lock])?)
+    }
+
     /// Whether waiters queue for this lock, to be woken one at a time:
     /// plain locks on one node. Elsewhere every release wakes every waiter
     /// (with several nodes each would keep its own order of arrival).

@@ -98,15 +98,17 @@ end
 
 /// Take the lock if it is free (or already ours).
 ///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue.
-/// With queue = '1' the caller waits in line: a busy answer puts it at the
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
+/// refresh_ms, kill_after_ms (the holder's, kept in its record for
+/// FORCE_RELEASE). With queue = '1' the caller waits in line: a busy answer puts it at the
 /// end of the queue (score: the last score + 1, so the order is the
 /// server's order of arrival, whatever the waiters' clocks say) and marks
 /// it alive; taking the lock takes it out.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
-/// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder,
-/// or `{-1, N}` when KEY is a semaphore with `--limit N` now.
+/// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked}` describing the
+/// current holder (revoked 1: it is being force-released), or `{-1, N}`
+/// when KEY is a semaphore with `--limit N` now.
 pub const ACQUIRE: &str = concat!(
     fence_lib!(),
     r#"
@@ -122,7 +124,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
-    'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2])
+    'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
+    'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, fence, reset}
 end
@@ -140,7 +143,10 @@ if queued then
   redis.call('SET', alive, '1', 'PX', 3000)
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
-return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or ''}
+local cur = redis.call('GET', KEYS[1]) or ''
+local revoked = 0
+if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
+return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked}
 "#
 );
 
@@ -156,7 +162,8 @@ return 1
 /// Push the expiry of a lock we hold.
 ///
 /// ARGV: token, ttl_ms. Returns 1 if extended, 0 if another token holds
-/// the lock, -1 if the lock is gone.
+/// the lock, -1 if the lock is gone, -2 if it was force-released from us
+/// (revoked: the holder must stop COMMAND, then release).
 pub const EXTEND: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
@@ -164,6 +171,7 @@ if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
+if cur == 'revoked:' .. ARGV[1] then return -2 end
 if cur then return 0 end
 return -1
 "#;
@@ -171,10 +179,12 @@ return -1
 /// Delete a lock we hold and wake the next waiter (see the module doc).
 ///
 /// ARGV: token. Returns 1 if released, 0 if another token holds the lock
-/// (it is left alone), -1 if the lock was already gone.
+/// (it is left alone), -1 if the lock was already gone. A lock revoked
+/// from us (see FORCE_RELEASE) is released the same way: its holder has
+/// stopped, the next waiter may go.
 pub const RELEASE: &str = r#"
 local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
+if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   local channel = KEYS[1]
   for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
     if redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 1 then
@@ -196,7 +206,7 @@ return -1
 /// Read everything about a lock at once, changing nothing.
 ///
 /// No ARGV. Returns `{token or false, pttl_ms, fence, holder, limit,
-/// slots}`: `pttl_ms` as PTTL answers it (-2 when free), `fence` the
+/// slots, revoked}` (revoked 1: being force-released, see FORCE_RELEASE): `pttl_ms` as PTTL answers it (-2 when free), `fence` the
 /// counter's value (0 when never acquired), `holder` the hash as a flat
 /// field/value array (empty when free), `limit` the semaphore's N (0 when
 /// KEY is no semaphore now) and `slots` its live holders, each
@@ -208,22 +218,34 @@ pub const INSPECT: &str = concat!(
 local token = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local revoked = 0
+if token and string.sub(token, 1, 8) == 'revoked:' then
+  token = string.sub(token, 9)
+  revoked = 1
+end
 local holder = {}
 if token then holder = redis.call('HGETALL', KEYS[2]) end
 local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
 local slots = {}
 if limit > 0 then slots = live_slots(clock()) end
-return {token, pttl, fence, holder, limit, slots}
+return {token, pttl, fence, holder, limit, slots, revoked}
 "#
 );
 
 /// Delete a lock by hand, whoever holds it, and wake its waiters.
 ///
 /// ARGV: check ('1' to delete only if the lock holds ARGV[2], '0' to
-/// delete whatever holds it), token. Returns `{outcome, token or false,
-/// pttl_ms, fence, holder, limit, slots}` describing the lock as it was
-/// (see INSPECT): outcome 1 deleted, 0 held by another token (left alone),
-/// -1 not held. A semaphore loses all its holders, or with the check only
+/// delete whatever holds it), token, now ('1': delete at once). Returns
+/// `{outcome, token or false, pttl_ms, fence, holder, limit, slots,
+/// revoked}` describing the lock as it was (see INSPECT): outcome 1
+/// deleted, 2 revoked, 0 held by another token (left alone), -1 not held.
+///
+/// Without `now`, a plain lock held by a live holder is not deleted but
+/// revoked: `P{K}` becomes `revoked:<token>` for the holder's refresh
+/// period plus its kill-after (from its record), so that no waiter gets
+/// it before that holder has stopped. Its EXTEND then answers -2, and
+/// its RELEASE frees the lock for the next waiter; a holder that never
+/// answers is presumed dead when the marker expires. A semaphore loses all its holders, or with the check only
 /// the holder of ARGV[2]; `slots` are then the holders deleted (all live
 /// holders when none matched).
 pub const FORCE_RELEASE: &str = concat!(
@@ -260,20 +282,36 @@ if not token and limit > 0 then
   return {1, false, pttl, fence, {}, limit, chosen}
 end
 if not token then return {-1, false, pttl, fence, {}} end
+local revoked = string.sub(token, 1, 8) == 'revoked:'
+if revoked then token = string.sub(token, 9) end
 local holder = redis.call('HGETALL', KEYS[2])
 if ARGV[1] == '1' and token ~= ARGV[2] then
-  return {0, token, pttl, fence, holder}
+  return {0, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 end
-redis.call('PUBLISH', KEYS[1], 'released')
-redis.call('DEL', KEYS[1], KEYS[2])
-return {1, token, pttl, fence, holder}
+if ARGV[3] == '1' then
+  redis.call('PUBLISH', KEYS[1], 'released')
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {1, token, pttl, fence, holder, 0, {}, 0}
+end
+if not revoked then
+  -- Until the holder has stopped COMMAND (its next refresh finds this,
+  -- then it stops within kill-after) or is presumed dead.
+  local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
+  local ttl = tonumber(h[3]) or math.max(pttl, 1)
+  local px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  redis.call('SET', KEYS[1], 'revoked:' .. token, 'PX', px)
+  redis.call('PEXPIRE', KEYS[2], px)
+  redis.call('PUBLISH', KEYS[1], 'revoked')
+end
+return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 "#
 );
 
 /// Take a slot of a semaphore (`--limit N`, N > 1) if one is free (or
 /// already ours), removing expired holders first.
 ///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N.
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
+/// refresh_ms, kill_after_ms.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
@@ -308,7 +346,7 @@ redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('DEL', mine)
 redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
   'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
-  'fence', fence)
+  'fence', fence, 'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
 redis.call('PEXPIRE', mine, ttl)
 redis.call('SET', KEYS[5], limit)
 settle(now)

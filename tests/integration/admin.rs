@@ -282,7 +282,7 @@ fn force_release_of_a_held_lock_stops_the_holder() {
     let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "1s"]);
     let fence = get(&mut server.conn(), "redlock:{job}:fence");
 
-    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stdout.starts_with(&format!(
@@ -324,7 +324,8 @@ fn force_release_with_a_token_deletes_only_that_holders_lock() {
     );
     assert!(exists(&mut conn, "redlock:{job}:holder"));
 
-    let out = run(redlock(&server.url()).args(["force-release", "job", "--token", &token]));
+    let out =
+        run(redlock(&server.url()).args(["force-release", "job", "--token", &token, "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!exists(&mut conn, "redlock:{job}"));
 
@@ -353,7 +354,7 @@ fn force_release_wakes_a_waiter() {
             .unwrap();
         n == 1
     }));
-    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     // Long before the holder's 60 s TTL.
     let out = waiter.wait_timeout(T);
@@ -404,7 +405,7 @@ fn odd_keys_round_trip() {
     assert_eq!(listed, expected);
 
     for key in keys {
-        let out = run(redlock(&server.url()).args(["force-release", key]));
+        let out = run(redlock(&server.url()).args(["force-release", key, "--now"]));
         assert_eq!(out.code, Some(0), "{key}: {out:?}");
         assert!(
             out.stdout.starts_with(&format!("released '{key}'")),
@@ -487,6 +488,7 @@ fn admin_commands_honour_prefix_and_environment() {
         "--prefix",
         "team1:",
         "job",
+        "--now",
     ]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!exists(&mut server.conn(), "team1:{job}"));
@@ -586,7 +588,7 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
 
-    let out = run(with_nodes().args(["force-release", "job"]));
+    let out = run(with_nodes().args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains(", on 3 of 3 nodes"), "{out:?}");
     for s in &servers {

@@ -319,3 +319,67 @@ fn fences_grow_across_a_restart_without_persistence_and_flushall() {
         "semaphore after FLUSHALL: {fifth} after {fourth}"
     );
 }
+
+/// A holder whose COMMAND takes `grace` to stop after SIGTERM, logging its
+/// section (`start H` .. `end H`) to `log`.
+fn slow_to_stop_holder(url: &str, key: &str, log: &Path) -> RunningChild {
+    let dir = log.parent().expect("log in a directory");
+    let script = format!(
+        "echo \"start H\" >> '{log}'; \
+         trap 'sleep 1; echo \"end H\" >> \"{log}\"; exit 0' TERM; \
+         touch '{started}'; while :; do sleep 0.02; done",
+        log = log.display(),
+        started = dir.join("started").display(),
+    );
+    // Refresh every second, 2 s between SIGTERM and SIGKILL.
+    let extra = ["--ttl", "6s", "--refresh", "1s", "--kill-after", "2s"];
+    let child = spawn_piped(&mut job(url, key, &extra, &script));
+    assert!(
+        wait_for_file(dir.join("started"), LONG),
+        "holder never started: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+#[test]
+fn force_release_lets_no_waiter_in_before_the_holder_has_stopped() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = slow_to_stop_holder(&server.url(), "fr", &log);
+    let mut waiting = waiter(&server.url(), "fr", &["--wait", "30s"], &log);
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "fr"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("revoked 'fr'"), "{out:?}");
+    // While the holder stops, others see it as busy, and status says why.
+    let out = run_with_timeout(redlock(&server.url()).args(["status", "fr"]), LONG);
+    assert!(out.stdout.contains("being force-released"), "{out:?}");
+    let out = run_with_timeout(&mut job(&server.url(), "fr", &["-n"], "true"), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stderr.contains("being force-released"), "{out:?}");
+
+    let out = held.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    let out = waiting.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "start H\nend H\nstart W\nend W\n", "overlap");
+}
+
+#[test]
+fn force_release_now_deletes_at_once() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = slow_to_stop_holder(&server.url(), "frn", &log);
+    let args = ["force-release", "frn", "--now"];
+    let out = run_with_timeout(redlock(&server.url()).args(args), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("released 'frn'"), "{out:?}");
+    assert!(!exists(&mut server.conn(), "redlock:{frn}"));
+    // Free at once: a run gets it while the old holder may still stop.
+    let out = run_with_timeout(&mut job(&server.url(), "frn", &["-n"], "true"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(held.wait_timeout(LONG).code, Some(70));
+}
