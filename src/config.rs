@@ -12,7 +12,7 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
-use crate::lock::{endpoint, with_tls, Endpoint, TlsFiles};
+use crate::lock::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
 /// Re-exported for the log: text is scrubbed of passwords at the last step.
 pub use crate::secrets::scrub;
 use crate::secrets::{redact, remember};
@@ -91,6 +91,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    distinct(&endpoints).map_err(|why| usage(format!("invalid value for '{source}': {why}")))?;
     let files = TlsFiles {
         ca: args.tls_ca.as_deref(),
         cert: args.tls_cert.as_deref(),

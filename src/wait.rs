@@ -226,6 +226,9 @@ impl Waiter<'_> {
                 Err(failed(Exit::Unavailable, error, "not confirmed by the replicas"))
             }
             Attempt::Unconfirmed(_) => Ok(Next::Retry),
+            Attempt::TooFewReplicas(error) => {
+                Err(failed(Exit::Unavailable, error, "not enough replicas"))
+            }
             Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
         }
     }

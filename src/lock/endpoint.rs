@@ -30,9 +30,19 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     if !url.contains("://") || !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
         return Err("expected redis://, rediss://, redis+unix:// or unix://".into());
     }
+    if matches!(scheme, "redis" | "rediss") {
+        check_port(url)?;
+    }
     let info = url
         .into_connection_info()
         .map_err(|e| scrub(&e.to_string()))?;
+    let db = info.redis_settings().db();
+    if !(0..=i64::from(i32::MAX)).contains(&db) {
+        return Err(format!(
+            "database {db} is out of range: 0 to {} (and below the server's 'databases')",
+            i32::MAX
+        ));
+    }
     // CLIENT SETINFO would cost a round trip on every connect for nothing.
     let redis = info.redis_settings().clone().set_skip_set_lib_name();
     Ok(Endpoint {
@@ -41,10 +51,56 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     })
 }
 
+/// A port the URL parser would only call "did not parse": say why.
+fn check_port(url: &str) -> Result<(), String> {
+    match url::Url::parse(url) {
+        Err(url::ParseError::InvalidPort) => {
+            Err("the port must be a number from 1 to 65535".into())
+        }
+        Ok(parsed) if parsed.port() == Some(0) => {
+            Err("the port must be a number from 1 to 65535".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Endpoint {
     fn is_tls(&self) -> bool {
         matches!(self.info.addr(), ConnectionAddr::TcpTls { .. })
     }
+
+    /// What makes two endpoints the same server and database: scheme,
+    /// host (case-insensitive), port and db, or socket path and db.
+    fn identity(&self) -> String {
+        let db = self.info.redis_settings().db();
+        match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                format!("redis {} {port} {db}", host.to_lowercase())
+            }
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                format!("rediss {} {port} {db}", host.to_lowercase())
+            }
+            ConnectionAddr::Unix(path) => format!("unix {} {db}", path.display()),
+            // Not made by `endpoint`: never equal to another.
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+/// Refuse the same server given twice: it would count as two Redlock
+/// nodes, and one server would make a majority of two alone.
+pub fn distinct(endpoints: &[Endpoint]) -> Result<(), String> {
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        let identity = endpoint.identity();
+        if let Some(first) = endpoints[..i].iter().find(|e| e.identity() == identity) {
+            return Err(format!(
+                "'{}' names the same server and database as '{}': each Redlock node must be \
+                 an independent server",
+                endpoint.shown, first.shown
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Give every `rediss://` endpoint the CA and client certificate of the

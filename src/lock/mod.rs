@@ -23,7 +23,7 @@ mod reply;
 mod scripts;
 pub mod timing;
 
-pub use endpoint::{endpoint, with_tls, Endpoint, TlsFiles};
+pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
 pub use keys::{Holder, LockKeys};
 pub use node::{Fault, NodeError, Wakeups};
 pub use quorum::*;

@@ -150,6 +150,22 @@ impl Node {
         self.query(redis::cmd("WAIT").arg(replicas).arg(ms))
     }
 
+    /// How many replicas the node says are connected (`INFO replication`).
+    pub fn connected_replicas(&mut self) -> NodeResult<u64> {
+        let info: String = self.query(redis::cmd("INFO").arg("replication"))?;
+        let count = info
+            .lines()
+            .find_map(|line| line.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok());
+        count.ok_or_else(|| {
+            NodeError::unexpected(
+                self.shown(),
+                "INFO replication",
+                anyhow!("no connected_slaves"),
+            )
+        })
+    }
+
     /// Open a second connection to this node, subscribed to `channels`.
     pub fn subscribe(&self, channels: &[&str]) -> NodeResult<Wakeups> {
         let mut other = Node::new(self.endpoint.clone(), self.timeout);

@@ -36,6 +36,9 @@ pub enum Attempt {
     Refused(anyhow::Error),
     /// Held, but not confirmed by `--replicas`; given back already.
     Unconfirmed(anyhow::Error),
+    /// `--replicas N` can never be met: the node has fewer replicas
+    /// connected than N. Given back already.
+    TooFewReplicas(anyhow::Error),
     /// KEY is held with another `--limit` (1: a plain lock); nothing taken.
     Mismatch {
         limit: u32,
@@ -237,10 +240,13 @@ impl Quorum {
                     valid_until,
                     reset: tally.reset,
                 }),
-                Err(e) => {
+                Err(short) => {
                     // Not durable: a failover could lose it. Give it back.
                     self.release(token, 1);
-                    Attempt::Unconfirmed(e)
+                    match short {
+                        Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
+                        Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
+                    }
                 }
             };
         }
@@ -288,7 +294,7 @@ impl Quorum {
         if ours >= self.needed() && Instant::now() < valid_until {
             return match self.confirm_replicas() {
                 Ok(()) => Extend::Extended(valid_until),
-                Err(e) => Extend::Failed(e),
+                Err(Short::Unconfirmed(e) | Short::TooFewReplicas(e)) => Extend::Failed(e),
             };
         }
         if self.nodes.len() - lost.len() < self.needed() {
@@ -306,19 +312,37 @@ impl Quorum {
     }
 
     /// With `--replicas N`: WAIT until N replicas have the last write, for
-    /// at most half the per-node timeout. One node only (see config).
-    fn confirm_replicas(&mut self) -> anyhow::Result<()> {
+    /// at most half the per-node timeout. One node only (see config). When
+    /// WAIT comes back short, ask once how many replicas there are: fewer
+    /// than N will never do, however long one waits.
+    fn confirm_replicas(&mut self) -> Result<(), Short> {
         let (wanted, limit) = (self.replicas, self.timeout / 2);
         if wanted == 0 {
             return Ok(());
         }
-        for confirmed in self.each(|node, _| node.wait_replicas(wanted, limit)) {
-            let confirmed = confirmed?;
-            if confirmed < i64::from(wanted) {
-                return Err(anyhow!(
-                    "only {confirmed} of {wanted} replicas confirmed the lock within {}",
-                    crate::log::show(limit)
-                ));
+        let answers = self.each(|node, _| {
+            let confirmed = node.wait_replicas(wanted, limit)?;
+            let connected = match confirmed < i64::from(wanted) {
+                true => Some(node.connected_replicas()?),
+                false => None,
+            };
+            Ok::<_, NodeError>((confirmed, connected, node.shown().to_string()))
+        });
+        for answer in answers {
+            let (confirmed, connected, node) = answer.map_err(|e| Short::Unconfirmed(e.error))?;
+            match connected {
+                Some(n) if n < u64::from(wanted) => {
+                    return Err(Short::TooFewReplicas(anyhow!(
+                        "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
+                    )))
+                }
+                Some(_) => {
+                    return Err(Short::Unconfirmed(anyhow!(
+                        "only {confirmed} of {wanted} replicas confirmed the lock within {}",
+                        crate::log::show(limit)
+                    )))
+                }
+                None => {}
             }
         }
         Ok(())
@@ -349,6 +373,14 @@ impl Quorum {
         }
         released
     }
+}
+
+/// Why `--replicas` did not confirm a write.
+enum Short {
+    /// Not this time (slow replicas, a timeout).
+    Unconfirmed(anyhow::Error),
+    /// Never: fewer replicas are connected than wanted.
+    TooFewReplicas(anyhow::Error),
 }
 
 /// Several nodes' errors as one error: "2 of 3 nodes failed: a; b".

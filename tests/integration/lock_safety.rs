@@ -383,3 +383,91 @@ fn force_release_now_deletes_at_once() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(held.wait_timeout(LONG).code, Some(70));
 }
+
+/// A usage error (exit 2) before anything is sent to Redis, whose first
+/// line contains `says`.
+fn assert_usage(server: &RedisServer, args: &[&str], says: &str) {
+    let mut conn = server.conn();
+    let before: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    let out = run_with_timeout(
+        redlock_bare().args(args).args(["-k", "x", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(first.contains(says), "{args:?}: wanted {says:?}: {out:?}");
+    assert!(
+        !out.stderr.contains("pw-secret"),
+        "{args:?}: password shown"
+    );
+    let after: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(before, after, "{args:?}: something was written");
+}
+
+#[test]
+fn the_same_server_twice_is_not_two_redlock_nodes() {
+    let server = RedisServer::start();
+    let (url, port) = (server.url(), server.port());
+    let with_pw = format!("redis://:pw-secret@127.0.0.1:{port}");
+    let cases = [
+        [url.clone(), url.clone()],
+        [url.clone(), format!("{url}/0")],
+        [
+            format!("redis://LOCALHOST:{port}"),
+            format!("redis://localhost:{port}/"),
+        ],
+        [url.clone(), with_pw],
+    ];
+    for [a, b] in &cases {
+        assert_usage(&server, &["--redis", a, "--redis", b], "same server");
+    }
+    // Another database of the same server is another lock space: fine.
+    let out = run_with_timeout(
+        redlock_bare()
+            .args(["--redis", &url, "--redis", &format!("{url}/1"), "-k", "x"])
+            .args(["--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn ports_and_databases_out_of_range_are_usage_errors() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let cases = [
+        ("redis://127.0.0.1:70000".to_string(), "port"),
+        ("redis://127.0.0.1:0".to_string(), "port"),
+        (format!("redis://127.0.0.1:{port}/-1"), "database"),
+        (format!("redis://127.0.0.1:{port}/99999999999"), "database"),
+    ];
+    for (url, says) in &cases {
+        assert_usage(&server, &["--redis", url], says);
+    }
+}
+
+#[test]
+fn replicas_that_can_never_confirm_fail_at_once() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let start = Instant::now();
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .args(["-k", "r", "--replicas", "1", "--wait", "30s", "--", "touch"])
+            .arg(&marker),
+        LONG,
+    );
+    let took = start.elapsed();
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("0 replica(s) connected"), "{out:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?}: retried until --wait"
+    );
+    assert!(!marker.exists(), "COMMAND ran");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{r}"),
+        "lock left behind"
+    );
+}
