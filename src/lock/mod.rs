@@ -6,6 +6,8 @@
 //! - `keys`: the Redis keys of a lock and the holder record.
 //! - `scripts`: the Lua scripts, with their KEYS/ARGV layout.
 //! - `reply`: the scripts' replies as types.
+//! - `dial`: making a connection within a deadline, name resolution
+//!   included.
 //! - `node`: one connection: connect, query, eval, subscribe; failure kinds.
 //! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
 //! - `inspect`: reading and deleting locks by hand.
@@ -13,6 +15,7 @@
 //!   server is a quorum of one.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 
+mod dial;
 mod endpoint;
 mod inspect;
 mod keys;

@@ -96,10 +96,7 @@ impl Node {
 
     fn connection(&mut self) -> Result<&mut Connection, RedisError> {
         if self.conn.is_none() {
-            let conn = redis::Client::open(self.endpoint.info.clone())?
-                .get_connection_with_timeout(self.timeout)?;
-            conn.set_read_timeout(Some(self.timeout))?;
-            conn.set_write_timeout(Some(self.timeout))?;
+            let conn = super::dial::connect(&self.endpoint.info, self.timeout)?;
             self.answered = false;
             self.conn = Some(conn);
         }
@@ -229,7 +226,10 @@ fn classify(e: &RedisError, answered: bool) -> Fault {
 /// refusals, the OS error for I/O.
 fn describe(e: RedisError) -> anyhow::Error {
     if e.is_timeout() {
-        return anyhow!("timed out");
+        return match e.to_string().contains("resolving") {
+            true => anyhow!("timed out resolving the host name"),
+            false => anyhow!("timed out"),
+        };
     }
     if e.is_connection_refusal() {
         return anyhow!("connection refused");

@@ -181,8 +181,7 @@ fn sigterm_during_an_acquire_on_a_paused_server_exits_143_without_command() {
     assert!(!marker.exists(), "COMMAND ran");
 }
 
-/// Used by later tests: how long `cmd` took, and its output.
-#[allow(dead_code)]
+/// How long `cmd` took, and its output.
 fn timed(cmd: &mut Command) -> (Duration, Output) {
     let start = Instant::now();
     let out = run_with_timeout(cmd, LONG);
@@ -469,5 +468,120 @@ fn replicas_that_can_never_confirm_fail_at_once() {
     assert!(
         !exists(&mut server.conn(), "redlock:{r}"),
         "lock left behind"
+    );
+}
+
+/// Whether this test may make a private mount namespace (root and
+/// util-linux's unshare). When not: a loud note, or a failure under
+/// `REDLOCK_TEST_REQUIRE_TOOLS=1`.
+fn can_unshare() -> bool {
+    let ok = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let note = "unshare -m is not permitted here (needs root and util-linux)";
+        assert!(
+            !tools_required(),
+            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
+        );
+        eprintln!("\n!!!!! SKIPPED: {note}: name resolution is NOT tested !!!!!\n");
+    }
+    ok
+}
+
+/// A UDP socket on port 53 of some loopback address that never answers:
+/// a silent DNS server.
+fn silent_nameserver() -> std::net::UdpSocket {
+    let base = std::process::id() % 200;
+    (1..250u32)
+        .find_map(|n| {
+            let ip = std::net::Ipv4Addr::new(127, 53, (base + 1) as u8, n as u8);
+            std::net::UdpSocket::bind((ip, 53)).ok()
+        })
+        .expect("a free loopback address for a silent nameserver")
+}
+
+/// Run redlock-run with `args` in a private mount namespace whose
+/// resolv.conf, hosts and nsswitch.conf are the given texts.
+fn with_resolver(dir: &TestDir, resolv: &str, hosts: &str, args: &[&str]) -> (Duration, Output) {
+    let files = [
+        ("resolv.conf", resolv),
+        ("hosts", hosts),
+        ("nsswitch.conf", "hosts: files dns\n"),
+    ];
+    let mut script = String::new();
+    for (name, text) in files {
+        std::fs::write(dir.file(name), text).unwrap();
+        let path = dir.file(name);
+        script += &format!("mount --bind '{}' /etc/{name} && ", path.display());
+    }
+    script += "exec \"$@\"";
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        bin(),
+    ])
+    .args(args)
+    .env_remove("REDLOCK_REDIS_URL")
+    .env_remove("REDIS_URL");
+    timed(&mut cmd)
+}
+
+#[test]
+fn a_silent_dns_server_costs_the_node_timeout_not_ten_seconds() {
+    if !can_unshare() {
+        return;
+    }
+    let dir = TestDir::new();
+    let dns = silent_nameserver();
+    let ip = dns.local_addr().unwrap().ip();
+    let resolv = format!("nameserver {ip}\n");
+    let hosts = "127.0.0.1 localhost\n";
+    let url = format!("redis://no-such-host.example:{}", free_port());
+    let (took, out) = with_resolver(
+        &dir,
+        &resolv,
+        hosts,
+        &["--redis", &url, "-k", "x", "--", "true"],
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}: {out:?}");
+    assert!(out.stderr.contains("resolving"), "{out:?}");
+    // Status and friends are bounded the same way.
+    let (took, out) = with_resolver(&dir, &resolv, hosts, &["--redis", &url, "status", "x"]);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {out:?}");
+    drop(dns);
+}
+
+#[test]
+fn a_name_with_a_dead_first_address_still_connects() {
+    if !can_unshare() {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let dns = silent_nameserver();
+    let resolv = format!("nameserver {}\n", dns.local_addr().unwrap().ip());
+    // The server listens on 127.0.0.1 only: ::1 is refused.
+    let hosts = "::1 redlock-dual\n127.0.0.1 redlock-dual\n";
+    let url = format!("redis://redlock-dual:{}", server.port());
+    let (_, out) = with_resolver(
+        &dir,
+        &resolv,
+        hosts,
+        &["--redis", &url, "-k", "dual", "--", "true"],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        exists(&mut server.conn(), "redlock:{dual}:fence"),
+        "never reached Redis"
     );
 }
