@@ -102,6 +102,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate chain (PEM) for mutual TLS; needs --tls-key')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors')

@@ -185,7 +185,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__force__subcmd__release)
-            opts="-v -q -h --token --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --token --now --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -96,6 +96,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots'
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --now 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'

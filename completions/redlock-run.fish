@@ -85,6 +85,7 @@ json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l now -d 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -254,6 +254,10 @@ pub enum Cmd {
         /// Delete only if the lock holds this token
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
+        /// Delete at once, without waiting for a live holder to stop its
+        /// COMMAND first (a waiter may then run beside it)
+        #[arg(long)]
+        now: bool,
     },
     /// Print the man page (roff) or a shell completion script on stdout
     Generate {

@@ -5,29 +5,22 @@
 //! that names the option and the value, with any password redacted.
 
 use std::ffi::OsString;
-use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::CommandFactory;
-use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
+use crate::lock::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
+/// Re-exported for the log: text is scrubbed of passwords at the last step.
+pub use crate::secrets::scrub;
+use crate::secrets::{redact, remember};
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
-
-/// One Redis server, with the form of its URL that is safe to print.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub info: ConnectionInfo,
-    /// The URL with its password replaced by `***`.
-    pub shown: String,
-}
 
 /// Where the lock lives: shared by the run mode and the admin subcommands.
 #[derive(Debug, Clone)]
@@ -89,7 +82,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         (vec![DEFAULT_URL.to_string()], "the default URL".to_string())
     };
     for url in &urls {
-        remember_secret(url);
+        remember(url);
     }
     let endpoints = urls
         .iter()
@@ -102,7 +95,13 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let endpoints = with_tls(endpoints, args)?;
+    distinct(&endpoints).map_err(|why| usage(format!("invalid value for '{source}': {why}")))?;
+    let files = TlsFiles {
+        ca: args.tls_ca.as_deref(),
+        cert: args.tls_cert.as_deref(),
+        key: args.tls_key.as_deref(),
+    };
+    let endpoints = with_tls(endpoints, files).map_err(usage)?;
     if args.prefix.chars().any(char::is_control) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': must not contain control characters",
@@ -120,130 +119,6 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         verbosity,
         log_format: args.log_format,
     })
-}
-
-fn endpoint(url: &str) -> Result<Endpoint, String> {
-    let scheme = url.split("://").next().unwrap_or_default();
-    if !url.contains("://") || !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
-        return Err("expected redis://, rediss://, redis+unix:// or unix://".into());
-    }
-    let info = url
-        .into_connection_info()
-        .map_err(|e| scrub(&e.to_string()))?;
-    // CLIENT SETINFO would cost a round trip on every connect for nothing.
-    let redis = info.redis_settings().clone().set_skip_set_lib_name();
-    Ok(Endpoint {
-        info: info.set_redis_settings(redis),
-        shown: redact(url),
-    })
-}
-
-/// Give every `rediss://` endpoint the CA and client certificate of
-/// `--tls-ca`, `--tls-cert` and `--tls-key`, read and checked here so that
-/// a bad file is a usage error, not a connection failure.
-fn with_tls(endpoints: Vec<Endpoint>, args: &ConnArgs) -> Result<Vec<Endpoint>, clap::Error> {
-    let client_tls = match (&args.tls_cert, &args.tls_key) {
-        (None, None) => None,
-        (Some(cert), None) => {
-            return Err(usage(format!(
-                "'--tls-cert <FILE>' ({}) needs '--tls-key <FILE>', the certificate's private key",
-                cert.display()
-            )))
-        }
-        (None, Some(key)) => {
-            return Err(usage(format!(
-                "'--tls-key <FILE>' ({}) needs '--tls-cert <FILE>', the client certificate",
-                key.display()
-            )))
-        }
-        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-            client_cert: read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?,
-            client_key: read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?,
-        }),
-    };
-    let root_cert = match &args.tls_ca {
-        Some(ca) => Some(read_pem("--tls-ca <FILE>", ca, Pem::Certificates)?),
-        None => None,
-    };
-    let is_tls = |e: &Endpoint| matches!(e.info.addr(), redis::ConnectionAddr::TcpTls { .. });
-    if !endpoints.iter().any(is_tls) {
-        if let Some(option) = [
-            (args.tls_ca.is_some(), "--tls-ca"),
-            (args.tls_cert.is_some(), "--tls-cert"),
-        ]
-        .iter()
-        .find_map(|(given, option)| given.then_some(option))
-        {
-            return Err(usage(format!(
-                "'{option} <FILE>' was given, but no Redis URL uses TLS (rediss://)"
-            )));
-        }
-        return Ok(endpoints);
-    }
-    // Only ring is compiled in; installing it explicitly keeps rustls from
-    // panicking should another dependency ever enable a second provider.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let certificates = redis::TlsCertificates {
-        client_tls,
-        root_cert,
-    };
-    endpoints
-        .into_iter()
-        .map(|endpoint| {
-            if !is_tls(&endpoint) {
-                return Ok(endpoint);
-            }
-            let client = redis::Client::build_with_tls(endpoint.info.clone(), certificates.clone())
-                .map_err(|e| {
-                    usage(format!(
-                        "invalid TLS settings for '{}': {}",
-                        endpoint.shown,
-                        scrub(&e.to_string())
-                    ))
-                })?;
-            Ok(Endpoint {
-                info: client.get_connection_info().clone(),
-                shown: endpoint.shown,
-            })
-        })
-        .collect()
-}
-
-#[derive(Clone, Copy)]
-enum Pem {
-    Certificates,
-    PrivateKey,
-}
-
-/// The bytes of a PEM file, checked to hold what `option` needs.
-fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, clap::Error> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-    let invalid = |why: String| {
-        usage(format!(
-            "invalid value '{}' for '{option}': {why}",
-            path.display()
-        ))
-    };
-    let bytes = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
-    match want {
-        Pem::Certificates => {
-            let certs = CertificateDer::pem_slice_iter(&bytes)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| invalid(format!("not a PEM certificate file: {e}")))?;
-            if certs.is_empty() {
-                return Err(invalid(
-                    "no PEM certificate (BEGIN CERTIFICATE) in it".into(),
-                ));
-            }
-        }
-        Pem::PrivateKey => {
-            PrivateKeyDer::from_pem_slice(&bytes)
-                .map_err(|e| invalid(format!("no PEM private key in it: {e}")))?;
-        }
-    }
-    Ok(bytes)
 }
 
 /// The run mode's options, checked against each other and the servers.
@@ -337,101 +212,4 @@ fn invalid(e: timing::Invalid) -> clap::Error {
 
 fn usage(message: String) -> clap::Error {
     Cli::command().error(ErrorKind::ValueValidation, message)
-}
-
-/// A URL with the password of its user-info part replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &rest[..at];
-    let shown = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        // `redis://secret@host` is read as a password by some clients.
-        None if userinfo.is_empty() => String::new(),
-        None => "***".to_string(),
-    };
-    format!("{scheme}://{shown}@{}", &rest[at + 1..])
-}
-
-static SECRETS: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
-
-/// Note the password of `url` so that [`scrub`] can remove it from any text.
-fn remember_secret(url: &str) {
-    let Some((_, rest)) = url.split_once("://") else {
-        return;
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return;
-    };
-    let userinfo = &rest[..at];
-    let secret = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
-    if secret.is_empty() {
-        return;
-    }
-    let mut secrets = SECRETS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    secrets.push(secret.to_string());
-    // Percent-decoded form too: that is what the client sends and may echo.
-    if let Ok(decoded) = percent_decode(secret) {
-        secrets.push(decoded);
-    }
-}
-
-fn percent_decode(s: &str) -> Result<String, ()> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).map_err(|_| ())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| ())
-}
-
-/// `text` with every known password replaced by `***`: the last line of
-/// defence for messages that quote what a server or library said.
-pub fn scrub(text: &str) -> String {
-    let Some(secrets) = SECRETS.get() else {
-        return text.to_string();
-    };
-    let secrets = secrets.lock().unwrap_or_else(|e| e.into_inner());
-    secrets
-        .iter()
-        .filter(|s| s.len() >= 3)
-        .fold(text.to_string(), |acc, s| acc.replace(s.as_str(), "***"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redaction() {
-        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact("redis://:pw@h"), "redis://:***@h");
-        assert_eq!(redact("redis://pw@h"), "redis://***@h");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact("rediss://u:p@ss@h"), "rediss://u:***@h");
-        assert_eq!(redact("unix:///tmp/x.sock"), "unix:///tmp/x.sock");
-    }
-
-    #[test]
-    fn scrubbing() {
-        remember_secret("redis://u:s%40cret@h");
-        assert_eq!(scrub("bad s@cret and s%40cret"), "bad *** and ***");
-    }
 }

@@ -10,6 +10,7 @@ mod log;
 mod metrics;
 mod refresh;
 mod run;
+mod secrets;
 mod signals;
 mod status;
 mod supervise;

@@ -144,9 +144,16 @@ fn run_recorded(
             return Ok(Exit::Busy(cfg.conflict_exit_code));
         }
         Ok(Waited::Signaled(sig)) => return Ok(Exit::Signaled(sig)),
-        Err(failure)
-            if failure.exit == Exit::Unavailable && cfg.on_unavailable == OnUnavailable::Run =>
-        {
+        // Only when Redis never answered: never after a refusal or a
+        // busy answer (wait.rs decides).
+        Ok(Waited::Unreachable(error)) => {
+            let failure = Failure {
+                exit: Exit::Unavailable,
+                error,
+            };
+            if cfg.on_unavailable != OnUnavailable::Run {
+                return Err(failure);
+            }
             log.emit(
                 Ev::RunningUnlocked,
                 format!(
@@ -401,6 +408,8 @@ fn holder(cfg: &RunConfig) -> Holder {
         user: user(),
         command,
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
+        kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
     }
 }
 

@@ -10,15 +10,16 @@ use std::io::{self, Write};
 use std::time::{Duration, SystemTime};
 
 use anyhow::anyhow;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
 
 use crate::cli::Cmd;
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
-use crate::lock::{join_errors, Forced, Inspected, LockKeys, Quorum, Slot};
+use crate::lock::{join_node_errors, Fault, Forced, Inspected, LockKeys, NodeError, Quorum, Slot};
 use crate::log::short;
 use crate::log::Log;
 use crate::log::Verbosity;
+use crate::secrets::{scrub, untrusted};
 
 /// Connect and command timeout per node: an operator at a terminal should
 /// not wait long for a dead server, but a busy one deserves a moment.
@@ -37,9 +38,14 @@ pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
     match cmd {
         Cmd::Status { keys, json } => status(&mut quorum, prefix, &keys, json, &log),
         Cmd::List { json } => list(&mut quorum, prefix, json, &log),
-        Cmd::ForceRelease { key, token } => {
+        Cmd::ForceRelease { key, token, now } => {
             let quiet = conn.verbosity == Verbosity::Quiet;
-            force_release(&mut quorum, prefix, &key, token.as_deref(), quiet, &log)
+            let how = Forcing {
+                token: token.as_deref(),
+                now,
+                quiet,
+            };
+            force_release(&mut quorum, prefix, &key, how, &log)
         }
         Cmd::Generate { .. } => Err(anyhow!("`generate` is handled before connecting").into()),
     }
@@ -57,7 +63,7 @@ fn status(
         lock_keys
             .iter()
             .map(|k| node.inspect(k))
-            .collect::<anyhow::Result<Vec<_>>>()
+            .collect::<Result<Vec<_>, NodeError>>()
     });
     let what = match keys {
         [key] => format!("cannot read lock '{key}'"),
@@ -83,7 +89,7 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
                 let inspected = node.inspect(&LockKeys::new(prefix, &name))?;
                 Ok((name, inspected))
             })
-            .collect::<anyhow::Result<HashMap<_, _>>>()
+            .collect::<Result<HashMap<_, _>, NodeError>>()
     });
     let nodes = answered(quorum, answers, "cannot list the locks", log)?;
     // Sorted by KEY; a node without the key holds nothing under it.
@@ -104,23 +110,37 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
     Ok(Exit::Success)
 }
 
+/// How `force-release` was asked to go about it.
+#[derive(Clone, Copy)]
+struct Forcing<'a> {
+    /// Only if the lock holds this token.
+    token: Option<&'a str>,
+    /// Delete at once rather than revoke.
+    now: bool,
+    quiet: bool,
+}
+
 fn force_release(
     quorum: &mut Quorum,
     prefix: &str,
     key: &str,
-    token: Option<&str>,
-    quiet: bool,
+    how: Forcing,
     log: &Log,
 ) -> Result<Exit, Failure> {
     let keys = LockKeys::new(prefix, key);
-    let answers = quorum.on_each(|node| node.force_release(&keys, token));
+    let answers = quorum.on_each(|node| node.force_release(&keys, how.token, how.now));
     let total = quorum.nodes();
     let mut deleted = Vec::new();
     let mut mismatched = Vec::new();
     let mut errors = Vec::new();
+    let mut revoked = false;
     for answer in answers {
         match answer {
             Ok((Forced::Deleted, was)) => deleted.push(was),
+            Ok((Forced::Revoked, was)) => {
+                revoked = true;
+                deleted.push(was);
+            }
             Ok((Forced::Mismatch, was)) => mismatched.push(was),
             Ok((Forced::Free, _)) => {}
             Err(e) => errors.push(e),
@@ -131,12 +151,11 @@ fn force_release(
             0 => String::new(),
             n => format!(" (deleted on {n} of {total} nodes)"),
         };
-        return Err(Failure {
-            exit: Exit::Unavailable,
-            error: join_errors(errors, total).context(format!(
-                "cannot release lock '{key}'{done}: Redis unavailable"
-            )),
-        });
+        return Err(failure(
+            errors,
+            total,
+            &format!("cannot release lock '{key}'{done}"),
+        ));
     }
     for e in &errors {
         log.warn(format!(
@@ -145,60 +164,85 @@ fn force_release(
     }
     if !deleted.is_empty() {
         let view = View::merge(key, quorum, deleted.iter());
-        // With several nodes, "on 2 of 3 nodes" says where it was deleted.
-        let line = match view.slots.as_slice() {
-            // One holder of a semaphore (--token): the others stay.
-            [slot] if token.is_some() => format!(
-                "released a holder of '{}' (limit {}): it was {}",
-                clean(key),
-                view.limit,
-                view.describe_slot(slot, false)
-            ),
-            _ => format!("released '{}': it was {}", clean(key), view.describe(false)),
-        };
-        if !quiet {
-            emit([line])?;
+        if !how.quiet {
+            emit([released_line(&view, key, how.token, revoked)])?;
         }
         return Ok(Exit::Success);
     }
-    if !mismatched.is_empty() {
-        let view = View::merge(key, quorum, mismatched.iter());
-        log.warn(format!(
-            "lock '{}' is held by {} with another token; not released",
-            clean(key),
-            view.who()
-        ));
-    } else {
-        log.warn(format!(
-            "lock '{}' is not held; nothing to release",
-            clean(key)
-        ));
-    }
+    let why = match mismatched.is_empty() {
+        false => format!(
+            "is held by {} with another token; not released",
+            View::merge(key, quorum, mismatched.iter()).who()
+        ),
+        true => "is not held; nothing to release".to_string(),
+    };
+    log.warn(format!("lock '{}' {why}", untrusted(key)));
     Ok(Exit::No)
+}
+
+/// "released 'KEY': it was held by ..."; with several nodes, "on 2 of 3
+/// nodes" says where it was deleted.
+///
+/// Revoked: "revoked 'KEY' (no one gets it before its holder has stopped,
+/// or within Ns): it was held by ...".
+fn released_line(view: &View, key: &str, token: Option<&str>, revoked: bool) -> String {
+    if revoked {
+        return format!(
+            "revoked '{}' (its holder stops COMMAND; no waiter gets the lock before, \
+             --now deletes it at once): it was {}",
+            untrusted(key),
+            view.describe(false)
+        );
+    }
+    match view.slots.as_slice() {
+        // One holder of a semaphore (--token): the others stay.
+        [slot] if token.is_some() => format!(
+            "released a holder of '{}' (limit {}): it was {}",
+            untrusted(key),
+            view.limit,
+            view.describe_slot(slot, false)
+        ),
+        _ => format!(
+            "released '{}': it was {}",
+            untrusted(key),
+            view.describe(false)
+        ),
+    }
 }
 
 /// The answers of the nodes that answered, or exit 69 when fewer than a
 /// majority did. Each failed node is reported on stderr.
 fn answered<T>(
     quorum: &Quorum,
-    answers: Vec<anyhow::Result<T>>,
+    answers: Vec<Result<T, NodeError>>,
     what: &str,
     log: &Log,
 ) -> Result<Vec<T>, Failure> {
     let total = quorum.nodes();
     let (ok, errors): (Vec<_>, Vec<_>) = answers.into_iter().partition(|a| a.is_ok());
     let ok: Vec<T> = ok.into_iter().filter_map(Result::ok).collect();
-    let errors: Vec<anyhow::Error> = errors.into_iter().filter_map(Result::err).collect();
+    let errors: Vec<NodeError> = errors.into_iter().filter_map(Result::err).collect();
     if ok.len() < quorum.needed() {
-        return Err(Failure {
-            exit: Exit::Unavailable,
-            error: join_errors(errors, total).context(format!("{what}: Redis unavailable")),
-        });
+        return Err(failure(errors, total, what));
     }
     for e in errors {
         log.warn(format!("{e:#}; counted as not holding any lock"));
     }
     Ok(ok)
+}
+
+/// Too few nodes answered: exit 77 if one refused us (waiting or retrying
+/// will not help), else 69.
+fn failure(errors: Vec<NodeError>, total: usize, what: &str) -> Failure {
+    let refused = errors.iter().any(|e| e.fault == Fault::Refused);
+    let (exit, why) = match refused {
+        true => (Exit::Refused, "Redis refused"),
+        false => (Exit::Unavailable, "Redis unavailable"),
+    };
+    Failure {
+        exit,
+        error: join_node_errors(errors, total).context(format!("{what}: {why}")),
+    }
 }
 
 /// One lock as the nodes see it together.
@@ -212,8 +256,8 @@ struct View {
     /// How many nodes hold `token`, of how many.
     holding: usize,
     nodes: usize,
-    /// How long a majority keeps holding it.
-    pttl_ms: i64,
+    /// How long a majority keeps holding it (`None`: no expiry).
+    pttl: Option<Duration>,
     /// Held: the fencing token of this holder. Free: the last one issued.
     fence: i64,
     /// The holder record, from a node holding `token`.
@@ -222,6 +266,8 @@ struct View {
     limit: u32,
     /// A semaphore's holders, held by a majority or not, by fence.
     slots: Vec<SlotView>,
+    /// Force-released: waiting for its holder to stop.
+    revoked: bool,
 }
 
 /// One holder of a semaphore as the nodes see it together.
@@ -231,11 +277,22 @@ struct SlotView {
     /// How many nodes hold this token.
     holding: usize,
     /// How long a majority keeps holding it.
-    pttl_ms: i64,
+    pttl: Option<Duration>,
     /// Its fencing token (0 if its record lacks one).
     fence: i64,
     /// From a node holding it.
     record: Slot,
+}
+
+/// The expiry a majority of `holding` copies still has: the `needed`-th
+/// longest of their expiries.
+fn majority_pttl(mut pttls: Vec<Option<Duration>>, needed: usize) -> Option<Duration> {
+    pttls.sort_unstable_by(|a, b| b.cmp(a));
+    let holding = pttls.len();
+    pttls
+        .get(needed.min(holding).saturating_sub(1))
+        .copied()
+        .flatten()
 }
 
 impl View {
@@ -259,31 +316,22 @@ impl View {
             .collect();
         let holding = holders.len();
         let held = holding >= needed;
-        let fence = if held {
-            // Counters only grow while the lock is free, so the holders'
-            // largest is the fence their holder was given.
-            holders.iter().map(|a| a.fence).max()
-        } else {
-            answers.iter().map(|a| a.fence).max()
-        }
-        .unwrap_or(0);
-        let mut pttls: Vec<i64> = holders.iter().map(|a| a.pttl_ms).collect();
-        pttls.sort_unstable_by(|a, b| b.cmp(a));
-        let pttl_ms = pttls
-            .get(needed.min(holding).saturating_sub(1))
-            .copied()
-            .unwrap_or(-2);
+        // Counters only grow while the lock is free, so the holders'
+        // largest is the fence their holder was given.
+        let fenced = if held { &holders } else { &answers };
+        let fence = fenced.iter().map(|a| a.fence).max().unwrap_or(0);
         let mut view = View {
             key: key.to_string(),
             held,
             token,
             holding,
             nodes: quorum.nodes(),
-            pttl_ms,
+            pttl: majority_pttl(holders.iter().map(|a| a.pttl).collect(), needed),
             fence,
             record: holders.first().map(|a| (*a).clone()).unwrap_or_default(),
             limit: 0,
             slots: Vec::new(),
+            revoked: holders.iter().any(|a| a.revoked),
         };
         if !held {
             view.merge_slots(&answers, needed);
@@ -294,7 +342,7 @@ impl View {
     /// A semaphore: its limit (as most nodes have it) and its holders.
     fn merge_slots(&mut self, answers: &[&Inspected], needed: usize) {
         let mut limits: HashMap<u32, usize> = HashMap::new();
-        for limit in answers.iter().map(|a| a.limit).filter(|&l| l > 0) {
+        for limit in answers.iter().filter_map(|a| a.limit) {
             *limits.entry(limit).or_default() += 1;
         }
         let Some((&limit, _)) = limits.iter().max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0))) else {
@@ -306,31 +354,25 @@ impl View {
         }
         let mut slots: Vec<SlotView> = tokens
             .into_iter()
-            .map(|(token, copies)| {
-                let mut pttls: Vec<i64> = copies.iter().map(|s| s.pttl_ms).collect();
-                pttls.sort_unstable_by(|a, b| b.cmp(a));
-                let holding = copies.len();
-                SlotView {
+            .filter_map(|(token, copies)| {
+                Some(SlotView {
                     token: token.to_string(),
-                    holding,
-                    pttl_ms: pttls
-                        .get(needed.min(holding).saturating_sub(1))
-                        .copied()
-                        .unwrap_or(-2),
+                    holding: copies.len(),
+                    pttl: majority_pttl(copies.iter().map(|s| s.pttl).collect(), needed),
                     fence: copies
                         .iter()
                         .filter_map(|s| s.field("fence")?.parse().ok())
                         .max()
                         .unwrap_or(0),
-                    record: copies[0].clone(),
-                }
+                    record: (*copies.first()?).clone(),
+                })
             })
             .collect();
         slots.sort_by(|a, b| a.fence.cmp(&b.fence).then(a.token.cmp(&b.token)));
         self.limit = limit;
         self.held = slots.iter().any(|s| s.holding >= needed);
         if self.held {
-            self.pttl_ms = slots.iter().map(|s| s.pttl_ms).max().unwrap_or(-2);
+            self.pttl = slots.iter().filter_map(|s| s.pttl).max();
         }
         self.slots = slots;
     }
@@ -374,10 +416,14 @@ impl View {
             );
         }
         let r = &self.record;
-        let mut line = format!("held by {}", self.who());
+        let mut line = match self.revoked {
+            true => "being force-released, waiting for its holder to stop: ".to_string(),
+            false => String::new(),
+        };
+        line.push_str(&format!("held by {}", self.who()));
         line.push_str(&details(
             |f| r.field(f),
-            (expiry && self.pttl_ms >= 0).then_some(self.pttl_ms),
+            self.pttl.filter(|_| expiry),
             self.fence,
             self.nodes_note(self.holding),
         ));
@@ -390,7 +436,7 @@ impl View {
         let mut line = who(|f| r.field(f), Some(&slot.token));
         line.push_str(&details(
             |f| r.field(f),
-            (expiry && slot.pttl_ms >= 0).then_some(slot.pttl_ms),
+            slot.pttl.filter(|_| expiry),
             slot.fence,
             self.nodes_note(slot.holding),
         ));
@@ -407,7 +453,7 @@ impl View {
 
     /// `status` and `list` text: "KEY  held by ..." or "KEY  free (...)".
     fn text(&self) -> String {
-        let key = clean(&self.key);
+        let key = untrusted(&self.key);
         if self.held {
             return format!("{key}  {}", self.describe(true));
         }
@@ -425,53 +471,124 @@ impl View {
         }
         format!("{key}  free ({why})")
     }
+}
 
-    /// `--json`: the contract's fields (`ttl_ms`, `token` and `holder`
-    /// only when held) and, with several nodes, `nodes` and `nodes_holding`.
-    /// A semaphore has `limit` and `holders` instead of `token` and
-    /// `holder`; its `ttl_ms` is the longest of its holders'.
-    fn json(&self) -> Value {
-        let mut object = Map::new();
-        object.insert("key".into(), json!(self.key));
-        object.insert("held".into(), json!(self.held));
-        object.insert("fence".into(), json!(self.fence));
+/// `--json`: the contract's fields (`ttl_ms`, `token` and `holder` only
+/// when held) and, with several nodes, `nodes` and `nodes_holding`. A
+/// semaphore has `limit` and `holders` instead of `token` and `holder`;
+/// its `ttl_ms` is the longest of its holders'. Fields in alphabetical
+/// order, as the first versions printed them.
+#[derive(Serialize)]
+struct JsonView<'a> {
+    fence: i64,
+    held: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<JsonHolder>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holders: Option<Vec<JsonSlot<'a>>>,
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes_holding: Option<usize>,
+    /// Present (true) only while the lock is being force-released.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    revoked: bool,
+    /// `Some(None)`: held, but by no token of a majority (null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<Option<&'a str>>,
+    /// `Some(None)`: held without expiry (null: not set by this tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<Option<u128>>,
+}
+
+/// One holder of a semaphore in `--json`.
+#[derive(Serialize)]
+struct JsonSlot<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence: Option<i64>,
+    holder: JsonHolder,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes_holding: Option<usize>,
+    token: &'a str,
+    ttl_ms: Option<u128>,
+}
+
+/// The `holder` object of `--json`: machine-readable, so not cut or
+/// escaped beyond JSON's own escaping; known passwords are redacted.
+#[derive(Serialize)]
+struct JsonHolder {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acquired_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    /// `Some(None)`: a pid that is not a number (null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+}
+
+impl JsonHolder {
+    fn of<'a>(field: impl Fn(&str) -> Option<&'a str>) -> JsonHolder {
+        let text = |name: &str| field(name).map(scrub);
+        JsonHolder {
+            acquired_at: text("acquired_at"),
+            command: text("command"),
+            host: text("host"),
+            pid: field("pid").map(|pid| pid.parse().ok()),
+            user: text("user"),
+        }
+    }
+}
+
+impl View {
+    fn json(&self) -> String {
+        let several = (self.nodes > 1).then_some(self.nodes);
+        let mut out = JsonView {
+            fence: self.fence,
+            held: self.held,
+            holder: None,
+            holders: None,
+            key: &self.key,
+            limit: None,
+            nodes: several,
+            nodes_holding: several.map(|_| self.holding),
+            revoked: self.held && self.revoked,
+            token: None,
+            ttl_ms: None,
+        };
         if self.held {
-            // null: the lock has no expiry (not set by this tool).
-            let ttl = (self.pttl_ms >= 0).then_some(self.pttl_ms);
-            object.insert("ttl_ms".into(), json!(ttl));
+            out.ttl_ms = Some(self.pttl.map(|d| d.as_millis()));
             if self.limit > 0 {
-                object.insert("limit".into(), json!(self.limit));
-                let holders: Vec<Value> = self
-                    .held_slots()
-                    .map(|slot| {
-                        let mut one = Map::new();
-                        one.insert("token".into(), json!(slot.token));
-                        one.insert("ttl_ms".into(), json!(slot.pttl_ms));
-                        if slot.fence > 0 {
-                            one.insert("fence".into(), json!(slot.fence));
-                        }
-                        let r = &slot.record;
-                        one.insert("holder".into(), record_json(|f| r.field(f)));
-                        if self.nodes > 1 {
-                            one.insert("nodes_holding".into(), json!(slot.holding));
-                        }
-                        Value::Object(one)
-                    })
-                    .collect();
-                object.insert("holders".into(), Value::Array(holders));
+                out.limit = Some(self.limit);
+                out.nodes_holding = None;
+                out.holders = Some(self.held_slots().map(|s| self.json_slot(s)).collect());
             } else {
-                object.insert("token".into(), json!(self.token));
+                out.token = Some(self.token.as_deref());
                 let r = &self.record;
-                object.insert("holder".into(), record_json(|f| r.field(f)));
+                out.holder = Some(JsonHolder::of(|f| r.field(f)));
             }
+        } else if self.limit > 0 {
+            out.nodes_holding = None;
         }
-        if self.nodes > 1 {
-            object.insert("nodes".into(), json!(self.nodes));
-            if self.limit == 0 {
-                object.insert("nodes_holding".into(), json!(self.holding));
-            }
+        // Only strings, integers and booleans: serialising cannot fail.
+        serde_json::to_string(&out).unwrap_or_default()
+    }
+
+    fn json_slot<'a>(&self, slot: &'a SlotView) -> JsonSlot<'a> {
+        let r = &slot.record;
+        JsonSlot {
+            fence: (slot.fence > 0).then_some(slot.fence),
+            holder: JsonHolder::of(|f| r.field(f)),
+            nodes_holding: (self.nodes > 1).then_some(slot.holding),
+            token: &slot.token,
+            ttl_ms: slot.pttl.map(|d| d.as_millis()),
         }
-        Value::Object(object)
     }
 }
 
@@ -488,20 +605,23 @@ fn holders(n: usize) -> String {
 fn who<'a>(field: impl Fn(&str) -> Option<&'a str>, token: Option<&str>) -> String {
     match (field("host"), field("pid")) {
         (Some(host), Some(pid)) => {
-            let mut who = format!("{} pid {}", clean(host), clean(pid));
+            let mut who = format!("{} pid {}", untrusted(host), untrusted(pid));
             if let Some(user) = field("user").filter(|u| !u.is_empty()) {
-                who.push_str(&format!(" ({})", clean(user)));
+                who.push_str(&format!(" ({})", untrusted(user)));
             }
             who
         }
-        _ => format!("an unknown holder, token {}", clean(token.unwrap_or("?"))),
+        _ => format!(
+            "an unknown holder, token {}",
+            untrusted(token.unwrap_or("?"))
+        ),
     }
 }
 
 /// " for 12s, expires in 18s, fence 42, on 2 of 3 nodes: pg_dump".
 fn details<'a>(
     field: impl Fn(&str) -> Option<&'a str>,
-    pttl_ms: Option<i64>,
+    pttl: Option<Duration>,
     fence: i64,
     nodes: String,
 ) -> String {
@@ -512,35 +632,20 @@ fn details<'a>(
         let age = SystemTime::now().duration_since(at).unwrap_or_default();
         line.push_str(&format!(" for {}", short(age)));
     }
-    if let Some(left) = pttl_ms {
-        let left = Duration::from_millis(left.max(0) as u64);
+    if let Some(left) = pttl {
         line.push_str(&format!(", expires in {}", short(left)));
     }
     line.push_str(&format!(", fence {fence}"));
     line.push_str(&nodes);
     if let Some(command) = field("command") {
-        line.push_str(&format!(": {}", clean(command)));
+        line.push_str(&format!(": {}", untrusted(command)));
     }
     line
 }
 
-/// The `holder` object of `--json`.
-fn record_json<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Value {
-    let mut holder = Map::new();
-    for name in ["host", "user", "command", "acquired_at"] {
-        if let Some(value) = field(name) {
-            holder.insert(name.into(), json!(value));
-        }
-    }
-    if let Some(pid) = field("pid") {
-        holder.insert("pid".into(), json!(pid.parse::<u64>().ok()));
-    }
-    Value::Object(holder)
-}
-
 fn print(views: &[View], json: bool) -> Result<(), Failure> {
     emit(views.iter().map(|v| match json {
-        true => v.json().to_string(),
+        true => v.json(),
         false => v.text(),
     }))
 }
@@ -558,30 +663,5 @@ fn emit(lines: impl IntoIterator<Item = String>) -> Result<(), Failure> {
             error: anyhow!("cannot write to stdout: {e}"),
         }),
         _ => Ok(()),
-    }
-}
-
-/// Text from Redis made safe for one line of a terminal: control
-/// characters (a newline in a `-c` script) are shown escaped.
-fn clean(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| match c.is_control() {
-            true => c.escape_default().to_string(),
-            false => c.to_string(),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(clean("a b {c}: ü"), "a b {c}: ü");
-        assert_eq!(clean("make\nmake install\t"), "make\\nmake install\\t");
     }
 }

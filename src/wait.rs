@@ -17,7 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Attempt, BusyInfo, Holder, Lease, Quorum, Wakeups};
 use crate::log::short;
-use crate::log::Log;
+use crate::log::{field, Ev, Log};
+use crate::secrets::untrusted;
 use crate::signals::Signals as SignalRelay;
 
 /// How waiting ended, when it did not fail.
@@ -27,6 +28,9 @@ pub enum Waited {
     Busy(BusyInfo),
     /// A signal arrived first; nothing is left in Redis.
     Signaled(i32),
+    /// No node could be reached at all, and none had answered anything in
+    /// this run: the only case `--on-unavailable run` may run COMMAND.
+    Unreachable(anyhow::Error),
 }
 
 /// Retry anyway this often while subscribed, in case a wake-up is missed
@@ -39,6 +43,10 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 /// Pub/Sub): polling is then the only way to notice a release.
 const POLL_MIN: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_millis(250);
+
+/// Retry delays after Redis, having answered once, stopped answering.
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_millis(500);
 
 /// How long one blocking read of the subscription may last: the bound on
 /// how late a signal is noticed while waiting.
@@ -54,7 +62,18 @@ pub fn acquire(
     signals: &SignalRelay,
     log: &Log,
 ) -> Result<Waited, Failure> {
-    let waited = wait_in_line(quorum, token, holder, wait, key, signals, log);
+    let mut waiter = Waiter {
+        token,
+        holder,
+        give_up: wait.map(|w| Instant::now() + w),
+        key,
+        signals,
+        log,
+        wakeups: None,
+        first_busy: true,
+        warned_unreachable: false,
+    };
+    let waited = waiter.wait_in_line(quorum);
     if !matches!(waited, Ok(Waited::Acquired(_))) {
         // Let the next in line be woken instead of us.
         quorum.leave(token);
@@ -62,100 +81,174 @@ pub fn acquire(
     waited
 }
 
-fn wait_in_line(
-    quorum: &mut Quorum,
-    token: &str,
-    holder: &Holder,
-    wait: Option<Duration>,
-    key: &str,
-    signals: &SignalRelay,
-    log: &Log,
-) -> Result<Waited, Failure> {
-    let give_up = wait.map(|w| Instant::now() + w);
-    let mut wakeups: Option<Wakeups> = None;
-    let mut first_busy = true;
-    loop {
-        // The first try does not queue: the uncontended path stays one EVAL.
-        let info = match quorum.try_acquire(token, holder, !first_busy) {
-            Attempt::Acquired(lease) => return Ok(Waited::Acquired(lease)),
-            Attempt::Unavailable(error) => {
-                return Err(Failure {
-                    exit: Exit::Unavailable,
-                    error: error.context(format!("cannot take lock '{key}': Redis unavailable")),
-                })
+/// One waiter's state while it waits.
+struct Waiter<'a> {
+    token: &'a str,
+    holder: &'a Holder,
+    give_up: Option<Instant>,
+    key: &'a str,
+    signals: &'a SignalRelay,
+    log: &'a Log,
+    wakeups: Option<Wakeups>,
+    first_busy: bool,
+    /// "Redis stopped answering" was said once already.
+    warned_unreachable: bool,
+}
+
+/// What to do after an attempt that did not find the lock busy.
+enum Next {
+    Done(Waited),
+    /// Try again after a short pause.
+    Retry,
+}
+
+impl Waiter<'_> {
+    fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
+        loop {
+            // The first try does not queue: the uncontended path stays one EVAL.
+            let info = match quorum.try_acquire(self.token, self.holder, !self.first_busy) {
+                Attempt::Busy(info) => info,
+                other => match self.settle(other, quorum)? {
+                    Next::Done(waited) => return Ok(waited),
+                    Next::Retry => match self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX)) {
+                        Some(sig) => return Ok(Waited::Signaled(sig)),
+                        None => continue,
+                    },
+                },
+            };
+            let now = Instant::now();
+            if self.timed_out() {
+                return Ok(Waited::Busy(info));
             }
-            Attempt::Busy(info) => info,
-            // The arguments are valid, but not for this key as Redis holds
-            // it: a configuration mismatch among its users, exit 2.
-            Attempt::Mismatch { limit } => {
-                return Err(Failure {
-                    exit: Exit::Usage,
-                    error: anyhow::anyhow!(
-                        "lock '{key}' is held with --limit {limit}; this run asked for --limit {} \
-                         (every holder of a key must use the same --limit)",
-                        quorum.limit()
-                    ),
-                })
-            }
-            // Held but not confirmed by --replicas (and given back): retry
-            // like a busy lock, and fail as unavailable when time is up.
-            Attempt::Unconfirmed(error) => {
-                if give_up.is_some_and(|end| Instant::now() >= end) {
-                    return Err(Failure {
-                        exit: Exit::Unavailable,
-                        error: error.context(format!("cannot take lock '{key}'")),
-                    });
-                }
-                if let Some(sig) = signals.sleep(jitter(POLL_MIN, POLL_MAX)) {
-                    return Ok(Waited::Signaled(sig));
-                }
-                continue;
-            }
-        };
-        let now = Instant::now();
-        if give_up.is_some_and(|end| now >= end) {
-            return Ok(Waited::Busy(info));
-        }
-        if first_busy {
-            first_busy = false;
-            let holder = describe_holder(&info);
-            log.emit(
-                crate::log::Ev::Waiting,
-                format!("lock '{key}' {holder}; waiting"),
-                &[crate::log::field("holder", holder.clone())],
-            );
-            match quorum.subscribe(token) {
-                Ok(subscribed) => {
-                    wakeups = Some(subscribed);
+            if self.first_busy {
+                self.first_busy = false;
+                let (key, holder) = (self.key, describe_holder(&info));
+                self.log.emit(
+                    Ev::Waiting,
+                    format!("lock '{key}' {holder}; waiting"),
+                    &[field("holder", holder.clone())],
+                );
+                if self.subscribe(quorum) {
                     // A release between the busy answer and the subscription
                     // was not heard: look again before blocking.
                     continue;
                 }
-                Err(e) => log.info(format!(
-                    "cannot subscribe to releases of lock '{key}' ({e:#}); polling instead"
-                )),
+            }
+            let mut delay = match self.wakeups {
+                Some(_) => jitter(FALLBACK_MIN, FALLBACK_MAX),
+                None => jitter(POLL_MIN, POLL_MAX),
+            };
+            if let Some(left) = info.pttl {
+                // Wake up when the holder's lease runs out (it may have died).
+                delay = delay.min(left + Duration::from_millis(1));
+            }
+            let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
+            // Every waiter tries as soon as it hears of a release: a random
+            // stagger, even with waiters standing down once they heard the lock
+            // was taken, did not shorten a 200-waiter queue and slowed the
+            // hand-over between a few (see scripts/bench.sh).
+            if let Woke::Signaled(sig) = self.block(until) {
+                return Ok(Waited::Signaled(sig));
             }
         }
-        let mut delay = match wakeups {
-            Some(_) => jitter(FALLBACK_MIN, FALLBACK_MAX),
-            None => jitter(POLL_MIN, POLL_MAX),
+    }
+
+    fn timed_out(&self) -> bool {
+        self.give_up.is_some_and(|end| Instant::now() >= end)
+    }
+
+    /// Subscribe to releases; whether it worked.
+    fn subscribe(&mut self, quorum: &Quorum) -> bool {
+        match quorum.subscribe(self.token) {
+            Ok(subscribed) => {
+                self.wakeups = Some(subscribed);
+                true
+            }
+            Err(e) => {
+                self.log.info(format!(
+                    "cannot subscribe to releases of lock '{}' ({e:#}); polling instead",
+                    self.key
+                ));
+                false
+            }
+        }
+    }
+
+    /// Every answer but busy. A signal that arrived while a call failed
+    /// wins over the failure (the call may have failed because of it).
+    fn settle(&mut self, attempt: Attempt, quorum: &Quorum) -> Result<Next, Failure> {
+        let key = self.key;
+        let failed = |exit, error: anyhow::Error, why: &str| Failure {
+            exit,
+            error: error.context(format!("cannot take lock '{key}': {why}")),
         };
-        if info.pttl_ms >= 0 {
-            // Wake up when the holder's lease runs out (it may have died).
-            delay = delay.min(Duration::from_millis(info.pttl_ms as u64 + 1));
+        let failure = !matches!(attempt, Attempt::Acquired(_) | Attempt::Busy(_));
+        if let Some(sig) = self.signals.pending().filter(|_| failure) {
+            return Ok(Next::Done(Waited::Signaled(sig)));
         }
-        let mut until = now + delay;
-        if let Some(end) = give_up {
-            until = until.min(end);
+        match attempt {
+            Attempt::Acquired(lease) => {
+                warn_if_reset(&lease, key, self.log);
+                Ok(Next::Done(Waited::Acquired(lease)))
+            }
+            Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
+            Attempt::Unavailable(error) if !quorum.ever_answered() => Ok(Next::Done(
+                Waited::Unreachable(error.context(format!("cannot take lock '{key}': Redis unavailable"))),
+            )),
+            // Some nodes answered, but no busy lock was seen: nothing to
+            // wait for, and not unreachable enough to fail open.
+            Attempt::Unavailable(error) if self.first_busy => {
+                Err(failed(Exit::Unavailable, error, "Redis unavailable"))
+            }
+            Attempt::Unavailable(error) if self.timed_out() => Err(failed(
+                Exit::Unavailable,
+                error,
+                "Redis unavailable (it answered before, and was still unreachable when --wait ran out)",
+            )),
+            Attempt::Unavailable(error) => {
+                if !std::mem::replace(&mut self.warned_unreachable, true) {
+                    self.log.warn(format!(
+                        "lock '{key}': Redis stopped answering ({error:#}); reconnecting within --wait"
+                    ));
+                }
+                Ok(Next::Retry)
+            }
+            // The arguments are valid, but not for this key as Redis holds
+            // it: a configuration mismatch among its users, exit 2.
+            Attempt::Mismatch { limit } => Err(Failure {
+                exit: Exit::Usage,
+                error: anyhow::anyhow!(
+                    "lock '{key}' is held with --limit {limit}; this run asked for --limit {} \
+                     (every holder of a key must use the same --limit)",
+                    quorum.limit()
+                ),
+            }),
+            // Held but not confirmed by --replicas (and given back): retry
+            // like a busy lock, and fail as unavailable when time is up.
+            Attempt::Unconfirmed(error) if self.timed_out() => {
+                Err(failed(Exit::Unavailable, error, "not confirmed by the replicas"))
+            }
+            Attempt::Unconfirmed(_) => Ok(Next::Retry),
+            Attempt::TooFewReplicas(error) => {
+                Err(failed(Exit::Unavailable, error, "not enough replicas"))
+            }
+            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
         }
-        // Every waiter tries as soon as it hears of a release: a random
-        // stagger, even with waiters standing down once they heard the lock
-        // was taken, did not shorten a 200-waiter queue and slowed the
-        // hand-over between a few (see scripts/bench.sh).
-        match block(&mut wakeups, until, key, signals, log) {
-            Woke::Signaled(sig) => return Ok(Waited::Signaled(sig)),
-            Woke::Released | Woke::Timer => {}
-        }
+    }
+}
+
+/// The fence counter was started anew: say so with `-v`. A new key looks
+/// the same as lost data, so this is no warning (cron would mail it).
+fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
+    if lease.reset {
+        log.emit(
+            Ev::FenceReset,
+            format!(
+                "lock '{key}': new fence counter, started from the server's clock (a new key, or \
+             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+            ),
+            &[],
+        );
     }
 }
 
@@ -168,61 +261,63 @@ enum Woke {
     Signaled(i32),
 }
 
-/// Block until `until`, a release message, or a signal.
-fn block(
-    wakeups: &mut Option<Wakeups>,
-    until: Instant,
-    key: &str,
-    signals: &SignalRelay,
-    log: &Log,
-) -> Woke {
-    loop {
-        if let Some(sig) = signals.pending() {
-            return Woke::Signaled(sig);
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Woke::Timer;
-        }
-        let Some(subscription) = wakeups else {
-            return signals.sleep(left).map_or(Woke::Timer, Woke::Signaled);
-        };
-        match subscription.wait(left.min(SLICE)) {
-            Ok(true) => return Woke::Released,
-            Ok(false) => {}
-            Err(e) => {
-                log.info(format!(
+impl Waiter<'_> {
+    /// Block until `until`, a release message, or a signal.
+    fn block(&mut self, until: Instant) -> Woke {
+        let (key, signals, log) = (self.key, self.signals, self.log);
+        let wakeups = &mut self.wakeups;
+        loop {
+            if let Some(sig) = signals.pending() {
+                return Woke::Signaled(sig);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Woke::Timer;
+            }
+            let Some(subscription) = wakeups else {
+                return signals.sleep(left).map_or(Woke::Timer, Woke::Signaled);
+            };
+            match subscription.wait(left.min(SLICE)) {
+                Ok(true) => return Woke::Released,
+                Ok(false) => {}
+                Err(e) => {
+                    log.info(format!(
                     "lost the subscription to releases of lock '{key}' ({e:#}); polling instead"
                 ));
-                *wakeups = None;
+                    *wakeups = None;
+                }
             }
         }
     }
 }
 
-/// "is held by host web1 pid 4242 for 12s (expires in 18s)".
+/// "is held by host web1 pid 4242 for 12s (expires in 18s)". Every field
+/// comes from Redis: escaped and cut before it is printed.
 pub fn describe_holder(info: &BusyInfo) -> String {
+    if info.revoked {
+        return "is being force-released; waiting for its holder to stop".to_string();
+    }
     let mut text = String::from("is held");
-    if info.limit > 0 {
+    if let Some(taken) = info.slots {
         // A semaphore: all its slots are taken.
-        text += &format!(" by {} holders of --limit {}", info.holders, info.limit);
+        text += &format!(" by {} holders of --limit {}", taken.holders, taken.limit);
     } else if !info.host.is_empty() {
-        text += &format!(" by host {} pid {}", info.host, info.pid);
+        text += &format!(
+            " by host {} pid {}",
+            untrusted(&info.host),
+            untrusted(&info.pid)
+        );
     }
     if let Ok(since) = humantime::parse_rfc3339_weak(&info.acquired_at) {
         let age = SystemTime::now().duration_since(since).unwrap_or_default();
         text += &format!(" for {}", short(age));
     }
-    if info.pttl_ms >= 0 {
-        let what = if info.limit > 0 {
-            "the first slot expires"
-        } else {
-            "expires"
+    if let Some(left) = info.pttl {
+        let what = match info.slots {
+            Some(_) => "the first slot expires",
+            None => "expires",
         };
-        text += &format!(
-            " ({what} in {})",
-            short(Duration::from_millis(info.pttl_ms as u64))
-        );
+        text += &format!(" ({what} in {})", short(left));
     }
     text
 }

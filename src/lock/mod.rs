@@ -1,16 +1,33 @@
 //! Redis's only face: everything that talks to Redis or knows how a lock
-//! is laid out in it lives under here.
+//! is laid out in it lives under here. Nothing outside names a `redis::`
+//! type.
 //!
-//! - `timing`: the safety arithmetic of a lease (validity, stop margin).
+//! - `endpoint`: one server as the user named it (URL, TLS files).
+//! - `keys`: the Redis keys of a lock and the holder record.
 //! - `scripts`: the Lua scripts, with their KEYS/ARGV layout.
-//! - `node`: one server: connect with timeouts, run a script, parse it.
+//! - `reply`: the scripts' replies as types.
+//! - `dial`: making a connection within a deadline, name resolution
+//!   included.
+//! - `node`: one connection: connect, query, eval, subscribe; failure kinds.
+//! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
+//! - `inspect`: reading and deleting locks by hand.
 //! - `quorum`: N servers (Redlock): majority, validity, fan-out; one
 //!   server is a quorum of one.
+//! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 
+mod dial;
+mod endpoint;
+mod inspect;
+mod keys;
+mod kind;
 mod node;
 mod quorum;
+mod reply;
 mod scripts;
 pub mod timing;
 
-pub use node::*;
+pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
+pub use keys::{Holder, LockKeys};
+pub use node::{Fault, NodeError, Wakeups};
 pub use quorum::*;
+pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot};

@@ -5,9 +5,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
-use super::node::{Acquire, BusyInfo, Holder, LockKeys, Node, Ownership, Wakeups};
+use super::endpoint::Endpoint;
+use super::keys::{Holder, LockKeys};
+use super::kind::LockKind;
+use super::node::{Fault, Node, NodeError, NodeResult, Wakeups};
+use super::reply::{Acquire, BusyInfo, Ownership};
 use super::timing;
-use crate::config::Endpoint;
 
 /// A lock we hold, valid (by our own monotonic clock) until `valid_until`.
 #[derive(Debug, Clone, Copy)]
@@ -16,16 +19,26 @@ pub struct Lease {
     /// When the winning attempt was sent: the lock is ours from then on.
     pub acquired_at: Instant,
     pub valid_until: Instant,
+    /// The fence counter was missing on a node of the majority and was
+    /// seeded from its clock: the data in Redis was lost (a restart
+    /// without persistence, FLUSHALL).
+    pub reset: bool,
 }
 
 /// The result of one acquisition attempt.
 pub enum Attempt {
     Acquired(Lease),
     Busy(BusyInfo),
-    /// Fewer than a quorum of nodes answered.
+    /// Fewer than a quorum of nodes answered; none refused.
     Unavailable(anyhow::Error),
+    /// A node answered with an error (authentication, NOPERM, READONLY,
+    /// OOM, a script error...): waiting will not help.
+    Refused(anyhow::Error),
     /// Held, but not confirmed by `--replicas`; given back already.
     Unconfirmed(anyhow::Error),
+    /// `--replicas N` can never be met: the node has fewer replicas
+    /// connected than N. Given back already.
+    TooFewReplicas(anyhow::Error),
     /// KEY is held with another `--limit` (1: a plain lock); nothing taken.
     Mismatch {
         limit: u32,
@@ -35,7 +48,8 @@ pub enum Attempt {
 /// The result of one refresh.
 pub enum Extend {
     Extended(Instant),
-    /// The token is gone or replaced on so many nodes that no quorum is left.
+    /// The token is gone, replaced or revoked on so many nodes that no
+    /// quorum is left.
     Lost(Ownership),
     /// Not confirmed this time (nodes down, slow, or validity used up).
     Failed(anyhow::Error),
@@ -56,8 +70,7 @@ pub struct Quorum {
     ttl: Duration,
     /// Replicas that must confirm every acquire and extend (WAIT).
     replicas: u32,
-    /// Holders allowed at once: 1 is a plain lock, more a semaphore.
-    limit: u32,
+    kind: LockKind,
     timeout: Duration,
 }
 
@@ -71,7 +84,7 @@ impl Quorum {
             keys,
             ttl,
             replicas: 0,
-            limit: 1,
+            kind: LockKind::Plain,
             timeout,
         }
     }
@@ -87,13 +100,13 @@ impl Quorum {
     /// is a plain lock, more a semaphore with a slot per holder. Each node
     /// must grant the slot, a majority of them as for a plain lock.
     pub fn with_limit(mut self, n: u32) -> Quorum {
-        self.limit = n.max(1);
+        self.kind = LockKind::from_limit(n);
         self
     }
 
     /// The `--limit` this quorum asks for.
     pub fn limit(&self) -> u32 {
-        self.limit
+        self.kind.limit()
     }
 
     /// How many nodes must agree: a majority.
@@ -101,33 +114,51 @@ impl Quorum {
         self.nodes.len() / 2 + 1
     }
 
+    /// How many nodes there are.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether any node has ever answered anything in this run.
+    pub fn ever_answered(&self) -> bool {
+        self.nodes.iter().any(Node::ever_answered)
+    }
+
     /// Hear releases of the lock from the first node that answered the last
     /// attempt. One node is enough: waiters also poll, this only wakes them.
     pub fn subscribe(&self, token: &str) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
         let wake = self.keys.wake_channel(token);
-        node.ok_or_else(|| anyhow!("no node is connected"))?
-            .subscribe(&[&self.keys.lock, &wake])
+        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        Ok(node.subscribe(&[&self.keys.lock, &wake])?)
+    }
+
+    /// For the holder: hear a force-release (or any release) of the lock,
+    /// on a second connection to the first connected node. The caller
+    /// refreshes at once when it hears anything, or when the connection
+    /// drops (it may have missed a message).
+    // For the refresher, which the run mode's rewrite wires up.
+    #[allow(dead_code)]
+    pub fn watch(&self) -> anyhow::Result<Wakeups> {
+        let node = self.nodes.iter().find(|n| n.is_connected());
+        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        Ok(node.subscribe(&[&self.keys.lock])?)
     }
 
     /// Whether waiters queue for this lock, to be woken one at a time:
     /// plain locks on one node. Elsewhere every release wakes every waiter
     /// (with several nodes each would keep its own order of arrival).
     pub fn queues_waiters(&self) -> bool {
-        self.limit == 1 && self.nodes.len() == 1
+        self.kind == LockKind::Plain && self.nodes.len() == 1
     }
 
     /// Leave the line of waiters (best effort: a dead waiter's place lapses
     /// by itself within seconds).
     pub fn leave(&mut self, token: &str) {
         if self.queues_waiters() {
-            self.each(|node, keys| node.leave(keys, token));
+            let kind = self.kind;
+            self.each(|node, keys| kind.leave(node, keys, token));
         }
-    }
-
-    /// How many nodes there are.
-    pub fn nodes(&self) -> usize {
-        self.nodes.len()
     }
 
     /// Ask every node at once, for commands that span many keys (`status`,
@@ -158,63 +189,85 @@ impl Quorum {
                 .collect()
         })
     }
+}
 
-    /// One attempt; `waiting` says we wait in line if it is busy.
-    pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
-        let (ttl, limit) = (self.ttl, self.limit);
-        let queue = waiting && self.queues_waiters();
-        let start = Instant::now();
-        let answers = self.each(|node, keys| match limit {
-            1 => node.acquire(keys, token, ttl, holder, queue),
-            n => node.acquire_slot(keys, token, ttl, holder, n),
-        });
-        let valid_until = timing::valid_until(start, ttl);
-        let mut fences = Vec::new();
-        let mut busy = None;
-        let mut mismatch = None;
-        let mut errors = Vec::new();
+/// The answers of one acquire round, sorted.
+#[derive(Default)]
+struct Tally {
+    fences: Vec<i64>,
+    reset: bool,
+    busy: Option<BusyInfo>,
+    mismatch: Option<u32>,
+    errors: Vec<NodeError>,
+}
+
+impl Tally {
+    fn of(answers: Vec<NodeResult<Acquire>>) -> Tally {
+        let mut tally = Tally::default();
         for answer in answers {
             match answer {
-                Ok(Acquire::Held { fence }) => fences.push(fence),
+                Ok(Acquire::Held { fence, reset }) => {
+                    tally.fences.push(fence);
+                    tally.reset |= reset;
+                }
                 Ok(Acquire::Busy(info)) => {
-                    busy.get_or_insert(info);
+                    tally.busy.get_or_insert(info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {
-                    mismatch.get_or_insert(limit);
+                    tally.mismatch.get_or_insert(limit);
                 }
-                Err(e) => errors.push(e),
+                Err(e) => tally.errors.push(e),
             }
         }
-        if fences.len() >= self.needed() && Instant::now() < valid_until {
-            match self.confirm_replicas() {
-                Ok(()) => {
-                    let fence = fences.into_iter().max().unwrap_or_default();
-                    return Attempt::Acquired(Lease {
-                        fence,
-                        acquired_at: start,
-                        valid_until,
-                    });
-                }
-                Err(e) => {
+        tally
+    }
+}
+
+impl Quorum {
+    /// One attempt; `waiting` says we wait in line if it is busy.
+    pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
+        let (ttl, kind) = (self.ttl, self.kind);
+        let queue = waiting && self.queues_waiters();
+        let start = Instant::now();
+        let answers = self.each(|node, keys| kind.acquire(node, keys, token, ttl, holder, queue));
+        let valid_until = timing::valid_until(start, ttl);
+        let tally = Tally::of(answers);
+        if tally.fences.len() >= self.needed() && Instant::now() < valid_until {
+            return match self.confirm_replicas() {
+                Ok(()) => Attempt::Acquired(Lease {
+                    fence: tally.fences.iter().copied().max().unwrap_or_default(),
+                    acquired_at: start,
+                    valid_until,
+                    reset: tally.reset,
+                }),
+                Err(short) => {
                     // Not durable: a failover could lose it. Give it back.
                     self.release(token, 1);
-                    return Attempt::Unconfirmed(e);
+                    match short {
+                        Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
+                        Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
+                    }
                 }
-            }
+            };
         }
-        if !fences.is_empty() || !errors.is_empty() {
+        if !tally.fences.is_empty() || !tally.errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
             self.release(token, 1);
         }
-        if let Some(limit) = mismatch {
+        if let Some(limit) = tally.mismatch {
             // Not a matter of waiting: the holders use another --limit.
             return Attempt::Mismatch { limit };
         }
-        if self.nodes.len() - errors.len() < self.needed() {
-            return Attempt::Unavailable(join_errors(errors, self.nodes.len()));
+        if self.nodes.len() - tally.errors.len() < self.needed() {
+            let refused = tally.errors.iter().any(|e| e.fault == Fault::Refused);
+            let error = join_node_errors(tally.errors, self.nodes.len());
+            return match refused {
+                true => Attempt::Refused(error),
+                false => Attempt::Unavailable(error),
+            };
         }
-        Attempt::Busy(busy.unwrap_or_default())
+        Attempt::Busy(tally.busy.unwrap_or_default())
     }
 
     /// Refresh the lock for another TTL.
@@ -225,11 +278,8 @@ impl Quorum {
     /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it).
     pub fn extend_for(&mut self, token: &str, ttl: Duration) -> Extend {
         let start = Instant::now();
-        let limit = self.limit;
-        let answers = self.each(|node, keys| match limit {
-            1 => node.extend(keys, token, ttl),
-            _ => node.extend_slot(keys, token, ttl),
-        });
+        let kind = self.kind;
+        let answers = self.each(|node, keys| kind.extend(node, keys, token, ttl));
         let valid_until = timing::valid_until(start, ttl);
         let mut ours = 0;
         let mut lost = Vec::new();
@@ -244,37 +294,55 @@ impl Quorum {
         if ours >= self.needed() && Instant::now() < valid_until {
             return match self.confirm_replicas() {
                 Ok(()) => Extend::Extended(valid_until),
-                Err(e) => Extend::Failed(e),
+                Err(Short::Unconfirmed(e) | Short::TooFewReplicas(e)) => Extend::Failed(e),
             };
         }
         if self.nodes.len() - lost.len() < self.needed() {
-            let replaced = lost.contains(&Ownership::Replaced);
-            return Extend::Lost(if replaced {
-                Ownership::Replaced
-            } else {
-                Ownership::Gone
-            });
+            // The gravest reason found: revoked by an operator, then taken.
+            let why = [Ownership::Revoked, Ownership::Replaced]
+                .into_iter()
+                .find(|o| lost.contains(o))
+                .unwrap_or(Ownership::Gone);
+            return Extend::Lost(why);
         }
         if errors.is_empty() {
             return Extend::Failed(anyhow!("refresh confirmed too late to count"));
         }
-        Extend::Failed(join_errors(errors, self.nodes.len()))
+        Extend::Failed(join_node_errors(errors, self.nodes.len()))
     }
 
     /// With `--replicas N`: WAIT until N replicas have the last write, for
-    /// at most half the per-node timeout. One node only (see config).
-    fn confirm_replicas(&mut self) -> anyhow::Result<()> {
+    /// at most half the per-node timeout. One node only (see config). When
+    /// WAIT comes back short, ask once how many replicas there are: fewer
+    /// than N will never do, however long one waits.
+    fn confirm_replicas(&mut self) -> Result<(), Short> {
         let (wanted, limit) = (self.replicas, self.timeout / 2);
         if wanted == 0 {
             return Ok(());
         }
-        for confirmed in self.each(|node, _| node.wait_replicas(wanted, limit)) {
-            let confirmed = confirmed?;
-            if confirmed < i64::from(wanted) {
-                return Err(anyhow!(
-                    "only {confirmed} of {wanted} replicas confirmed the lock within {}",
-                    crate::log::show(limit)
-                ));
+        let answers = self.each(|node, _| {
+            let confirmed = node.wait_replicas(wanted, limit)?;
+            let connected = match confirmed < i64::from(wanted) {
+                true => Some(node.connected_replicas()?),
+                false => None,
+            };
+            Ok::<_, NodeError>((confirmed, connected, node.shown().to_string()))
+        });
+        for answer in answers {
+            let (confirmed, connected, node) = answer.map_err(|e| Short::Unconfirmed(e.error))?;
+            match connected {
+                Some(n) if n < u64::from(wanted) => {
+                    return Err(Short::TooFewReplicas(anyhow!(
+                        "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
+                    )))
+                }
+                Some(_) => {
+                    return Err(Short::Unconfirmed(anyhow!(
+                        "only {confirmed} of {wanted} replicas confirmed the lock within {}",
+                        crate::log::show(limit)
+                    )))
+                }
+                None => {}
             }
         }
         Ok(())
@@ -282,40 +350,47 @@ impl Quorum {
 
     /// Release on every node, trying each up to `tries` times.
     pub fn release(&mut self, token: &str, tries: usize) -> Released {
-        let limit = self.limit;
+        let kind = self.kind;
         let answers = self.each(|node, keys| {
-            let mut release = || match limit {
-                1 => node.release(keys, token),
-                _ => node.release_slot(keys, token),
-            };
-            let mut last = release();
+            let mut last = kind.release(node, keys, token);
             for _ in 1..tries {
                 if last.is_ok() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
-                last = release();
+                last = kind.release(node, keys, token);
             }
             last
         });
         let mut released = Released::default();
         for answer in answers {
             match answer {
-                Ok(Ownership::Ours) => released.ours += 1,
+                Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
                 Ok(Ownership::Replaced) => released.replaced += 1,
                 Ok(Ownership::Gone) => released.gone += 1,
-                Err(e) => released.errors.push(e),
+                Err(e) => released.errors.push(e.error),
             }
         }
         released
     }
 }
 
+/// Why `--replicas` did not confirm a write.
+enum Short {
+    /// Not this time (slow replicas, a timeout).
+    Unconfirmed(anyhow::Error),
+    /// Never: fewer replicas are connected than wanted.
+    TooFewReplicas(anyhow::Error),
+}
+
 /// Several nodes' errors as one error: "2 of 3 nodes failed: a; b".
 pub fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
     match errors.len() {
         0 => anyhow!("no quorum"),
-        1 if nodes == 1 => errors.into_iter().next().expect("one error"),
+        1 if nodes == 1 => errors
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| anyhow!("no quorum")),
         n => {
             let all: Vec<String> = errors.iter().map(|e| format!("{e:#}")).collect();
             anyhow!("{n} of {nodes} Redis nodes failed: {}", all.join("; "))
@@ -323,25 +398,19 @@ pub fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
     }
 }
 
+/// [`join_errors`] for nodes' errors.
+pub fn join_node_errors(errors: Vec<NodeError>, nodes: usize) -> anyhow::Error {
+    join_errors(errors.into_iter().map(|e| e.error).collect(), nodes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn quorum(n: usize) -> Quorum {
-        let e = crate::config::conn(&crate::cli::ConnArgs {
-            redis: vec!["redis://127.0.0.1:1".into(); n],
-            prefix: "p:".into(),
-            verbose: false,
-            quiet: false,
-            log_format: crate::log::Format::Text,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
-        })
-        .expect("valid urls")
-        .endpoints;
+        let e = super::super::endpoint::endpoint("redis://127.0.0.1:1").expect("valid url");
         Quorum::new(
-            &e,
+            &vec![e; n],
             LockKeys::new("p:", "k"),
             Duration::from_secs(10),
             Duration::from_millis(100),
@@ -349,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn majority_and_drift() {
+    fn majority() {
         assert_eq!(quorum(1).needed(), 1);
         assert_eq!(quorum(2).needed(), 2);
         assert_eq!(quorum(3).needed(), 2);

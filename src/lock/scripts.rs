@@ -7,7 +7,7 @@
 //! | KEYS[3] | `P{K}:fence`   | fencing counter, never expires, only grows    |
 //! | KEYS[4] | `P{K}:holders` | `--limit N > 1`: zset token -> expiry (ms)    |
 //! | KEYS[5] | `P{K}:limit`   | `--limit N > 1`: N, while any holder lives    |
-//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by arrival (ms)       |
+//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by order of arrival   |
 //!
 //! The braces make them all one Redis Cluster slot. Results are small
 //! integer arrays so that one node's answer is cheap to read.
@@ -38,8 +38,7 @@
 //! meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
-/// them calls nothing: a plain lock's script never needs `TIME` (nor the
-/// ACL permission for it).
+/// them calls nothing: a plain lock's INSPECT never needs `TIME`.
 macro_rules! slot_lib {
     () => {
         r#"
@@ -77,16 +76,42 @@ end
     };
 }
 
+/// The next fence, and whether the counter had to be seeded. A missing
+/// counter (a restart without persistence, FLUSHALL) starts from the
+/// server's clock in microseconds, so that the fence never repeats or
+/// goes back: that is larger than any count of acquisitions since 1970.
+/// `TIME` is called only then.
+macro_rules! fence_lib {
+    () => {
+        r#"
+local function next_fence()
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[3], t[1] .. string.format('%06d', tonumber(t[2])))
+    return redis.call('INCR', KEYS[3]), 1
+  end
+  return redis.call('INCR', KEYS[3]), 0
+end
+"#
+    };
+}
+
 /// Take the lock if it is free (or already ours).
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
-/// now_ms. With queue = '1' the caller waits in line: a busy answer puts
-/// it in the queue (arrival `now_ms`, by its own clock) and marks it
-/// alive; taking the lock takes it out.
-/// Returns `{1, fence}` when held by us now, else
-/// `{0, pttl_ms, host, pid, acquired_at}` describing the current holder,
-/// or `{-1, N}` when KEY is a semaphore with `--limit N` now.
-pub const ACQUIRE: &str = r#"
+/// refresh_ms, kill_after_ms (the holder's, kept in its record for
+/// FORCE_RELEASE). With queue = '1' the caller waits in line: a busy answer puts it at the
+/// end of the queue (score: the last score + 1, so the order is the
+/// server's order of arrival, whatever the waiters' clocks say) and marks
+/// it alive; taking the lock takes it out.
+/// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
+/// counter was seeded, see `fence_lib`), else
+/// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked}` describing the
+/// current holder (revoked 1: it is being force-released), or `{-1, N}`
+/// when KEY is a semaphore with `--limit N` now.
+pub const ACQUIRE: &str = concat!(
+    fence_lib!(),
+    r#"
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local queued = ARGV[8] == '1'
@@ -96,26 +121,34 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
   end
-  local fence = redis.call('INCR', KEYS[3])
+  local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
-    'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2])
+    'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
+    'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, fence}
+  return {1, fence, reset}
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[3]) or '0')}
+  return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 if queued then
-  redis.call('ZADD', KEYS[6], 'NX', ARGV[9], ARGV[1])
+  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  local score = 1
+  if #last > 0 then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
   redis.call('PEXPIRE', KEYS[6], 60000)
   redis.call('SET', alive, '1', 'PX', 3000)
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
-return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or ''}
-"#;
+local cur = redis.call('GET', KEYS[1]) or ''
+local revoked = 0
+if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
+return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked}
+"#
+);
 
 /// Leave the queue of waiters (given up, or stopped by a signal).
 ///
@@ -129,7 +162,8 @@ return 1
 /// Push the expiry of a lock we hold.
 ///
 /// ARGV: token, ttl_ms. Returns 1 if extended, 0 if another token holds
-/// the lock, -1 if the lock is gone.
+/// the lock, -1 if the lock is gone, -2 if it was force-released from us
+/// (revoked: the holder must stop COMMAND, then release).
 pub const EXTEND: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
@@ -137,6 +171,7 @@ if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
+if cur == 'revoked:' .. ARGV[1] then return -2 end
 if cur then return 0 end
 return -1
 "#;
@@ -144,10 +179,12 @@ return -1
 /// Delete a lock we hold and wake the next waiter (see the module doc).
 ///
 /// ARGV: token. Returns 1 if released, 0 if another token holds the lock
-/// (it is left alone), -1 if the lock was already gone.
+/// (it is left alone), -1 if the lock was already gone. A lock revoked
+/// from us (see FORCE_RELEASE) is released the same way: its holder has
+/// stopped, the next waiter may go.
 pub const RELEASE: &str = r#"
 local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
+if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   local channel = KEYS[1]
   for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
     if redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 1 then
@@ -169,7 +206,7 @@ return -1
 /// Read everything about a lock at once, changing nothing.
 ///
 /// No ARGV. Returns `{token or false, pttl_ms, fence, holder, limit,
-/// slots}`: `pttl_ms` as PTTL answers it (-2 when free), `fence` the
+/// slots, revoked}` (revoked 1: being force-released, see FORCE_RELEASE): `pttl_ms` as PTTL answers it (-2 when free), `fence` the
 /// counter's value (0 when never acquired), `holder` the hash as a flat
 /// field/value array (empty when free), `limit` the semaphore's N (0 when
 /// KEY is no semaphore now) and `slots` its live holders, each
@@ -181,22 +218,34 @@ pub const INSPECT: &str = concat!(
 local token = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local revoked = 0
+if token and string.sub(token, 1, 8) == 'revoked:' then
+  token = string.sub(token, 9)
+  revoked = 1
+end
 local holder = {}
 if token then holder = redis.call('HGETALL', KEYS[2]) end
 local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
 local slots = {}
 if limit > 0 then slots = live_slots(clock()) end
-return {token, pttl, fence, holder, limit, slots}
+return {token, pttl, fence, holder, limit, slots, revoked}
 "#
 );
 
 /// Delete a lock by hand, whoever holds it, and wake its waiters.
 ///
 /// ARGV: check ('1' to delete only if the lock holds ARGV[2], '0' to
-/// delete whatever holds it), token. Returns `{outcome, token or false,
-/// pttl_ms, fence, holder, limit, slots}` describing the lock as it was
-/// (see INSPECT): outcome 1 deleted, 0 held by another token (left alone),
-/// -1 not held. A semaphore loses all its holders, or with the check only
+/// delete whatever holds it), token, now ('1': delete at once). Returns
+/// `{outcome, token or false, pttl_ms, fence, holder, limit, slots,
+/// revoked}` describing the lock as it was (see INSPECT): outcome 1
+/// deleted, 2 revoked, 0 held by another token (left alone), -1 not held.
+///
+/// Without `now`, a plain lock held by a live holder is not deleted but
+/// revoked: `P{K}` becomes `revoked:<token>` for the holder's refresh
+/// period plus its kill-after (from its record), so that no waiter gets
+/// it before that holder has stopped. Its EXTEND then answers -2, and
+/// its RELEASE frees the lock for the next waiter; a holder that never
+/// answers is presumed dead when the marker expires. A semaphore loses all its holders, or with the check only
 /// the holder of ARGV[2]; `slots` are then the holders deleted (all live
 /// holders when none matched).
 pub const FORCE_RELEASE: &str = concat!(
@@ -233,27 +282,44 @@ if not token and limit > 0 then
   return {1, false, pttl, fence, {}, limit, chosen}
 end
 if not token then return {-1, false, pttl, fence, {}} end
+local revoked = string.sub(token, 1, 8) == 'revoked:'
+if revoked then token = string.sub(token, 9) end
 local holder = redis.call('HGETALL', KEYS[2])
 if ARGV[1] == '1' and token ~= ARGV[2] then
-  return {0, token, pttl, fence, holder}
+  return {0, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 end
-redis.call('PUBLISH', KEYS[1], 'released')
-redis.call('DEL', KEYS[1], KEYS[2])
-return {1, token, pttl, fence, holder}
+if ARGV[3] == '1' then
+  redis.call('PUBLISH', KEYS[1], 'released')
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {1, token, pttl, fence, holder, 0, {}, 0}
+end
+if not revoked then
+  -- Until the holder has stopped COMMAND (its next refresh finds this,
+  -- then it stops within kill-after) or is presumed dead.
+  local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
+  local ttl = tonumber(h[3]) or math.max(pttl, 1)
+  local px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  redis.call('SET', KEYS[1], 'revoked:' .. token, 'PX', px)
+  redis.call('PEXPIRE', KEYS[2], px)
+  redis.call('PUBLISH', KEYS[1], 'revoked')
+end
+return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 "#
 );
 
 /// Take a slot of a semaphore (`--limit N`, N > 1) if one is free (or
 /// already ours), removing expired holders first.
 ///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N.
-/// Returns `{1, fence}` when we hold a slot now; `{0, pttl_ms, '', '', '',
+/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
+/// refresh_ms, kill_after_ms.
+/// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
 /// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
 /// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
 pub const SLOT_ACQUIRE: &str = concat!(
     slot_lib!(),
+    fence_lib!(),
     r#"
 local ttl = tonumber(ARGV[2])
 local limit = tonumber(ARGV[8])
@@ -275,16 +341,16 @@ if count >= limit then
   local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
   return {0, tonumber(first[2]) - now, '', '', '', count, limit}
 end
-local fence = redis.call('INCR', KEYS[3])
+local fence, reset = next_fence()
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('DEL', mine)
 redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
   'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
-  'fence', fence)
+  'fence', fence, 'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
 redis.call('PEXPIRE', mine, ttl)
 redis.call('SET', KEYS[5], limit)
 settle(now)
-return {1, fence}
+return {1, fence, reset}
 "#
 );
 

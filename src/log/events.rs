@@ -11,6 +11,7 @@ pub enum Ev {
     RandomDelay,
     Waiting,
     Acquired,
+    FenceReset,
     Nested,
     Busy,
     Unavailable,
@@ -36,10 +37,11 @@ pub enum Ev {
 #[allow(dead_code)] // ALL, fields, meaning: read by the docs.
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 23] = [
+    pub const ALL: [Ev; 24] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::Acquired,
+        Ev::FenceReset,
         Ev::Nested,
         Ev::Busy,
         Ev::Unavailable,
@@ -83,6 +85,12 @@ impl Ev {
                 Info,
                 "fence, wait_ms, ttl_ms",
                 "the lock is ours",
+            ),
+            Ev::FenceReset => (
+                "fence_reset",
+                Info,
+                "",
+                "the fence counter was started from the server's clock: a new key, or the data in Redis was lost",
             ),
             Ev::Nested => (
                 "nested",

@@ -72,7 +72,11 @@ fn status_of_held_free_and_mixed_keys() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let expected = format!("job  held by {} pid {} (", hostname(), holder.pid());
     assert!(out.stdout.starts_with(&expected), "{out:?}");
-    assert!(out.stdout.contains(", fence 1: sh -c "), "{out:?}");
+    let fence = get(&mut server.conn(), "redlock:{job}:fence").expect("fence counter");
+    assert!(
+        out.stdout.contains(&format!(", fence {fence}: sh -c ")),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("expires in "), "{out:?}");
     assert_eq!(out.stdout.lines().count(), 1);
 
@@ -93,7 +97,7 @@ fn status_of_held_free_and_mixed_keys() {
     holder.wait_timeout(T);
     let out = run(redlock(&server.url()).args(["status", "job"]));
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert_eq!(out.stdout, "job  free (last fence 1)\n");
+    assert_eq!(out.stdout, format!("job  free (last fence {fence})\n"));
 }
 
 #[test]
@@ -124,7 +128,8 @@ fn status_json_carries_every_field() {
     let held = &lines[0];
     assert_eq!(held["key"], "job");
     assert_eq!(held["held"], true);
-    assert_eq!(held["fence"], 1);
+    let fence = get(&mut server.conn(), "redlock:{job}:fence").expect("fence counter");
+    assert_eq!(held["fence"].as_i64(), fence.parse().ok(), "{held}");
     let ttl = held["ttl_ms"].as_i64().expect("ttl_ms is an integer");
     assert!((1..=20_000).contains(&ttl), "{held}");
     let token = get(&mut server.conn(), "redlock:{job}").expect("lock in Redis");
@@ -184,8 +189,14 @@ fn fence_grows_with_every_run_and_status_shows_it() {
         fences.windows(2).all(|w| w[0] < w[1]),
         "fences must strictly increase: {fences:?}"
     );
+    // Three more after the last one COMMAND saw: its own, then the others.
     let out = run(redlock(&server.url()).args(["status", "fenced"]));
-    assert_eq!(out.stdout, "fenced  free (last fence 6)\n", "{out:?}");
+    let last = fences.last().expect("three fences") + 1;
+    assert_eq!(
+        out.stdout,
+        format!("fenced  free (last fence {last})\n"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -269,8 +280,9 @@ fn force_release_of_a_held_lock_stops_the_holder() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "1s"]);
+    let fence = get(&mut server.conn(), "redlock:{job}:fence");
 
-    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stdout.starts_with(&format!(
@@ -283,7 +295,7 @@ fn force_release_of_a_held_lock_stops_the_holder() {
     let mut conn = server.conn();
     assert!(!exists(&mut conn, "redlock:{job}"));
     assert!(!exists(&mut conn, "redlock:{job}:holder"));
-    assert_eq!(get(&mut conn, "redlock:{job}:fence").as_deref(), Some("1"));
+    assert_eq!(get(&mut conn, "redlock:{job}:fence"), fence, "fence kept");
 
     // Its next refresh finds the lock gone: COMMAND is stopped, exit 70.
     let out = holder.wait_timeout(T);
@@ -312,7 +324,8 @@ fn force_release_with_a_token_deletes_only_that_holders_lock() {
     );
     assert!(exists(&mut conn, "redlock:{job}:holder"));
 
-    let out = run(redlock(&server.url()).args(["force-release", "job", "--token", &token]));
+    let out =
+        run(redlock(&server.url()).args(["force-release", "job", "--token", &token, "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!exists(&mut conn, "redlock:{job}"));
 
@@ -341,7 +354,7 @@ fn force_release_wakes_a_waiter() {
             .unwrap();
         n == 1
     }));
-    let out = run(redlock(&server.url()).args(["force-release", "job"]));
+    let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     // Long before the holder's 60 s TTL.
     let out = waiter.wait_timeout(T);
@@ -392,7 +405,7 @@ fn odd_keys_round_trip() {
     assert_eq!(listed, expected);
 
     for key in keys {
-        let out = run(redlock(&server.url()).args(["force-release", key]));
+        let out = run(redlock(&server.url()).args(["force-release", key, "--now"]));
         assert_eq!(out.code, Some(0), "{key}: {out:?}");
         assert!(
             out.stdout.starts_with(&format!("released '{key}'")),
@@ -400,7 +413,8 @@ fn odd_keys_round_trip() {
         );
         let out = run(redlock(&server.url()).args(["status", key]));
         assert_eq!(out.code, Some(1), "{key}: {out:?}");
-        assert_eq!(out.stdout, format!("{key}  free (last fence 1)\n"));
+        let fence = get(&mut conn, &format!("redlock:{{{key}}}:fence")).expect("fence");
+        assert_eq!(out.stdout, format!("{key}  free (last fence {fence})\n"));
     }
     for mut holder in holders {
         assert_eq!(holder.wait_timeout(T).code, Some(70));
@@ -474,6 +488,7 @@ fn admin_commands_honour_prefix_and_environment() {
         "--prefix",
         "team1:",
         "job",
+        "--now",
     ]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!exists(&mut server.conn(), "team1:{job}"));
@@ -537,9 +552,9 @@ fn status_across_three_nodes_counts_the_majority() {
         .unwrap();
     let out = status(false);
     assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.starts_with("job  free (last fence "), "{out:?}");
     assert!(
-        out.stdout
-            .starts_with("job  free (last fence 1; held on only 1 of 3 nodes"),
+        out.stdout.contains("; held on only 1 of 3 nodes"),
         "{out:?}"
     );
     let v = &json_lines(&status(true))[0];
@@ -573,7 +588,7 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
 
-    let out = run(with_nodes().args(["force-release", "job"]));
+    let out = run(with_nodes().args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains(", on 3 of 3 nodes"), "{out:?}");
     for s in &servers {
@@ -583,4 +598,62 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     assert_eq!(holder.wait_timeout(T).code, Some(70));
     let out = run(with_nodes().args(["list"]));
     assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out:?}");
+}
+
+#[test]
+fn hostile_holder_fields_are_escaped_and_cut_everywhere() {
+    let server = RedisServer::builder().requirepass("hunter22pw").start();
+    let url = server.url_with(None, "hunter22pw");
+    let mut conn = server.conn();
+    // A holder record as another program (or an attacker with write
+    // access) could have written it.
+    let evil_host = "web\u{202E}1\x1b[31m";
+    let long_command = format!("pg_dump hunter22pw {}", "x".repeat(1000));
+    redis::cmd("SET")
+        .arg("redlock:{job}")
+        .arg("tok")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("redlock:{job}:holder")
+        .arg(&[
+            ("token", "tok"),
+            ("host", evil_host),
+            ("pid", "1\u{2066}2"),
+            ("user", "root\n"),
+            ("command", long_command.as_str()),
+            ("acquired_at", "2020-01-01T00:00:00Z"),
+        ])
+        .exec(&mut conn)
+        .unwrap();
+    let check = |what: &str, text: &str| {
+        for bad in ['\u{202E}', '\u{2066}', '\x1b'] {
+            assert!(!text.contains(bad), "{what}: {bad:?} printed raw: {text:?}");
+        }
+        assert!(
+            !text.contains("hunter22pw"),
+            "{what}: password printed: {text:?}"
+        );
+        assert!(
+            !text.contains(&"x".repeat(300)),
+            "{what}: field not cut: {text:?}"
+        );
+        assert!(
+            text.contains("web\\u{202e}1\\u{1b}[31m"),
+            "{what}: {text:?}"
+        );
+    };
+    let out = run(redlock(&url).args(["status", "job"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("(root\\n)"), "{out:?}");
+    check("status", &out.stdout);
+    let out = run(redlock(&url).arg("list"));
+    check("list", &out.stdout);
+    let out = run(redlock(&url).args(["-k", "job", "-n", "--", "true"]));
+    assert_eq!(out.code, Some(75), "{out:?}");
+    check("busy message", &out.stderr);
+    let out = run(redlock(&url).args(["status", "job", "--json"]));
+    assert!(!out.stdout.contains("hunter22pw"), "{out:?}");
 }

@@ -1,5 +1,5 @@
 //! Password-protected servers (requirepass, ACL user): everything works
-//! with the right password; with a wrong one every subcommand exits 69 and
+//! with the right password; with a wrong one every subcommand exits 77 and
 //! no password is ever printed.
 
 use crate::common::*;
@@ -72,8 +72,8 @@ fn everything_works(url: &str, secrets: &[&str]) {
     assert_hidden(&out, secrets, "run");
 }
 
-/// Every subcommand, quiet, normal and verbose: exit 69, a clear message,
-/// no password.
+/// Every subcommand, quiet, normal and verbose: exit 77 (Redis refused
+/// us: waiting will not help), a clear message, no password.
 fn everything_refused(url: &str, secrets: &[&str], expected: &str) {
     let cases: [&[&str]; 4] = [
         &["-k", "job", "--", "true"],
@@ -87,7 +87,7 @@ fn everything_refused(url: &str, secrets: &[&str], expected: &str) {
             cmd.args(verbosity).args(args);
             let out = run_with_timeout(&mut cmd, T);
             let what = format!("{verbosity:?} {args:?}");
-            assert_eq!(out.code, Some(69), "{what}: {out:?}");
+            assert_eq!(out.code, Some(77), "{what}: {out:?}");
             assert_eq!(out.stdout, "", "{what}");
             assert!(out.stderr.contains(expected), "{what}: {out:?}");
             assert_eq!(out.stderr.lines().count(), 1, "{what}: {out:?}");

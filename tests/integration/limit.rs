@@ -133,6 +133,8 @@ fn twelve_contenders_never_exceed_the_limit() {
     let dir = TestDir::new();
     let log = dir.file("log");
     let script = section_script(&log, "0.2");
+    // A counter that exists is never seeded: count from 0.
+    set_fence(&server, "sem", 0);
     contend(12, 5, || {
         let mut cmd = redlock(&server.url());
         cmd.args(["-k", "sem", "-q", "--limit", "3", "--", "sh", "-c", &script]);
@@ -332,6 +334,7 @@ fn every_holder_gets_its_own_fence_and_token() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     // Fences are shared with the plain lock's counter: it only grows.
+    set_fence(&server, "f", 0);
     let out = try_once(&server, &dir, "f", &[]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let holders: Vec<RunningChild> = (0..4)
@@ -567,7 +570,7 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
     let out = holder.wait_timeout(T);
     assert_eq!(out.code, Some(70), "lost by force-release: {out:?}");
 
-    // Each added command is needed: without it, a run is refused (69),
+    // Each added command is needed: without it, a run is refused (77),
     // or (+zrem) its release fails, with the server's NOPERM and a hint.
     for (i, left_out) in semaphore_rules.iter().enumerate() {
         let url = server.url_with(Some(&format!("without{i}")), PASS);
@@ -582,9 +585,18 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
             "without {left_out}: {out:?}"
         );
         if out.code != Some(0) {
-            assert_eq!(out.code, Some(69), "without {left_out}: {out:?}");
+            assert_eq!(out.code, Some(77), "without {left_out}: {out:?}");
             let ran = dir.file(&format!("ran{i}")).exists();
             assert!(!ran, "without {left_out}: COMMAND ran");
         }
     }
+}
+
+/// Set the fence counter of `key`, as if it had been acquired `n` times.
+fn set_fence(server: &RedisServer, key: &str, n: i64) {
+    redis::cmd("SET")
+        .arg(format!("redlock:{{{key}}}:fence"))
+        .arg(n)
+        .exec(&mut server.conn())
+        .unwrap();
 }

@@ -13,6 +13,7 @@ mod fleet;
 mod generated;
 mod harness;
 mod limit;
+mod lock_safety;
 mod metrics_file;
 mod observe;
 mod promise;

@@ -79,9 +79,10 @@ fn a_clean_run_is_a_stream_of_typed_events() {
     let out = run_with_timeout(&mut job(&server.url(), "json", &["-v"], "exit 0"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     let evs = events(&out);
+    // A new key's fence counter starts from the server's clock.
     assert_eq!(
         names(&evs),
-        ["acquired", "command_exited", "released"],
+        ["fence_reset", "acquired", "command_exited", "released"],
         "{}",
         out.stderr
     );

@@ -226,13 +226,15 @@ fn mutual_exclusion_across_five_nodes() {
 #[test]
 fn the_fence_is_the_largest_among_the_majority() {
     let servers = RedisServer::many(3);
-    // One node has seen many more acquisitions than the others.
+    // One node's counter is far ahead of the others' (which start from
+    // their clocks in microseconds, about 1.7e15 in 2024).
+    let ahead: i64 = 8_000_000_000_000_000;
     let _: () = redis::cmd("SET")
         .arg("redlock:{f}:fence")
-        .arg(41)
+        .arg(ahead)
         .query(&mut servers[2].conn())
         .unwrap();
     let out = run_with_timeout(&mut job(&servers, "f", &[], "echo $REDLOCK_FENCE"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout.trim(), "42");
+    assert_eq!(out.stdout.trim(), (ahead + 1).to_string());
 }

@@ -1,0 +1,109 @@
+//! A plain lock or a counting semaphore: chosen once per run, it picks
+//! the scripts that take, refresh and give back the lock on one node.
+
+use std::time::Duration;
+
+use super::keys::{Holder, LockKeys};
+use super::node::{Node, NodeResult, Unexpected};
+use super::reply::{self, Acquire, Ownership};
+use super::scripts;
+use super::timing::millis;
+
+/// What kind of lock KEY is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// One holder at a time (`--limit 1`).
+    Plain,
+    /// Up to N holders (`--limit N`, N > 1), each with its own slot.
+    Semaphore(u32),
+}
+
+impl LockKind {
+    /// The kind `--limit n` asks for.
+    pub fn from_limit(n: u32) -> LockKind {
+        match n {
+            0 | 1 => LockKind::Plain,
+            n => LockKind::Semaphore(n),
+        }
+    }
+
+    /// The `--limit` of this kind.
+    pub fn limit(self) -> u32 {
+        match self {
+            LockKind::Plain => 1,
+            LockKind::Semaphore(n) => n,
+        }
+    }
+
+    /// Take the lock (or a slot); with `queue`, a busy plain lock also
+    /// puts us in line (see `scripts::ACQUIRE`).
+    pub fn acquire(
+        self,
+        node: &mut Node,
+        keys: &LockKeys,
+        token: &str,
+        ttl: Duration,
+        holder: &Holder,
+        queue: bool,
+    ) -> NodeResult<Acquire> {
+        let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
+        let refresh_ms = holder.refresh_ms.to_string();
+        let kill_after_ms = holder.kill_after_ms.to_string();
+        let mut args = vec![
+            token,
+            &ttl_ms,
+            &holder.host,
+            &pid,
+            &holder.user,
+            &holder.command,
+            &holder.acquired_at,
+        ];
+        // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
+        let (script, eighth) = match self {
+            LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue).to_string()),
+            LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
+        };
+        args.extend([eighth.as_str(), &refresh_ms, &kill_after_ms]);
+        let reply = node.eval(script, keys, &args)?;
+        reply::acquire(reply).unexpected(node, "acquire")
+    }
+
+    /// Push the expiry of our lock (or slot) to `ttl` from now.
+    pub fn extend(
+        self,
+        node: &mut Node,
+        keys: &LockKeys,
+        token: &str,
+        ttl: Duration,
+    ) -> NodeResult<Ownership> {
+        let script = match self {
+            LockKind::Plain => scripts::EXTEND,
+            LockKind::Semaphore(_) => scripts::SLOT_EXTEND,
+        };
+        let reply = node.eval(script, keys, &[token, &millis(ttl).to_string()])?;
+        reply::ownership(reply).unexpected(node, "extend")
+    }
+
+    /// Give back our lock (or slot) and wake the next waiter.
+    pub fn release(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<Ownership> {
+        let script = match self {
+            LockKind::Plain => scripts::RELEASE,
+            LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
+        };
+        let reply = node.eval(script, keys, &[token])?;
+        reply::ownership(reply).unexpected(node, "release")
+    }
+
+    /// Leave the line of waiters (plain locks only queue).
+    pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
+        node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+    }
+}
+
+/// ACQUIRE's queue argument.
+fn queue_flag(queue: bool) -> &'static str {
+    match queue {
+        true => "1",
+        false => "0",
+    }
+}

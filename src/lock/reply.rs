@@ -1,0 +1,300 @@
+//! The scripts' replies, parsed into types: no `-1`/`-2`/`0` sentinels
+//! leave this file. Every number from Redis is range-checked here.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use redis::Value;
+
+/// Who holds a busy lock, as the acquire script saw it.
+#[derive(Debug, Clone, Default)]
+pub struct BusyInfo {
+    /// Until the lock (a semaphore: its first slot) expires; `None` when
+    /// it has no expiry (not written by this tool) or just vanished.
+    pub pttl: Option<Duration>,
+    pub host: String,
+    pub pid: String,
+    pub acquired_at: String,
+    /// A semaphore whose slots are all taken: how many hold it, of how many.
+    pub slots: Option<SlotsTaken>,
+    /// Being force-released: waiting for its holder to stop.
+    pub revoked: bool,
+}
+
+/// A full semaphore: `holders` of `limit` slots taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotsTaken {
+    pub holders: u32,
+    pub limit: u32,
+}
+
+/// One node's answer to an acquire.
+#[derive(Debug, Clone)]
+pub enum Acquire {
+    /// Ours now. `reset`: the fence counter was missing and was seeded
+    /// from the server's clock (the data in Redis was lost).
+    Held {
+        fence: i64,
+        reset: bool,
+    },
+    Busy(BusyInfo),
+    /// KEY is held with another `--limit` (1: a plain lock); nothing done.
+    Mismatch {
+        limit: u32,
+    },
+}
+
+/// Whose the lock is, as found by extend and release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Ours (and now extended, or released).
+    Ours,
+    /// Another token holds it.
+    Replaced,
+    /// Nobody holds it: expired or deleted.
+    Gone,
+    /// Ours, but force-released by an operator: stop, then release.
+    Revoked,
+}
+
+/// A lock as one node sees it, read in one round trip by `scripts::INSPECT`.
+#[derive(Debug, Clone, Default)]
+pub struct Inspected {
+    /// The holder's token; `None` when the lock is free on this node.
+    pub token: Option<String>,
+    /// Time the lock has left; `None` when free or without expiry.
+    pub pttl: Option<Duration>,
+    /// The fence counter: the last fencing token issued (0: never).
+    pub fence: i64,
+    /// The holder record, field by field (empty when free or missing).
+    pub holder: Vec<(String, String)>,
+    /// A semaphore's limit N; `None` when KEY is no semaphore on this node.
+    pub limit: Option<u32>,
+    /// A semaphore's live holders.
+    pub slots: Vec<Slot>,
+    /// Force-released, waiting for its holder to stop.
+    pub revoked: bool,
+}
+
+impl Inspected {
+    /// A field of the holder record, if present.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        field(&self.holder, name)
+    }
+}
+
+/// One holder of a semaphore, as one node sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    pub token: String,
+    /// Time the slot has left.
+    pub pttl: Option<Duration>,
+    /// Its holder record (with a `fence` field), field by field.
+    pub holder: Vec<(String, String)>,
+}
+
+impl Slot {
+    /// A field of the holder record, if present.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        field(&self.holder, name)
+    }
+}
+
+fn field<'a>(record: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    record
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// What `force_release` did on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// Deleted at once (`--now`, or a semaphore's slot).
+    Deleted,
+    /// Marked revoked: waiters get it once its holder has stopped.
+    Revoked,
+    /// Held by a token other than the one required; left alone.
+    Mismatch,
+    /// Nothing to delete.
+    Free,
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A PTTL as Redis answers it: negative for "no expiry" and "no key".
+fn pttl(v: Option<&Value>) -> Result<Option<Duration>> {
+    let ms = v.and_then(int).ok_or_else(|| anyhow!("no pttl"))?;
+    Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+}
+
+/// A limit as a script sent it.
+fn limit(v: Option<&Value>) -> Result<u32> {
+    v.and_then(int)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| anyhow!("bad limit {v:?}"))
+}
+
+fn items(reply: Value) -> Result<Vec<Value>> {
+    match reply {
+        Value::Array(items) => Ok(items),
+        other => Err(anyhow!("{other:?}")),
+    }
+}
+
+/// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
+/// limit?, revoked?}` or `{-1, limit}` (see `scripts::ACQUIRE`).
+pub fn acquire(reply: Value) -> Result<Acquire> {
+    let items = items(reply)?;
+    match items.first().and_then(int) {
+        Some(1) => Ok(Acquire::Held {
+            fence: items
+                .get(1)
+                .and_then(int)
+                .ok_or_else(|| anyhow!("no fence"))?,
+            reset: items.get(2).and_then(int) == Some(1),
+        }),
+        Some(0) => Ok(Acquire::Busy(busy(&items)?)),
+        Some(-1) => Ok(Acquire::Mismatch {
+            limit: limit(items.get(1))?,
+        }),
+        _ => Err(anyhow!("{items:?}")),
+    }
+}
+
+fn busy(items: &[Value]) -> Result<BusyInfo> {
+    let slots = match (items.get(5), items.get(6)) {
+        (Some(holders), Some(n)) if int(n).is_some_and(|n| n > 0) => Some(SlotsTaken {
+            holders: limit(Some(holders))?,
+            limit: limit(Some(n))?,
+        }),
+        _ => None,
+    };
+    Ok(BusyInfo {
+        pttl: pttl(items.get(1))?,
+        host: items.get(2).map(text).unwrap_or_default(),
+        pid: items.get(3).map(text).unwrap_or_default(),
+        acquired_at: items.get(4).map(text).unwrap_or_default(),
+        slots,
+        revoked: items.get(7).and_then(int) == Some(1),
+    })
+}
+
+/// 1 ours, 0 replaced, -1 gone, -2 revoked.
+pub fn ownership(reply: Value) -> Result<Ownership> {
+    match int(&reply) {
+        Some(1) => Ok(Ownership::Ours),
+        Some(0) => Ok(Ownership::Replaced),
+        Some(-1) => Ok(Ownership::Gone),
+        Some(-2) => Ok(Ownership::Revoked),
+        _ => Err(anyhow!("{reply:?}")),
+    }
+}
+
+/// `{outcome, ...inspected}` as FORCE_RELEASE sends it.
+pub fn forced(reply: Value) -> Result<(Forced, Inspected)> {
+    let items = items(reply)?;
+    let outcome = match items.first().and_then(int) {
+        Some(1) => Forced::Deleted,
+        Some(2) => Forced::Revoked,
+        Some(0) => Forced::Mismatch,
+        Some(-1) => Forced::Free,
+        _ => return Err(anyhow!("{items:?}")),
+    };
+    Ok((outcome, inspected(items.get(1..).unwrap_or_default())?))
+}
+
+/// `[token, pttl, fence, holder, limit?, slots?, revoked?]` as sent by
+/// INSPECT (and FORCE_RELEASE after its outcome).
+pub fn inspect(reply: Value) -> Result<Inspected> {
+    inspected(&items(reply)?)
+}
+
+fn inspected(items: &[Value]) -> Result<Inspected> {
+    let token = match items.first() {
+        Some(Value::Nil) | None => None,
+        Some(v) => Some(text(v)),
+    };
+    let slots = match items.get(5) {
+        Some(Value::Array(slots)) => slots.iter().map(slot).collect::<Result<_>>()?,
+        _ => Vec::new(),
+    };
+    Ok(Inspected {
+        token,
+        pttl: pttl(items.get(1))?,
+        fence: items
+            .get(2)
+            .and_then(int)
+            .ok_or_else(|| anyhow!("no fence"))?,
+        holder: record(items.get(3)),
+        limit: match items.get(4) {
+            None => None,
+            some => Some(limit(some)?).filter(|&n| n > 0),
+        },
+        slots,
+        revoked: items.get(6).and_then(int) == Some(1),
+    })
+}
+
+fn slot(v: &Value) -> Result<Slot> {
+    let Value::Array(parts) = v else {
+        return Err(anyhow!("bad slot {v:?}"));
+    };
+    Ok(Slot {
+        token: parts.first().map(text).unwrap_or_default(),
+        pttl: pttl(parts.get(1))?,
+        holder: record(parts.get(2)),
+    })
+}
+
+/// A holder hash as HGETALL sends it.
+fn record(v: Option<&Value>) -> Vec<(String, String)> {
+    match v {
+        Some(Value::Array(flat)) => flat
+            .chunks_exact(2)
+            .map(|pair| (text(&pair[0]), text(&pair[1])))
+            .collect(),
+        Some(Value::Map(pairs)) => pairs.iter().map(|(k, v)| (text(k), text(v))).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_force_release_reply_is_an_error_not_a_panic() {
+        assert!(forced(Value::Array(vec![])).is_err());
+        assert!(forced(Value::Array(vec![Value::Int(1)])).is_err());
+        assert!(inspect(Value::Array(vec![])).is_err());
+    }
+
+    #[test]
+    fn negative_pttls_are_none() {
+        let reply = Value::Array(vec![
+            Value::Nil,
+            Value::Int(-2),
+            Value::Int(7),
+            Value::Array(vec![]),
+        ]);
+        let seen = inspect(reply).expect("parses");
+        assert_eq!((seen.token, seen.pttl, seen.fence), (None, None, 7));
+        assert_eq!(seen.limit, None);
+    }
+}

@@ -1,0 +1,161 @@
+//! Keeping secrets and hostile text out of what we print.
+//!
+//! - [`redact`]: a URL with its password replaced by `***`, for messages
+//!   that name a server.
+//! - [`remember`] and [`scrub`]: every password redlock-run was given is
+//!   noted, and removed from any text before it is printed: the last line
+//!   of defence for messages that quote a server or a library.
+//! - [`untrusted`]: text from Redis (holder fields, keys, error texts) made
+//!   safe for one line of a terminal.
+
+use std::sync::{Mutex, OnceLock};
+
+use percent_encoding::percent_decode_str;
+
+/// Where the user-info of a URL is, and its password part.
+struct UserInfo<'a> {
+    /// Everything before the user-info: `redis://`.
+    before: &'a str,
+    /// The user name, when the user-info has a `:`.
+    user: Option<&'a str>,
+    /// The password (`redis://secret@host` is read as one by some clients).
+    password: &'a str,
+    /// Everything after the `@`.
+    after: &'a str,
+}
+
+/// The one parser of a URL's user-info: between `://` and the last `@`
+/// before the path or query (a password may itself hold an `@`).
+fn userinfo(url: &str) -> Option<UserInfo<'_>> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let at = rest[..authority_end].rfind('@')?;
+    let info = &rest[..at];
+    let (user, password) = match info.split_once(':') {
+        Some((user, password)) => (Some(user), password),
+        None => (None, info),
+    };
+    Some(UserInfo {
+        before: &url[..start],
+        user,
+        password,
+        after: &rest[at + 1..],
+    })
+}
+
+/// A URL with the password of its user-info part replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some(info) = userinfo(url) else {
+        return url.to_string();
+    };
+    let shown = match (info.user, info.password) {
+        (Some(user), _) => format!("{user}:***"),
+        (None, "") => String::new(),
+        (None, _) => "***".to_string(),
+    };
+    format!("{}{shown}@{}", info.before, info.after)
+}
+
+static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+
+fn secrets() -> std::sync::MutexGuard<'static, Vec<String>> {
+    SECRETS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Note the password of `url` so that [`scrub`] can remove it from any text.
+pub fn remember(url: &str) {
+    let Some(info) = userinfo(url) else {
+        return;
+    };
+    if info.password.is_empty() {
+        return;
+    }
+    let mut secrets = secrets();
+    secrets.push(info.password.to_string());
+    // Percent-decoded form too: that is what the client sends and may echo.
+    if let Ok(decoded) = percent_decode_str(info.password).decode_utf8() {
+        secrets.push(decoded.into_owned());
+    }
+}
+
+/// `text` with every known password replaced by `***`.
+pub fn scrub(text: &str) -> String {
+    let Some(secrets) = SECRETS.get() else {
+        return text.to_string();
+    };
+    let secrets = secrets.lock().unwrap_or_else(|e| e.into_inner());
+    // Short ones would mangle ordinary words; the longest go first so that
+    // a password containing another is replaced whole.
+    let mut known: Vec<&String> = secrets.iter().filter(|s| s.len() >= 3).collect();
+    known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    known
+        .into_iter()
+        .fold(text.to_string(), |acc, s| acc.replace(s.as_str(), "***"))
+}
+
+/// The longest field [`untrusted`] prints, in characters.
+pub const MAX_FIELD: usize = 200;
+
+/// Text from Redis made safe for one line of a terminal: control
+/// characters (a newline in a `-c` script) and bidi overrides (which can
+/// make a line read differently from what it holds) escaped, known
+/// passwords redacted, and cut to [`MAX_FIELD`] characters with an
+/// ellipsis.
+pub fn untrusted(text: &str) -> String {
+    let text = scrub(text);
+    let mut out = String::with_capacity(text.len().min(4 * MAX_FIELD));
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_FIELD {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || is_bidi(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters that reorder the text around them.
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("rediss://u:p@ss@h"), "rediss://u:***@h");
+        assert_eq!(redact("redis://@h"), "redis://@h");
+        assert_eq!(redact("unix:///tmp/x.sock"), "unix:///tmp/x.sock");
+    }
+
+    #[test]
+    fn scrubbing() {
+        remember("redis://u:s%40cret@h");
+        assert_eq!(scrub("bad s@cret and s%40cret"), "bad *** and ***");
+    }
+
+    #[test]
+    fn untrusted_text_is_escaped_and_cut() {
+        assert_eq!(untrusted("a b {c}: ü"), "a b {c}: ü");
+        assert_eq!(untrusted("make\nmake install\t"), "make\\nmake install\\t");
+        assert_eq!(untrusted("x\u{202E}y\u{2066}z"), "x\\u{202e}y\\u{2066}z");
+        let long = "é".repeat(500);
+        let cut = untrusted(&long);
+        assert_eq!(cut.chars().count(), MAX_FIELD + 1);
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,589 @@
+//! Keeping the lock's promise under real operations: what counts as
+//! "Redis unavailable" (and may fail open), refusals, signals during a
+//! call, name resolution, queue order, fences, force-release, and bounded
+//! inputs. Against real redis-server processes.
+
+use crate::common::*;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+const LONG: Duration = Duration::from_secs(40);
+
+/// `redlock-run --redis URL -k KEY EXTRA... -c SCRIPT`.
+fn job(url: &str, key: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = redlock(url);
+    cmd.args(["-k", key]).args(extra).args(["-c", script]);
+    cmd
+}
+
+/// A holder of `key` that logs its section to `log`, and runs until the
+/// file `go` appears next to it; returns once its section has started.
+fn holder(url: &str, key: &str, extra: &[&str], log: &Path) -> RunningChild {
+    let dir = log.parent().expect("log in a directory");
+    let script = format!(
+        "echo \"start H\" >> '{log}'; touch '{started}'; \
+         while [ ! -e '{go}' ]; do sleep 0.02; done; echo \"end H\" >> '{log}'",
+        log = log.display(),
+        started = dir.join("started").display(),
+        go = dir.join("go").display(),
+    );
+    let child = spawn_piped(&mut job(url, key, extra, &script));
+    assert!(
+        wait_for_file(dir.join("started"), LONG),
+        "holder never started: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+/// A verbose waiter running a short section; returns once it waits.
+fn waiter(url: &str, key: &str, extra: &[&str], log: &Path) -> RunningChild {
+    let mut cmd = job(url, key, extra, &section_script(log, "0.2"));
+    cmd.arg("-v").env("W", "W");
+    let child = spawn_piped(&mut cmd);
+    assert!(
+        wait_until(LONG, || child.stderr_now().contains("waiting")),
+        "waiter never waited: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+#[test]
+fn a_waiter_whose_connection_drops_does_not_fail_open() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "drop", &[], &log);
+    let extra = ["--on-unavailable", "run", "--wait", "20s"];
+    let mut waiting = waiter(&server.url(), "drop", &extra, &log);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut server.conn())
+        .expect("CLIENT KILL");
+    assert!(killed >= 2, "killed {killed} connections");
+    // Long enough for the waiter's next poll to meet the dead connection.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let out = waiting.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!out.stderr.contains("WITHOUT the lock"), "{out:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "start H\nend H\nstart W\nend W\n", "overlap");
+}
+
+#[test]
+fn a_waiter_whose_redis_dies_exits_69_when_wait_runs_out_never_failing_open() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "dies", &[], &log);
+    let extra = ["--on-unavailable", "run", "--wait", "3s"];
+    let mut waiting = waiter(&server.url(), "dies", &extra, &log);
+    server.kill();
+    let out = waiting.wait_timeout(LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(!out.stderr.contains("WITHOUT the lock"), "{out:?}");
+    assert!(out.stderr.contains("--wait"), "{out:?}");
+    held.signal(Signal::SIGTERM);
+    held.wait_timeout(LONG);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("start W"), "the waiter ran: {text}");
+}
+
+/// Run `touch MARKER` with `--on-unavailable run` against `url`: exit 77,
+/// one line naming the redacted URL and `what` (lowercase), no COMMAND.
+fn assert_refused(url: &str, shown: &str, what: &str) {
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(url)
+            .args(["-k", "job", "--on-unavailable", "run", "--", "touch"])
+            .arg(&marker),
+        LONG,
+    );
+    assert_eq!(out.code, Some(77), "{url}: {out:?}");
+    assert!(!marker.exists(), "{url}: COMMAND ran: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{url}: {out:?}");
+    assert!(out.stderr.contains(shown), "{url}: {out:?}");
+    assert!(!out.stderr.contains("unavailable"), "{url}: {out:?}");
+    let line = out.stderr.to_lowercase();
+    assert!(line.contains(what), "{url}: wanted {what:?}: {out:?}");
+}
+
+#[test]
+fn refusals_exit_77_with_their_own_message_and_never_run_command() {
+    let server = RedisServer::builder()
+        .acl_user("noeval", "pw-noeval", "~* &* +@all -eval -evalsha")
+        .acl_user("alice", "pw-alice", "~* &* +@all")
+        .start();
+    let port = server.port();
+    let wrong = server.url_with(Some("alice"), "not-her-password");
+    assert_refused(
+        &wrong,
+        &format!("redis://alice:***@127.0.0.1:{port}"),
+        "authentication failed",
+    );
+    let noeval = server.url_with(Some("noeval"), "pw-noeval");
+    assert_refused(&noeval, "noeval:***@", "permission");
+    let db = format!("redis://127.0.0.1:{port}/99");
+    assert_refused(&db, &db, "database");
+}
+
+#[test]
+fn a_server_without_eval_is_refused_with_77() {
+    let server = RedisServer::builder()
+        .arg("--rename-command")
+        .arg("EVAL")
+        .arg("")
+        .start();
+    assert_refused(&server.url(), &server.url(), "eval");
+}
+
+/// Whether `pid` catches SIGTERM yet (its signal handling is set up).
+fn handles_signals(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+}
+
+#[test]
+fn sigterm_during_an_acquire_on_a_paused_server_exits_143_without_command() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    server.pause();
+    let mut run = spawn_piped(
+        redlock(&server.url())
+            .args(["-k", "job", "--ttl", "30s", "--on-unavailable", "run"])
+            .args(["--", "touch"])
+            .arg(&marker),
+    );
+    let pid = run.pid();
+    assert!(
+        wait_until(LONG, || handles_signals(pid)),
+        "SIGTERM is never caught"
+    );
+    // The acquire's EVAL now waits up to its 1 s timeout on the paused
+    // server; a signal that comes before it ends must stop the run.
+    std::thread::sleep(Duration::from_millis(200));
+    run.signal(Signal::SIGTERM);
+    let out = run.wait_timeout(LONG);
+    server.resume();
+    assert_eq!(out.code, Some(143), "{out:?}");
+    assert!(!out.stderr.contains("WITHOUT the lock"), "{out:?}");
+    assert!(!marker.exists(), "COMMAND ran");
+}
+
+/// How long `cmd` took, and its output.
+fn timed(cmd: &mut Command) -> (Duration, Output) {
+    let start = Instant::now();
+    let out = run_with_timeout(cmd, LONG);
+    (start.elapsed(), out)
+}
+
+/// The tokens waiting for `key`, first in line first.
+fn line(server: &RedisServer, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .expect("ZRANGE")
+}
+
+#[test]
+fn a_waiter_whose_clock_runs_ahead_keeps_its_place_in_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "skew", &[], &log);
+    // A waiter that arrived first, and whose clock ran an hour ahead: its
+    // place is as far back as a clock-based score would have put it.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut conn = server.conn();
+    redis::cmd("ZADD")
+        .arg("redlock:{skew}:waiters")
+        .arg((now_ms + 3_600_000) as u64)
+        .arg("early")
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("SET")
+        .arg("redlock:{skew}:waiters:early")
+        .arg("1")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut conn)
+        .unwrap();
+    let mut later = waiter(&server.url(), "skew", &["--wait", "20s"], &log);
+    assert!(
+        wait_until(LONG, || line(&server, "skew").len() == 2),
+        "the second waiter never stood in line: {:?}",
+        line(&server, "skew")
+    );
+    assert_eq!(
+        line(&server, "skew")[0],
+        "early",
+        "the later waiter jumped the line"
+    );
+    std::fs::write(dir.file("go"), "").unwrap();
+    held.wait_timeout(LONG);
+    later.signal(Signal::SIGTERM);
+    later.wait_timeout(LONG);
+}
+
+#[test]
+fn waiters_are_served_in_the_servers_order_of_arrival() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = holder(&server.url(), "fifo", &[], &log);
+    let order = dir.file("order");
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        let script = format!("echo {n} >> '{}'", order.display());
+        waiters.push(spawn_piped(&mut job(&server.url(), "fifo", &[], &script)));
+        assert!(
+            wait_until(LONG, || line(&server, "fifo").len() == n),
+            "waiter {n} never stood in line"
+        );
+    }
+    // Scores are the server's arrival order, not anybody's clock.
+    let scores: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("redlock:{fifo}:waiters")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut server.conn())
+        .unwrap();
+    let scores: Vec<f64> = scores.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(scores, [1.0, 2.0, 3.0]);
+    std::fs::write(dir.file("go"), "").unwrap();
+    held.wait_timeout(LONG);
+    for mut w in waiters {
+        assert_eq!(w.wait_timeout(LONG).code, Some(0));
+    }
+    let order = std::fs::read_to_string(&order).unwrap();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+}
+
+/// One run of `key`: the fence COMMAND saw, and what it printed on stderr.
+fn fence_of_a_run(url: &str, key: &str) -> (i64, String) {
+    let out = run_with_timeout(&mut job(url, key, &["-v"], "echo $REDLOCK_FENCE"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let fence = out.stdout.trim().parse().expect("REDLOCK_FENCE");
+    (fence, out.stderr)
+}
+
+#[test]
+fn fences_grow_across_a_restart_without_persistence_and_flushall() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let (first, said) = fence_of_a_run(&url, "f");
+    assert!(said.contains("new fence counter"), "{said}");
+    let (second, said) = fence_of_a_run(&url, "f");
+    assert!(second > first, "{second} after {first}");
+    assert!(
+        !said.contains("new fence counter"),
+        "nothing was lost: {said}"
+    );
+    server.restart();
+    let (third, said) = fence_of_a_run(&url, "f");
+    assert!(third > second, "after a restart: {third} after {second}");
+    assert!(said.contains("new fence counter"), "{said}");
+    redis::cmd("FLUSHALL").exec(&mut server.conn()).unwrap();
+    let (fourth, _) = fence_of_a_run(&url, "f");
+    assert!(fourth > third, "after FLUSHALL: {fourth} after {third}");
+    // A semaphore shares the counter, and seeds it the same way.
+    redis::cmd("FLUSHALL").exec(&mut server.conn()).unwrap();
+    let out = run_with_timeout(
+        &mut job(&url, "f", &["--limit", "2"], "echo $REDLOCK_FENCE"),
+        LONG,
+    );
+    let fifth: i64 = out.stdout.trim().parse().expect("REDLOCK_FENCE");
+    assert!(
+        fifth > fourth,
+        "semaphore after FLUSHALL: {fifth} after {fourth}"
+    );
+}
+
+/// A holder whose COMMAND takes `grace` to stop after SIGTERM, logging its
+/// section (`start H` .. `end H`) to `log`.
+fn slow_to_stop_holder(url: &str, key: &str, log: &Path) -> RunningChild {
+    let dir = log.parent().expect("log in a directory");
+    let script = format!(
+        "echo \"start H\" >> '{log}'; \
+         trap 'sleep 1; echo \"end H\" >> \"{log}\"; exit 0' TERM; \
+         touch '{started}'; while :; do sleep 0.02; done",
+        log = log.display(),
+        started = dir.join("started").display(),
+    );
+    // Refresh every second, 2 s between SIGTERM and SIGKILL.
+    let extra = ["--ttl", "6s", "--refresh", "1s", "--kill-after", "2s"];
+    let child = spawn_piped(&mut job(url, key, &extra, &script));
+    assert!(
+        wait_for_file(dir.join("started"), LONG),
+        "holder never started: {}",
+        child.stderr_now()
+    );
+    child
+}
+
+#[test]
+fn force_release_lets_no_waiter_in_before_the_holder_has_stopped() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = slow_to_stop_holder(&server.url(), "fr", &log);
+    let mut waiting = waiter(&server.url(), "fr", &["--wait", "30s"], &log);
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "fr"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("revoked 'fr'"), "{out:?}");
+    // While the holder stops, others see it as busy, and status says why.
+    let out = run_with_timeout(redlock(&server.url()).args(["status", "fr"]), LONG);
+    assert!(out.stdout.contains("being force-released"), "{out:?}");
+    let out = run_with_timeout(&mut job(&server.url(), "fr", &["-n"], "true"), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stderr.contains("being force-released"), "{out:?}");
+
+    let out = held.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    let out = waiting.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "start H\nend H\nstart W\nend W\n", "overlap");
+}
+
+#[test]
+fn force_release_now_deletes_at_once() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut held = slow_to_stop_holder(&server.url(), "frn", &log);
+    let args = ["force-release", "frn", "--now"];
+    let out = run_with_timeout(redlock(&server.url()).args(args), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("released 'frn'"), "{out:?}");
+    assert!(!exists(&mut server.conn(), "redlock:{frn}"));
+    // Free at once: a run gets it while the old holder may still stop.
+    let out = run_with_timeout(&mut job(&server.url(), "frn", &["-n"], "true"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(held.wait_timeout(LONG).code, Some(70));
+}
+
+/// A usage error (exit 2) before anything is sent to Redis, whose first
+/// line contains `says`.
+fn assert_usage(server: &RedisServer, args: &[&str], says: &str) {
+    let mut conn = server.conn();
+    let before: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    let out = run_with_timeout(
+        redlock_bare().args(args).args(["-k", "x", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(first.contains(says), "{args:?}: wanted {says:?}: {out:?}");
+    assert!(
+        !out.stderr.contains("pw-secret"),
+        "{args:?}: password shown"
+    );
+    let after: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(before, after, "{args:?}: something was written");
+}
+
+#[test]
+fn the_same_server_twice_is_not_two_redlock_nodes() {
+    let server = RedisServer::start();
+    let (url, port) = (server.url(), server.port());
+    let with_pw = format!("redis://:pw-secret@127.0.0.1:{port}");
+    let cases = [
+        [url.clone(), url.clone()],
+        [url.clone(), format!("{url}/0")],
+        [
+            format!("redis://LOCALHOST:{port}"),
+            format!("redis://localhost:{port}/"),
+        ],
+        [url.clone(), with_pw],
+    ];
+    for [a, b] in &cases {
+        assert_usage(&server, &["--redis", a, "--redis", b], "same server");
+    }
+    // Another database of the same server is another lock space: fine.
+    let out = run_with_timeout(
+        redlock_bare()
+            .args(["--redis", &url, "--redis", &format!("{url}/1"), "-k", "x"])
+            .args(["--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn ports_and_databases_out_of_range_are_usage_errors() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let cases = [
+        ("redis://127.0.0.1:70000".to_string(), "port"),
+        ("redis://127.0.0.1:0".to_string(), "port"),
+        (format!("redis://127.0.0.1:{port}/-1"), "database"),
+        (format!("redis://127.0.0.1:{port}/99999999999"), "database"),
+    ];
+    for (url, says) in &cases {
+        assert_usage(&server, &["--redis", url], says);
+    }
+}
+
+#[test]
+fn replicas_that_can_never_confirm_fail_at_once() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let start = Instant::now();
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .args(["-k", "r", "--replicas", "1", "--wait", "30s", "--", "touch"])
+            .arg(&marker),
+        LONG,
+    );
+    let took = start.elapsed();
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("0 replica(s) connected"), "{out:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?}: retried until --wait"
+    );
+    assert!(!marker.exists(), "COMMAND ran");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{r}"),
+        "lock left behind"
+    );
+}
+
+/// Whether this test may make a private mount namespace (root and
+/// util-linux's unshare). When not: a loud note, or a failure under
+/// `REDLOCK_TEST_REQUIRE_TOOLS=1`.
+fn can_unshare() -> bool {
+    let ok = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let note = "unshare -m is not permitted here (needs root and util-linux)";
+        assert!(
+            !tools_required(),
+            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
+        );
+        eprintln!("\n!!!!! SKIPPED: {note}: name resolution is NOT tested !!!!!\n");
+    }
+    ok
+}
+
+/// A UDP socket on port 53 of some loopback address that never answers:
+/// a silent DNS server.
+fn silent_nameserver() -> std::net::UdpSocket {
+    let base = std::process::id() % 200;
+    (1..250u32)
+        .find_map(|n| {
+            let ip = std::net::Ipv4Addr::new(127, 53, (base + 1) as u8, n as u8);
+            std::net::UdpSocket::bind((ip, 53)).ok()
+        })
+        .expect("a free loopback address for a silent nameserver")
+}
+
+/// Run redlock-run with `args` in a private mount namespace whose
+/// resolv.conf, hosts and nsswitch.conf are the given texts.
+fn with_resolver(dir: &TestDir, resolv: &str, hosts: &str, args: &[&str]) -> (Duration, Output) {
+    let files = [
+        ("resolv.conf", resolv),
+        ("hosts", hosts),
+        ("nsswitch.conf", "hosts: files dns\n"),
+    ];
+    let mut script = String::new();
+    for (name, text) in files {
+        std::fs::write(dir.file(name), text).unwrap();
+        let path = dir.file(name);
+        script += &format!("mount --bind '{}' /etc/{name} && ", path.display());
+    }
+    script += "exec \"$@\"";
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        bin(),
+    ])
+    .args(args)
+    .env_remove("REDLOCK_REDIS_URL")
+    .env_remove("REDIS_URL");
+    timed(&mut cmd)
+}
+
+#[test]
+fn a_silent_dns_server_costs_the_node_timeout_not_ten_seconds() {
+    if !can_unshare() {
+        return;
+    }
+    let dir = TestDir::new();
+    let dns = silent_nameserver();
+    let ip = dns.local_addr().unwrap().ip();
+    let resolv = format!("nameserver {ip}\n");
+    let hosts = "127.0.0.1 localhost\n";
+    let url = format!("redis://no-such-host.example:{}", free_port());
+    let (took, out) = with_resolver(
+        &dir,
+        &resolv,
+        hosts,
+        &["--redis", &url, "-k", "x", "--", "true"],
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}: {out:?}");
+    assert!(out.stderr.contains("resolving"), "{out:?}");
+    // Status and friends are bounded the same way.
+    let (took, out) = with_resolver(&dir, &resolv, hosts, &["--redis", &url, "status", "x"]);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {out:?}");
+    drop(dns);
+}
+
+#[test]
+fn a_name_with_a_dead_first_address_still_connects() {
+    if !can_unshare() {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let dns = silent_nameserver();
+    let resolv = format!("nameserver {}\n", dns.local_addr().unwrap().ip());
+    // The server listens on 127.0.0.1 only: ::1 is refused.
+    let hosts = "::1 redlock-dual\n127.0.0.1 redlock-dual\n";
+    let url = format!("redis://redlock-dual:{}", server.port());
+    let (_, out) = with_resolver(
+        &dir,
+        &resolv,
+        hosts,
+        &["--redis", &url, "-k", "dual", "--", "true"],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        exists(&mut server.conn(), "redlock:{dual}:fence"),
+        "never reached Redis"
+    );
+}
