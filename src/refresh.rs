@@ -9,12 +9,12 @@
 
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
-use crate::lock::{Extend, Ownership, Quorum};
+use crate::lock::{Extend, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
 
 /// Why the lock was lost.
@@ -24,6 +24,8 @@ pub enum Loss {
     Replaced,
     /// It expired or was deleted.
     Gone,
+    /// An operator force-released it: stop, then give it back at once.
+    Revoked,
     /// No refresh was confirmed before the deadline.
     Unconfirmed,
     /// redlock-run was stopped (job control) past the point where the
@@ -37,6 +39,7 @@ impl Loss {
         match self {
             Loss::Replaced => "was taken over by another holder",
             Loss::Gone => "expired or was deleted",
+            Loss::Revoked => "was force-released",
             Loss::Unconfirmed => "could not be refreshed before it could expire",
             Loss::Suspended => "ran out while redlock-run was stopped",
         }
@@ -47,6 +50,7 @@ impl Loss {
         match self {
             Loss::Replaced => "replaced",
             Loss::Gone => "gone",
+            Loss::Revoked => "revoked",
             Loss::Unconfirmed => "unconfirmed",
             Loss::Suspended => "suspended",
         }
@@ -56,6 +60,7 @@ impl Loss {
         match code {
             1 => Some(Loss::Replaced),
             2 => Some(Loss::Gone),
+            3 => Some(Loss::Revoked),
             _ => None,
         }
     }
@@ -116,6 +121,7 @@ impl Lease {
     fn lost(&self, loss: Loss) {
         let code = match loss {
             Loss::Replaced => 1,
+            Loss::Revoked => 3,
             _ => 2,
         };
         self.loss.store(code, Ordering::SeqCst);
@@ -164,8 +170,14 @@ impl Refresher {
     }
 }
 
-/// The refresher's loop: refresh every period, retry failures quickly,
-/// until stopped or the lock is found lost.
+/// How long one wait on the watch lasts: the bound on how late the
+/// thread notices it was stopped (nobody waits for it: see `stop`).
+const SLICE: Duration = Duration::from_millis(100);
+
+/// The refresher's loop: refresh at once (which also connects), then every
+/// period, and at once whenever the lock's channel says something (a
+/// force-release) or its connection drops (a restart may have lost the
+/// lock); retry failures quickly; until stopped or the lock is lost.
 fn refresh(
     quorum: &mut Quorum,
     token: &str,
@@ -174,12 +186,11 @@ fn refresh(
     log: &Log,
     stopped: &Receiver<()>,
 ) {
-    let mut next = Instant::now() + timing.refresh;
+    let mut next = Instant::now();
+    let mut watch: Option<Wakeups> = None;
     loop {
-        let left = next.saturating_duration_since(Instant::now());
-        match stopped.recv_timeout(left) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        if !wait_for(next, &mut watch, stopped) {
+            return;
         }
         let busy = lease.busy.lock().unwrap_or_else(PoisonError::into_inner);
         if *busy {
@@ -192,8 +203,12 @@ fn refresh(
                 lease.extend_to(until);
                 next = Instant::now() + timing.refresh;
                 log.emit(Ev::Refreshed, refreshed(log), &[ms("ttl_ms", timing.ttl)]);
+                if watch.is_none() {
+                    watch = quorum.watch().ok();
+                }
             }
             Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
+            Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
                 lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
@@ -203,6 +218,36 @@ fn refresh(
                     &[field("error", format!("{e:#}"))],
                 );
                 next = Instant::now() + timing.retry_every();
+            }
+        }
+    }
+}
+
+/// Wait until `next`, or less when the watch hears something or drops.
+/// False once stopped.
+fn wait_for(next: Instant, watch: &mut Option<Wakeups>, stopped: &Receiver<()>) -> bool {
+    loop {
+        let left = next.saturating_duration_since(Instant::now());
+        let Some(subscription) = watch else {
+            return match stopped.recv_timeout(left) {
+                Err(RecvTimeoutError::Timeout) => true,
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => false,
+            };
+        };
+        if left.is_zero() {
+            return true;
+        }
+        let heard = subscription.wait(left.min(SLICE));
+        match stopped.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            Ok(()) | Err(TryRecvError::Disconnected) => return false,
+        }
+        match heard {
+            Ok(false) => {}
+            Ok(true) => return true,
+            Err(_) => {
+                *watch = None;
+                return true;
             }
         }
     }

@@ -270,6 +270,12 @@ impl Held<'_> {
     fn finish(&self, main: &mut Quorum, ended: crate::supervise::Ended) -> Result<Exit, Failure> {
         match ended.lost {
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
+            // Revoked by force-release: the marker keeps waiters out until
+            // we give it back, now that COMMAND has stopped.
+            Some(Loss::Revoked) => {
+                main.release(self.token, 3);
+                return Ok(Exit::LockLost);
+            }
             // Not confirmed is not known lost: give it back if we still can.
             Some(Loss::Unconfirmed | Loss::Suspended) => {
                 main.release(self.token, 1);

@@ -72,6 +72,7 @@ pub fn acquire(
         wakeups: None,
         first_busy: true,
         warned_unreachable: false,
+        holder_until: None,
     };
     let waited = waiter.wait_in_line(quorum);
     if !matches!(waited, Ok(Waited::Acquired(_))) {
@@ -93,6 +94,8 @@ struct Waiter<'a> {
     first_busy: bool,
     /// "Redis stopped answering" was said once already.
     warned_unreachable: bool,
+    /// Until when the last holder we saw could still hold the lock.
+    holder_until: Option<Instant>,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -108,6 +111,12 @@ impl Waiter<'_> {
             // The first try does not queue: the uncontended path stays one EVAL.
             let info = match quorum.try_acquire(self.token, self.holder, !self.first_busy) {
                 Attempt::Busy(info) => info,
+                Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
+                    if let Some(sig) = self.wait_out_lost_holder(quorum) {
+                        return Ok(Waited::Signaled(sig));
+                    }
+                    continue;
+                }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
                     Next::Retry => match self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX)) {
@@ -117,6 +126,9 @@ impl Waiter<'_> {
                 },
             };
             let now = Instant::now();
+            if let Some(left) = info.pttl {
+                self.holder_until = Some(now + left);
+            }
             if self.timed_out() {
                 return Ok(Waited::Busy(info));
             }
@@ -151,6 +163,33 @@ impl Waiter<'_> {
                 return Ok(Waited::Signaled(sig));
             }
         }
+    }
+
+    /// We got the lock, but its fence counter was started anew while a
+    /// holder we saw may still hold it: Redis lost its data (a restart
+    /// without persistence, FLUSHALL) under that holder, which may still be
+    /// running until its next refresh tells it.
+    fn data_was_lost(&self, lease: &Lease) -> bool {
+        lease.reset
+            && self
+                .holder_until
+                .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Give the lock back and wait until the lost holder's lease would have
+    /// ended (by then it has stopped its job), then try again.
+    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> Option<i32> {
+        quorum.release(self.token, 1);
+        let until = self.holder_until.take()?;
+        self.log.warn(format!(
+            "lock '{}': the data in Redis was lost (its fence counter started anew) while \
+             another holder had it; waiting {} until that holder's lease would have ended",
+            self.key,
+            crate::log::show(until.saturating_duration_since(Instant::now()))
+        ));
+        let until = self.give_up.map_or(until, |end| end.min(until));
+        self.signals
+            .sleep(until.saturating_duration_since(Instant::now()))
     }
 
     fn timed_out(&self) -> bool {

@@ -137,8 +137,6 @@ impl Quorum {
     /// on a second connection to the first connected node. The caller
     /// refreshes at once when it hears anything, or when the connection
     /// drops (it may have missed a message).
-    // For the refresher, which the run mode's rewrite wires up.
-    #[allow(dead_code)]
     pub fn watch(&self) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
         let node = node.ok_or_else(|| anyhow!("no node is connected"))?;

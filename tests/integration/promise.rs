@@ -443,3 +443,87 @@ fn a_missing_metrics_directory_is_refused_before_redis() {
     assert!(out.stderr.contains("--metrics-textfile"), "{}", out.stderr);
     assert_eq!(dbsize(&mut server.conn()), 0);
 }
+
+/// A holder with a 30 s TTL (refresh every 10 s) whose job ticks.
+fn long_holder(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
+    let run = spawn_piped(&mut job(server, key, &["--ttl", "30s"], &ticking(dir)));
+    let child = read_pid(dir, "pid");
+    // The refresher starts 20 ms in and then listens on the lock's channel.
+    std::thread::sleep(Duration::from_millis(500));
+    (run, child)
+}
+
+#[test]
+fn a_holder_hears_force_release_at_once_not_at_its_next_refresh() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (mut run, child) = long_holder(&server, &dir, "told");
+    let started = Instant::now();
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "told"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(!process_alive(child));
+    // Far sooner than the 10 s refresh period: it was told.
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // Given back after the stop: the next run gets in at once.
+    let next = run_with_timeout(&mut job(&server, "told", &["-n"], "true"), LONG);
+    assert_eq!(next.code, Some(0), "{next:?}");
+}
+
+#[test]
+fn a_holder_notices_a_restart_without_persistence_at_once() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let (mut run, child) = long_holder(&server, &dir, "restarted");
+    let started = Instant::now();
+    server.restart();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(!process_alive(child));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (pid, log) = (dir.file("pid"), dir.file("log"));
+    let holder = format!("echo $$ > '{pid}'; sleep 20", pid = pid.display());
+    // It refreshes every 4 s: FLUSHALL goes unnoticed by it for seconds.
+    let slow = ["--ttl", "5s", "--refresh", "4s", "--kill-after", "300ms"];
+    let mut holder = spawn_piped(&mut job(&server, "flushed", &slow, &holder));
+    let holder_pid = read_pid(&dir, "pid");
+    // The waiter's job says whether the holder's job still ran when it began.
+    let waiter = format!(
+        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
+        log = log.display()
+    );
+    let waiter = spawn_piped(&mut job(
+        &server,
+        "flushed",
+        &["--ttl", "3s", "-v"],
+        &waiter,
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    let mut waiter = waiter;
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");
+    assert!(
+        out.stderr.contains("data in Redis was lost"),
+        "{}",
+        out.stderr
+    );
+}
