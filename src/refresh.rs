@@ -174,10 +174,10 @@ impl Refresher {
 /// thread notices it was stopped (nobody waits for it: see `stop`).
 const SLICE: Duration = Duration::from_millis(100);
 
-/// The refresher's loop: refresh at once (which also connects), then every
-/// period, and at once whenever the lock's channel says something (a
-/// force-release) or its connection drops (a restart may have lost the
-/// lock); retry failures quickly; until stopped or the lock is lost.
+/// The refresher's loop: refresh every period, and at once whenever the
+/// lock's channel says something (a force-release) or its connection drops
+/// (a restart may have lost the lock); retry failures quickly; until
+/// stopped or the lock is lost.
 fn refresh(
     quorum: &mut Quorum,
     token: &str,
@@ -186,8 +186,8 @@ fn refresh(
     log: &Log,
     stopped: &Receiver<()>,
 ) {
-    let mut next = Instant::now();
-    let mut watch: Option<Wakeups> = None;
+    let mut next = Instant::now() + timing.refresh;
+    let mut watch = quorum.watch().ok();
     loop {
         if !wait_for(next, &mut watch, stopped) {
             return;

@@ -134,12 +134,13 @@ impl Quorum {
     }
 
     /// For the holder: hear a force-release (or any release) of the lock,
-    /// on a second connection to the first connected node. The caller
-    /// refreshes at once when it hears anything, or when the connection
-    /// drops (it may have missed a message).
+    /// on a connection of its own to the first connected node (or the
+    /// first node). The caller refreshes at once when it hears anything,
+    /// or when the connection drops (it may have missed a message).
     pub fn watch(&self) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
-        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        let node = node.or(self.nodes.first());
+        let node = node.ok_or_else(|| anyhow!("no node to watch"))?;
         Ok(node.subscribe(&[&self.keys.lock])?)
     }
 

@@ -129,6 +129,11 @@ fn sigterm_while_waiting_exits_143_and_leaves_nothing() {
     let mut conn = server.conn();
     let mut first = holder(&server, &dir, "term", "30s");
     let token = get(&mut conn, "redlock:{term}").expect("holder's token");
+    // The holder itself listens on its lock's channel.
+    assert!(wait_until(LONG, || subscribers(
+        &mut conn,
+        "redlock:{term}"
+    ) == 1));
     let mut second = waiter(&server, &dir, "term", &[]);
 
     second.signal(Signal::SIGTERM);
@@ -141,7 +146,7 @@ fn sigterm_while_waiting_exits_143_and_leaves_nothing() {
     assert!(wait_until(LONG, || subscribers(
         &mut conn,
         "redlock:{term}"
-    ) == 0));
+    ) == 1));
 
     std::fs::write(dir.file("go"), "").unwrap();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
