@@ -91,6 +91,22 @@ fn run_recorded(
     record: &mut Record,
 ) -> Result<Exit, Failure> {
     let signals = Signals::start().context("cannot set up signal handling")?;
+    let quorum = || {
+        let keys = LockKeys::new(&conn.prefix, &cfg.key);
+        Quorum::new(
+            &conn.endpoints,
+            keys,
+            cfg.timing.ttl,
+            cfg.timing.node_timeout(),
+        )
+        .with_replicas(cfg.replicas)
+        .with_limit(cfg.limit)
+    };
+    if let Some(token) = outer_token(cfg) {
+        if quorum().holds(&token) {
+            return run_nested(cfg, &signals, log);
+        }
+    }
     if let Some(spread) = cfg.random_delay {
         // A fleet's cron entries fire in the same second; spread them out.
         let delay = wait::jitter(Duration::ZERO, spread);
@@ -106,17 +122,6 @@ fn run_recorded(
             return Ok(Exit::Signaled(sig));
         }
     }
-    let quorum = || {
-        let keys = LockKeys::new(&conn.prefix, &cfg.key);
-        Quorum::new(
-            &conn.endpoints,
-            keys,
-            cfg.timing.ttl,
-            cfg.timing.node_timeout(),
-        )
-        .with_replicas(cfg.replicas)
-        .with_limit(cfg.limit)
-    };
     let mut main = quorum();
     let token = uuid::Uuid::new_v4().to_string();
     let started = Instant::now();
@@ -367,6 +372,38 @@ impl Held<'_> {
                 .emit(Ev::Released, format!("released lock '{key}'"), &[]);
         }
     }
+}
+
+/// Inside COMMAND of a run for the same KEY: that run's token, if any.
+/// (Whether it still holds the lock under our prefix is asked of Redis.)
+fn outer_token(cfg: &RunConfig) -> Option<String> {
+    let key = std::env::var("REDLOCK_KEY").ok()?;
+    let token = std::env::var("REDLOCK_TOKEN").ok()?;
+    (key == cfg.key && !token.is_empty()).then_some(token)
+}
+
+/// A nested run: the outer run holds the lock and refreshes it; COMMAND
+/// runs at once under it, with the outer run's REDLOCK_* variables, and
+/// nothing is released when it ends.
+fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
+    let fence = std::env::var("REDLOCK_FENCE").unwrap_or_default();
+    log.emit(
+        Ev::Nested,
+        format!(
+            "lock '{}' is held by the run this one is nested in (fence {fence}); running COMMAND under it",
+            cfg.key
+        ),
+        &[field("fence", fence.parse::<i64>().ok())],
+    );
+    let job = spawn(cfg, &[])?;
+    let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
+        .max_hold(cfg.max_hold)
+        .run();
+    Ok(if ended.max_hold {
+        Exit::MaxHold
+    } else {
+        ended.exit
+    })
 }
 
 /// `--on-unavailable run`: COMMAND without a lock (and without a fence).

@@ -347,6 +347,21 @@ impl Quorum {
         Ok(())
     }
 
+    /// Whether `token` holds the lock now (on a majority of the nodes),
+    /// read without changing anything: for a run nested inside its job.
+    pub fn holds(&mut self, token: &str) -> bool {
+        let answers = self.each(|node, keys| node.inspect(keys));
+        let holding = answers
+            .into_iter()
+            .flatten()
+            .filter(|seen| {
+                let plain = seen.token.as_deref() == Some(token) && !seen.revoked;
+                plain || seen.slots.iter().any(|slot| slot.token == token)
+            })
+            .count();
+        holding >= self.needed()
+    }
+
     /// Release on every node, trying each up to `tries` times.
     pub fn release(&mut self, token: &str, tries: usize) -> Released {
         let kind = self.kind;

@@ -15,6 +15,7 @@ mod harness;
 mod limit;
 mod lock_safety;
 mod metrics_file;
+mod nested;
 mod observe;
 mod promise;
 mod readme;
