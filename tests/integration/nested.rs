@@ -30,7 +30,7 @@ fn a_nested_run_for_the_same_key_runs_at_once_under_the_outer_lock() {
     let url = server.url();
     // --wait 0: were it an ordinary run it would find the lock busy (75).
     let out = outer(
-        &[url.clone()],
+        std::slice::from_ref(&url),
         "nest",
         &[],
         "$RR -v -k nest --wait 0 -- sh -c 'echo fence=$REDLOCK_FENCE; exit 7'; code=$?; \
@@ -61,10 +61,15 @@ fn a_nested_run_for_the_same_key_runs_at_once_under_the_outer_lock() {
 fn the_inner_exit_code_passes_through_and_another_key_waits_as_usual() {
     let server = RedisServer::start();
     let url = server.url();
-    let out = outer(&[url.clone()], "a", &[], "$RR -k a -- sh -c 'exit 9'");
+    let out = outer(
+        std::slice::from_ref(&url),
+        "a",
+        &[],
+        "$RR -k a -- sh -c 'exit 9'",
+    );
     assert!(out.stdout.contains("inner=9"), "{out:?}");
     // Another key: an ordinary run, which finds it free and takes it.
-    let out = outer(&[url.clone()], "a", &[], "$RR -v -k b -- true");
+    let out = outer(std::slice::from_ref(&url), "a", &[], "$RR -v -k b -- true");
     assert!(out.stdout.contains("inner=0"), "{out:?}");
     assert!(out.stderr.contains("acquired lock 'b'"), "{}", out.stderr);
     // Another key held elsewhere: it waits as usual (here: -n, busy).
