@@ -137,38 +137,13 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             timing::check(option, value).map_err(invalid)?;
         }
     }
-    // Checked here, before anything is sent to Redis.
-    let metrics = match &args.metrics_textfile {
-        Some(dir) => Some(Metrics::open(dir, &key).map_err(|why| {
-            usage(format!(
-                "invalid value '{}' for '--metrics-textfile <DIR>': {why}",
-                dir.display()
-            ))
-        })?),
-        None => None,
-    };
+    let metrics = metrics(args.metrics_textfile.as_deref(), &key)?;
     let wait = match (args.no_wait, args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
         (false, Wait::Forever) => None,
     };
-    let (argv, display) = match args.command_line {
-        Some(line) => (vec!["sh".into(), "-c".into(), line.clone().into()], line),
-        None => {
-            let display = args
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ");
-            (args.args, display)
-        }
-    };
-    if argv.is_empty() {
-        return Err(usage(
-            "no COMMAND given: add -- COMMAND [ARG...] or -c 'SHELL LINE'".into(),
-        ));
-    }
+    let (argv, display) = command(args.command_line, args.args)?;
     if args.replicas > 0 && conn.endpoints.len() > 1 {
         return Err(usage(format!(
             "invalid value '{}' for '--replicas <N>': only with one --redis server; with several, \
@@ -191,6 +166,43 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         replicas: args.replicas,
         metrics,
     })
+}
+
+/// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.
+fn metrics(dir: Option<&std::path::Path>, key: &str) -> Result<Option<Metrics>, clap::Error> {
+    let Some(dir) = dir else {
+        return Ok(None);
+    };
+    Metrics::open(dir, key).map(Some).map_err(|why| {
+        usage(format!(
+            "invalid value '{}' for '--metrics-textfile <DIR>': {why}",
+            dir.display()
+        ))
+    })
+}
+
+/// COMMAND as argv (`sh -c LINE` for `-c`) and as shown in the holder record.
+fn command(
+    line: Option<String>,
+    args: Vec<OsString>,
+) -> Result<(Vec<OsString>, String), clap::Error> {
+    let (argv, display) = match line {
+        Some(line) => (vec!["sh".into(), "-c".into(), line.clone().into()], line),
+        None => {
+            let display = args
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            (args, display)
+        }
+    };
+    if argv.is_empty() {
+        return Err(usage(
+            "no COMMAND given: add -- COMMAND [ARG...] or -c 'SHELL LINE'".into(),
+        ));
+    }
+    Ok((argv, display))
 }
 
 fn wait_duration(wait: Wait) -> Option<Duration> {

@@ -91,36 +91,14 @@ fn run_recorded(
     record: &mut Record,
 ) -> Result<Exit, Failure> {
     let signals = Signals::start().context("cannot set up signal handling")?;
-    let quorum = || {
-        let keys = LockKeys::new(&conn.prefix, &cfg.key);
-        Quorum::new(
-            &conn.endpoints,
-            keys,
-            cfg.timing.ttl,
-            cfg.timing.node_timeout(),
-        )
-        .with_replicas(cfg.replicas)
-        .with_limit(cfg.limit)
-    };
+    let quorum = || quorum_for(conn, cfg);
     if let Some(token) = outer_token(cfg) {
         if quorum().holds(&token) {
             return run_nested(cfg, &signals, log);
         }
     }
-    if let Some(spread) = cfg.random_delay {
-        // A fleet's cron entries fire in the same second; spread them out.
-        let delay = wait::jitter(Duration::ZERO, spread);
-        log.emit(
-            Ev::RandomDelay,
-            format!(
-                "sleeping {} before the first attempt (--random-delay)",
-                show(delay)
-            ),
-            &[ms("delay_ms", delay)],
-        );
-        if let Some(sig) = signals.sleep(delay) {
-            return Ok(Exit::Signaled(sig));
-        }
+    if let Some(sig) = random_delay(cfg, &signals, log) {
+        return Ok(Exit::Signaled(sig));
     }
     let mut main = quorum();
     let token = uuid::Uuid::new_v4().to_string();
@@ -136,39 +114,7 @@ fn run_recorded(
     );
     let acquired = match waited {
         Ok(Waited::Acquired(lease)) => lease,
-        Ok(Waited::Busy(info)) => {
-            log.emit(
-                Ev::Busy,
-                format!(
-                    "lock '{}' {}; giving up",
-                    cfg.key,
-                    wait::describe_holder(&info)
-                ),
-                &[field("holder", wait::describe_holder(&info))],
-            );
-            return Ok(Exit::Busy(cfg.conflict_exit_code));
-        }
-        Ok(Waited::Signaled(sig)) => return Ok(Exit::Signaled(sig)),
-        // Only when Redis never answered: never after a refusal or a
-        // busy answer (wait.rs decides).
-        Ok(Waited::Unreachable(error)) => {
-            let failure = Failure {
-                exit: Exit::Unavailable,
-                error,
-            };
-            if cfg.on_unavailable != OnUnavailable::Run {
-                return Err(failure);
-            }
-            log.emit(
-                Ev::RunningUnlocked,
-                format!(
-                    "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
-                ),
-                &[],
-            );
-            record.start = Some(SystemTime::now());
-            return run_unlocked(cfg, &signals, log);
-        }
+        Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
     record.acquired(cfg, started.elapsed(), acquired.fence, log);
@@ -191,6 +137,74 @@ fn run_recorded(
     held.run(&mut main, quorum, record)
 }
 
+/// The lock's nodes, not connected yet (each user opens its own).
+fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
+    let keys = LockKeys::new(&conn.prefix, &cfg.key);
+    let timeout = cfg.timing.node_timeout();
+    Quorum::new(&conn.endpoints, keys, cfg.timing.ttl, timeout)
+        .with_replicas(cfg.replicas)
+        .with_limit(cfg.limit)
+}
+
+/// `--random-delay`: a fleet's cron entries fire in the same second;
+/// spread them out. A signal ends the sleep (and the run).
+fn random_delay(cfg: &RunConfig, signals: &Signals, log: &Log) -> Option<i32> {
+    let delay = wait::jitter(Duration::ZERO, cfg.random_delay?);
+    log.emit(
+        Ev::RandomDelay,
+        format!(
+            "sleeping {} before the first attempt (--random-delay)",
+            show(delay)
+        ),
+        &[ms("delay_ms", delay)],
+    );
+    signals.sleep(delay)
+}
+
+/// Waiting ended without the lock: busy, a signal, or Redis unreachable
+/// (then, with `--on-unavailable run`, COMMAND runs without it).
+fn not_acquired(
+    waited: Waited,
+    cfg: &RunConfig,
+    signals: &Signals,
+    log: &Log,
+    record: &mut Record,
+) -> Result<Exit, Failure> {
+    match waited {
+        Waited::Acquired(_) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
+        Waited::Busy(info) => {
+            let holder = wait::describe_holder(&info);
+            log.emit(
+                Ev::Busy,
+                format!("lock '{}' {holder}; giving up", cfg.key),
+                &[field("holder", holder.clone())],
+            );
+            Ok(Exit::Busy(cfg.conflict_exit_code))
+        }
+        Waited::Signaled(sig) => Ok(Exit::Signaled(sig)),
+        // Only when Redis never answered: never after a refusal or a
+        // busy answer (wait.rs decides).
+        Waited::Unreachable(error) => {
+            let failure = Failure {
+                exit: Exit::Unavailable,
+                error,
+            };
+            if cfg.on_unavailable != OnUnavailable::Run {
+                return Err(failure);
+            }
+            log.emit(
+                Ev::RunningUnlocked,
+                format!(
+                    "WARNING: {failure}; running COMMAND WITHOUT the lock (--on-unavailable run)"
+                ),
+                &[],
+            );
+            record.start = Some(SystemTime::now());
+            run_unlocked(cfg, signals, log)
+        }
+    }
+}
+
 /// The lock is ours: run COMMAND under it, then give it back.
 struct Held<'a> {
     cfg: &'a RunConfig,
@@ -207,49 +221,25 @@ impl Held<'_> {
         fresh: impl Fn() -> Quorum,
         record: &mut Record,
     ) -> Result<Exit, Failure> {
+        if let Some(exit) = self.too_late(main) {
+            return Ok(exit);
+        }
+        let job = self.spawn(main)?;
         let timing = self.cfg.timing;
-        // A signal while acquiring, or a lease used up before COMMAND could
-        // start (we were stopped, or Redis was slow): COMMAND never starts.
-        if let Some(sig) = self.signals.pending() {
-            self.release(main);
-            return Ok(Exit::Signaled(sig));
-        }
-        if Instant::now() >= timing.term_at(self.acquired.valid_until) {
-            self.release(main);
-            self.log.error(format!(
-                "lock '{}' was acquired too late to be of use (its lease was spent before \
-                 COMMAND could start); COMMAND did not run",
-                self.cfg.key
-            ));
-            return Ok(Exit::LockLost);
-        }
-        let fence = self.acquired.fence.to_string();
-        let env = [
-            ("REDLOCK_KEY", self.cfg.key.as_str()),
-            ("REDLOCK_TOKEN", self.token),
-            ("REDLOCK_FENCE", fence.as_str()),
-        ];
-        child::become_subreaper();
-        let job = match spawn(self.cfg, &env) {
-            Ok(job) => job,
-            Err(failure) => {
-                self.release(main);
-                return Err(failure);
-            }
-        };
         let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
         wake.set_nonblocking(true).context("cannot create a pipe")?;
         let lease = Lease::new(self.acquired.valid_until, wake);
         let refresher = RefCell::new(None);
         let start_refresher = || {
-            let started = Refresher::start(
-                fresh(),
-                self.token.to_string(),
-                lease.clone(),
-                timing,
-                self.log.clone(),
-            );
-            *refresher.borrow_mut() = Some(started);
+            let log = self.log.clone();
+            match Refresher::start(fresh(), self.token.to_string(), lease.clone(), timing, log) {
+                Ok(started) => *refresher.borrow_mut() = Some(started),
+                // Nothing refreshes: the deadline stops COMMAND in time.
+                Err(e) => self.log.error(format!(
+                    "cannot start the refresh thread ({e}); COMMAND will be stopped before \
+                     the lock could expire"
+                )),
+            }
         };
         let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
             .guard(Guard {
@@ -260,15 +250,43 @@ impl Held<'_> {
             .max_hold(self.cfg.max_hold)
             .later(REFRESHER_AFTER, start_refresher)
             .run();
-        match refresher.into_inner() {
-            Some(Ok(refresher)) => refresher.stop(),
-            Some(Err(e)) => self.log.error(format!(
-                "cannot start the refresh thread ({e}); the lock was kept only as long as its TTL"
-            )),
-            None => {}
+        if let Some(refresher) = refresher.into_inner() {
+            refresher.stop();
         }
         record.refresh_failures = lease.refresh_failures();
         self.finish(main, ended)
+    }
+
+    /// A signal while acquiring, or a lease used up before COMMAND could
+    /// start (we were stopped, or Redis was slow): COMMAND never starts,
+    /// and the lock is given back.
+    fn too_late(&self, main: &mut Quorum) -> Option<Exit> {
+        if let Some(sig) = self.signals.pending() {
+            self.release(main);
+            return Some(Exit::Signaled(sig));
+        }
+        if Instant::now() < self.cfg.timing.term_at(self.acquired.valid_until) {
+            return None;
+        }
+        self.release(main);
+        self.log.error(format!(
+            "lock '{}' was acquired too late to be of use (its lease was spent before \
+             COMMAND could start); COMMAND did not run",
+            self.cfg.key
+        ));
+        Some(Exit::LockLost)
+    }
+
+    /// Start COMMAND with the lock's variables (or give the lock back).
+    fn spawn(&self, main: &mut Quorum) -> Result<Job, Failure> {
+        let fence = self.acquired.fence.to_string();
+        let env = [
+            ("REDLOCK_KEY", self.cfg.key.as_str()),
+            ("REDLOCK_TOKEN", self.token),
+            ("REDLOCK_FENCE", fence.as_str()),
+        ];
+        child::become_subreaper();
+        spawn(self.cfg, &env).inspect_err(|_| self.release(main))
     }
 
     /// After COMMAND: release (or keep for `--min-hold`), and the exit code.
