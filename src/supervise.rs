@@ -202,13 +202,16 @@ impl<'a> Supervisor<'a> {
             self.stop(Reason::Lost(loss));
         }
         let key = self.log.key().unwrap_or_default();
-        let grace = show(self.grace);
+        let how = match self.stopping.as_ref().is_some_and(|s| s.killed) {
+            true => "killed COMMAND (SIGKILL: the lease had run out already)".to_string(),
+            false => format!(
+                "stopping COMMAND (SIGTERM, SIGKILL after {})",
+                show(self.grace)
+            ),
+        };
         self.log.emit(
             Ev::Lost,
-            format!(
-                "lock '{key}' lost: it {}; stopping COMMAND (SIGTERM, SIGKILL after {grace}), exit 70",
-                loss.why()
-            ),
+            format!("lock '{key}' lost: it {}; {how}, exit 70", loss.why()),
             &[field("reason", loss.name()), ms("grace_ms", self.grace)],
         );
     }
@@ -216,7 +219,16 @@ impl<'a> Supervisor<'a> {
     /// The one stop protocol: SIGTERM now, SIGKILL after the grace.
     fn stop(&mut self, reason: Reason) {
         self.job.terminate();
-        let kill_at = Instant::now() + self.grace;
+        let now = Instant::now();
+        // SIGKILL lands before the lease could expire, whatever the grace;
+        // at once when it has run out already (we were frozen: SIGSTOP, a
+        // suspended host).
+        let lease_end = self.guard.as_ref().map(|g| g.lease.valid_until());
+        let kill_at = lease_end.map_or(now + self.grace, |end| end.min(now + self.grace));
+        let killed = kill_at <= now;
+        if killed {
+            self.job.kill();
+        }
         let why = match reason {
             Reason::Lost(loss) => loss.name(),
             Reason::MaxHold => "max_hold",
@@ -230,12 +242,10 @@ impl<'a> Supervisor<'a> {
             ),
             &[field("reason", why), ms("grace_ms", self.grace)],
         );
-        // SIGKILL must land before the lease could expire, whatever the
-        // grace: the stop margin was sized for that.
         self.stopping = Some(Stopping {
             reason,
             kill_at,
-            killed: false,
+            killed,
         });
     }
 

@@ -527,3 +527,35 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
         out.stderr
     );
 }
+
+#[test]
+fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut job(
+        &server,
+        "sigstop",
+        &["--ttl", "1s"],
+        &ticking(&dir),
+    ));
+    let child = read_pid(&dir, "pid");
+    // SIGSTOP cannot be caught: COMMAND runs on, unrefreshed (the window
+    // the README's safety model describes).
+    run.signal(Signal::SIGSTOP);
+    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    let other = run_with_timeout(
+        &mut job(&server, "sigstop", &["--wait", "10s"], "echo second"),
+        LONG,
+    );
+    assert_eq!(other.code, Some(0), "{other:?}");
+    assert_ne!(state(child), Some('T'), "COMMAND was frozen too");
+    run.signal(Signal::SIGCONT);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(
+        out.stderr.contains("SIGKILL: the lease had run out"),
+        "{}",
+        out.stderr
+    );
+    assert!(!process_alive(child));
+}
