@@ -454,7 +454,7 @@ fn holder(cfg: &RunConfig) -> Holder {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown".into());
-    let mut command = crate::config::scrub(&cfg.display);
+    let mut command = recorded(&cfg.display);
     if command.len() > 1000 {
         let cut = (0..=1000)
             .rev()
@@ -472,6 +472,20 @@ fn holder(cfg: &RunConfig) -> Holder {
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
     }
+}
+
+/// COMMAND as the holder record keeps it, which anyone who can run
+/// `status` reads: every URL's password redacted (`redis://u:pw@h` in a
+/// job's arguments), and any password we know scrubbed.
+fn recorded(command: &str) -> String {
+    let words: Vec<String> = command
+        .split(' ')
+        .map(|word| match word.contains("://") {
+            true => crate::secrets::redact(word),
+            false => word.to_string(),
+        })
+        .collect();
+    crate::config::scrub(&words.join(" "))
 }
 
 /// Who we run as, without an NSS lookup on the start-up path (it costs
