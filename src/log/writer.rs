@@ -9,9 +9,9 @@
 //! started by the first line, so a quiet run starts no thread at all.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Lines that may wait for a slow reader before new ones are dropped.
@@ -19,8 +19,9 @@ const QUEUE: usize = 256;
 
 struct Writer {
     queue: SyncSender<Vec<u8>>,
-    /// Lines queued and not yet written (or given up on).
-    pending: AtomicUsize,
+    /// Lines queued and not yet written; `flush` waits on `written`.
+    pending: Mutex<usize>,
+    written: Condvar,
     /// Lines dropped since the last report.
     dropped: AtomicU64,
 }
@@ -32,11 +33,11 @@ pub fn write(line: Vec<u8>) {
     let Some(writer) = writer() else {
         return;
     };
-    writer.pending.fetch_add(1, Ordering::SeqCst);
+    *writer.count() += 1;
     match writer.queue.try_send(line) {
         Ok(()) => {}
         Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-            writer.pending.fetch_sub(1, Ordering::SeqCst);
+            *writer.count() -= 1;
             writer.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -48,8 +49,23 @@ pub fn flush(limit: Duration) {
         return;
     };
     let end = Instant::now() + limit;
-    while writer.pending.load(Ordering::SeqCst) > 0 && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(1));
+    let mut pending = writer.count();
+    while *pending > 0 {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        pending = writer
+            .written
+            .wait_timeout(pending, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+}
+
+impl Writer {
+    fn count(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -67,7 +83,8 @@ fn start() -> Option<Writer> {
         .ok()?;
     Some(Writer {
         queue,
-        pending: AtomicUsize::new(0),
+        pending: Mutex::new(0),
+        written: Condvar::new(),
         dropped: AtomicU64::new(0),
     })
 }
@@ -91,7 +108,8 @@ fn run(lines: Receiver<Vec<u8>>) {
                 let _ = err.write_all(note.as_bytes());
                 reported = dropped;
             }
-            writer.pending.fetch_sub(1, Ordering::SeqCst);
+            *writer.count() -= 1;
+            writer.written.notify_all();
         }
     }
 }
