@@ -53,23 +53,12 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     let dir = TestDir::new();
     let key = |what: &str| format!("{user}-{what}");
     let hold = |what: &str| {
-        let started = dir.file(&format!("{what}.started"));
-        let stop = dir.file(&format!("{what}.stop"));
-        let child = spawn_piped(
-            redlock(holder_url)
-                .args(["-k", &key(what), "--", "sh", "-c"])
-                .arg(format!(
-                    "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
-                    started.display(),
-                    stop.display()
-                )),
+        let hold = Hold::named(&dir, what);
+        let child = hold.spawn(
+            &mut Job::new(holder_url, &key(what)).sh(hold.script("")),
+            TIMEOUT,
         );
-        assert!(
-            wait_for_file(&started, TIMEOUT),
-            "holder of {} did not start",
-            key(what)
-        );
-        (child, stop)
+        (child, hold)
     };
     let run = |args: &[&str]| run_with_timeout(redlock(&url).args(["-v"]).args(args), TIMEOUT);
     // Subcommand first: options go after its name.
@@ -100,35 +89,21 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
             || waiter.has_exited()),
         "waiter never waited"
     );
-    std::fs::write(&stop, "").expect("stop holder");
+    stop.go();
     step("wait", 0, waiter.wait_timeout(TIMEOUT));
     busy.wait_timeout(TIMEOUT);
 
     // Hand-over: this user holds the lock while another job waits in line,
     // then its release wakes that job.
-    let started = dir.file("handover.started");
-    let stop = dir.file("handover.stop");
+    let handover = Hold::named(&dir, "handover");
     let mut handing = spawn_piped(
-        redlock(&url)
-            .args([
-                "-v",
-                "-k",
-                &key("handover"),
-                "--ttl",
-                "2s",
-                "--",
-                "sh",
-                "-c",
-            ])
-            .arg(format!(
-                "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
-                started.display(),
-                stop.display()
-            )),
+        &mut Job::new(&url, &key("handover"))
+            .args(["-v", "--ttl", "2s"])
+            .sh(handover.script("")),
     );
     // Without some permission the holder cannot even start: that is the step.
-    wait_until(TIMEOUT, || started.exists() || handing.has_exited());
-    if started.exists() {
+    wait_until(TIMEOUT, || handover.started() || handing.has_exited());
+    if handover.started() {
         let mut next = spawn_piped(redlock(holder_url).args([
             "-v",
             "-k",
@@ -143,7 +118,7 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
                 || next.has_exited()),
             "the next job never waited"
         );
-        std::fs::write(&stop, "").expect("stop hand-over holder");
+        handover.go();
         step("hand-over", 0, handing.wait_timeout(TIMEOUT));
         next.wait_timeout(TIMEOUT);
     } else {
