@@ -52,8 +52,7 @@ fn event<'a>(events: &'a [Value], name: &str) -> &'a Value {
 
 /// Every event name the README documents (its events table).
 fn documented() -> BTreeSet<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme_text();
     readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
@@ -248,8 +247,7 @@ fn every_event_of_the_code_is_in_the_readme_and_the_man_page() {
     // The binary's own catalog, as the README's table rows.
     let out = run_with_timeout(redlock_bare().args(["generate", "events"]), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme_text();
     assert!(
         readme.contains(&out.stdout),
         "the README's events table differs from `redlock-run generate events`:\n{}",
