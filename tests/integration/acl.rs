@@ -82,13 +82,7 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     let list = admin(&["list"]);
     let listed = list.stdout.contains(&key("busy"));
     step("list", if listed { 0 } else { -1 }, list);
-    let mut waiter =
-        spawn_piped(redlock(&url).args(["-v", "-k", &key("busy"), "--wait", "20s", "--", "true"]));
-    assert!(
-        wait_until(TIMEOUT, || waiter.stderr_now().contains("waiting")
-            || waiter.has_exited()),
-        "waiter never waited"
-    );
+    let mut waiter = waiting(&url, &key("busy"));
     stop.go();
     step("wait", 0, waiter.wait_timeout(TIMEOUT));
     busy.wait_timeout(TIMEOUT);
@@ -104,20 +98,7 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     // Without some permission the holder cannot even start: that is the step.
     wait_until(TIMEOUT, || handover.started() || handing.has_exited());
     if handover.started() {
-        let mut next = spawn_piped(redlock(holder_url).args([
-            "-v",
-            "-k",
-            &key("handover"),
-            "--wait",
-            "20s",
-            "--",
-            "true",
-        ]));
-        assert!(
-            wait_until(TIMEOUT, || next.stderr_now().contains("waiting")
-                || next.has_exited()),
-            "the next job never waited"
-        );
+        let mut next = waiting(holder_url, &key("handover"));
         handover.go();
         step("hand-over", 0, handing.wait_timeout(TIMEOUT));
         next.wait_timeout(TIMEOUT);
@@ -133,6 +114,22 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     );
     step("status of a free lock", 1, admin(&["status", &key("run")]));
     steps
+}
+
+/// A run of `key` that waits for it (or has already failed: a missing
+/// permission may end it at once, and that is the step's result).
+fn waiting(url: &str, key: &str) -> RunningChild {
+    let mut run = spawn_piped(
+        &mut Job::new(url, key)
+            .args(["-v", "--wait", "20s"])
+            .exec(["true"]),
+    );
+    assert!(
+        wait_until(TIMEOUT, || run.stderr_now().contains("waiting")
+            || run.has_exited()),
+        "a run of {key} never waited"
+    );
+    run
 }
 
 fn describe(steps: &[Step]) -> String {

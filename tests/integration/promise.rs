@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -112,6 +112,28 @@ fn stalled_pipe() -> (OwnedFd, OwnedFd) {
     (read, write)
 }
 
+/// `cmd` with stdin and stdout null and `stderr` the writing end of a
+/// `stalled_pipe`.
+fn spawn_stalled(cmd: &mut Command, stderr: OwnedFd) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .unwrap()
+}
+
+/// How `run` exited; it must within LONG although its stderr is stalled.
+fn exit_status(run: &mut Child) -> ExitStatus {
+    let end = Instant::now() + LONG;
+    loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < end, "redlock-run hung on its stderr");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_stalled_stderr_does_not_freeze_the_refresher() {
     let server = RedisServer::start();
@@ -122,12 +144,7 @@ fn a_stalled_stderr_does_not_freeze_the_refresher() {
         .job("stalled")
         .args(["-v", "--ttl", "1s"])
         .sh(format!("sleep 3; touch '{}'", dir.file("done").display()));
-    let mut run = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(write))
-        .spawn()
-        .unwrap();
+    let mut run = spawn_stalled(&mut cmd, write);
     // Past the TTL the lock is still there: refreshed behind the stall.
     std::thread::sleep(Duration::from_millis(2000));
     assert!(
@@ -138,14 +155,7 @@ fn a_stalled_stderr_does_not_freeze_the_refresher() {
         wait_for_file(dir.file("done"), LONG),
         "the job did not finish"
     );
-    let end = Instant::now() + LONG;
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "redlock-run hung on its stderr");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(0));
 }
 
@@ -158,12 +168,7 @@ fn a_stalled_stderr_does_not_keep_a_lost_lock_running() {
         .job("stalled-loss")
         .args(["--ttl", "1s"])
         .sh(ticking(&dir));
-    let mut run = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(write))
-        .spawn()
-        .unwrap();
+    let mut run = spawn_stalled(&mut cmd, write);
     let child = read_pid(&dir, "pid", LONG);
     // Someone else takes the lock: the holder must stop its job although
     // the line saying so cannot be written.
@@ -177,14 +182,7 @@ fn a_stalled_stderr_does_not_keep_a_lost_lock_running() {
         wait_until(LONG, || !process_alive(child)),
         "the job ran on after its lock was taken"
     );
-    let end = Instant::now() + LONG;
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "redlock-run hung on its stderr");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(70));
 }
 
