@@ -53,23 +53,12 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     let dir = TestDir::new();
     let key = |what: &str| format!("{user}-{what}");
     let hold = |what: &str| {
-        let started = dir.file(&format!("{what}.started"));
-        let stop = dir.file(&format!("{what}.stop"));
-        let child = spawn_piped(
-            redlock(holder_url)
-                .args(["-k", &key(what), "--", "sh", "-c"])
-                .arg(format!(
-                    "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
-                    started.display(),
-                    stop.display()
-                )),
+        let hold = Hold::named(&dir, what);
+        let child = hold.spawn(
+            &mut Job::new(holder_url, &key(what)).sh(hold.script("")),
+            TIMEOUT,
         );
-        assert!(
-            wait_for_file(&started, TIMEOUT),
-            "holder of {} did not start",
-            key(what)
-        );
-        (child, stop)
+        (child, hold)
     };
     let run = |args: &[&str]| run_with_timeout(redlock(&url).args(["-v"]).args(args), TIMEOUT);
     // Subcommand first: options go after its name.
@@ -93,57 +82,24 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     let list = admin(&["list"]);
     let listed = list.stdout.contains(&key("busy"));
     step("list", if listed { 0 } else { -1 }, list);
-    let mut waiter =
-        spawn_piped(redlock(&url).args(["-v", "-k", &key("busy"), "--wait", "20s", "--", "true"]));
-    assert!(
-        wait_until(TIMEOUT, || waiter.stderr_now().contains("waiting")
-            || waiter.has_exited()),
-        "waiter never waited"
-    );
-    std::fs::write(&stop, "").expect("stop holder");
+    let mut waiter = waiting(&url, &key("busy"));
+    stop.go();
     step("wait", 0, waiter.wait_timeout(TIMEOUT));
     busy.wait_timeout(TIMEOUT);
 
     // Hand-over: this user holds the lock while another job waits in line,
     // then its release wakes that job.
-    let started = dir.file("handover.started");
-    let stop = dir.file("handover.stop");
+    let handover = Hold::named(&dir, "handover");
     let mut handing = spawn_piped(
-        redlock(&url)
-            .args([
-                "-v",
-                "-k",
-                &key("handover"),
-                "--ttl",
-                "2s",
-                "--",
-                "sh",
-                "-c",
-            ])
-            .arg(format!(
-                "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
-                started.display(),
-                stop.display()
-            )),
+        &mut Job::new(&url, &key("handover"))
+            .args(["-v", "--ttl", "2s"])
+            .sh(handover.script("")),
     );
     // Without some permission the holder cannot even start: that is the step.
-    wait_until(TIMEOUT, || started.exists() || handing.has_exited());
-    if started.exists() {
-        let mut next = spawn_piped(redlock(holder_url).args([
-            "-v",
-            "-k",
-            &key("handover"),
-            "--wait",
-            "20s",
-            "--",
-            "true",
-        ]));
-        assert!(
-            wait_until(TIMEOUT, || next.stderr_now().contains("waiting")
-                || next.has_exited()),
-            "the next job never waited"
-        );
-        std::fs::write(&stop, "").expect("stop hand-over holder");
+    wait_until(TIMEOUT, || handover.started() || handing.has_exited());
+    if handover.started() {
+        let mut next = waiting(holder_url, &key("handover"));
+        handover.go();
         step("hand-over", 0, handing.wait_timeout(TIMEOUT));
         next.wait_timeout(TIMEOUT);
     } else {
@@ -158,6 +114,22 @@ fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
     );
     step("status of a free lock", 1, admin(&["status", &key("run")]));
     steps
+}
+
+/// A run of `key` that waits for it (or has already failed: a missing
+/// permission may end it at once, and that is the step's result).
+fn waiting(url: &str, key: &str) -> RunningChild {
+    let mut run = spawn_piped(
+        &mut Job::new(url, key)
+            .args(["-v", "--wait", "20s"])
+            .exec(["true"]),
+    );
+    assert!(
+        wait_until(TIMEOUT, || run.stderr_now().contains("waiting")
+            || run.has_exited()),
+        "a run of {key} never waited"
+    );
+    run
 }
 
 fn describe(steps: &[Step]) -> String {

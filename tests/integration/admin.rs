@@ -12,31 +12,16 @@ const T: Duration = Duration::from_secs(20);
 
 /// A redlock-run holding `key` while `sleep` runs; returns once COMMAND
 /// has started (its marker file exists).
-fn hold(mut cmd: Command, dir: &TestDir, key: &str, extra: &[&str]) -> RunningChild {
+fn hold(base: Command, dir: &TestDir, key: &str, extra: &[&str]) -> RunningChild {
     let marker = dir.file(&format!("started-{}", dir_safe(key)));
-    cmd.args(["-k", key])
+    let mut cmd = Job::using(base, key)
         .args(extra)
-        .args(["--", "sh", "-c", "touch \"$1\"; exec sleep 60", "sh"])
-        .arg(&marker);
-    let mut child = spawn_piped(&mut cmd);
-    if !wait_for_file(&marker, T) {
-        let out = child.wait_timeout(Duration::from_secs(1));
-        panic!("holder of '{key}' never started COMMAND: {out:?}");
-    }
-    child
+        .sh("touch \"$1\"; exec sleep 60");
+    spawn_started(cmd.arg("sh").arg(&marker), &marker, T)
 }
 
 fn dir_safe(key: &str) -> String {
     key.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The binary with one `--redis` per URL.
-fn with_urls(urls: &[String]) -> Command {
-    let mut cmd = redlock_bare();
-    for url in urls {
-        cmd.args(["--redis", url]);
-    }
-    cmd
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -517,9 +502,9 @@ fn status_across_three_nodes_counts_the_majority() {
     let mut servers = RedisServer::many(3);
     let dir = TestDir::new();
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
-    let _holder = hold(with_urls(&urls), &dir, "job", &[]);
+    let _holder = hold(redlock_on(&urls), &dir, "job", &[]);
     let status = |json: bool| {
-        let mut cmd = with_urls(&urls);
+        let mut cmd = redlock_on(&urls);
         cmd.args(["status", "job"]);
         if json {
             cmd.arg("--json");
@@ -579,7 +564,7 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     let servers = RedisServer::many(3);
     let dir = TestDir::new();
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
-    let with_nodes = || with_urls(&urls);
+    let with_nodes = || redlock_on(&urls);
     let mut holder = hold(with_nodes(), &dir, "job", &["--ttl", "1s"]);
     for s in &servers {
         assert!(exists(&mut s.conn(), "redlock:{job}"));

@@ -10,24 +10,6 @@ use nix::sys::signal::Signal;
 
 const LONG: Duration = Duration::from_secs(30);
 
-fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = redlock(&server.url());
-    cmd.args(["--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
-}
-
-fn read_pid(dir: &TestDir, name: &str) -> i32 {
-    assert!(wait_for_file(dir.file(name), LONG), "{name} never written");
-    let mut pid = None;
-    wait_until(LONG, || {
-        pid = dir.read(name).and_then(|s| s.trim().parse().ok());
-        pid.is_some()
-    });
-    pid.unwrap_or_else(|| panic!("{name} holds no pid"))
-}
-
 /// A job whose shell and background grandchild both record their pids.
 fn tree_script(dir: &TestDir) -> String {
     format!(
@@ -38,8 +20,8 @@ fn tree_script(dir: &TestDir) -> String {
 }
 
 fn assert_tree_stopped_with_70(mut run: RunningChild, dir: &TestDir) {
-    let child = read_pid(dir, "child");
-    let grandchild = read_pid(dir, "grandchild");
+    let child = read_pid(dir, "child", LONG);
+    let grandchild = read_pid(dir, "grandchild", LONG);
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");
     assert!(out.stderr.contains("lost"), "one clear line: {out:?}");
@@ -47,23 +29,27 @@ fn assert_tree_stopped_with_70(mut run: RunningChild, dir: &TestDir) {
     assert!(!process_alive(grandchild), "grandchild survived the lock");
 }
 
-#[test]
-fn stolen_lock_stops_the_whole_tree_with_70() {
+/// A TTL 1s job whose tree runs when `tamper` changes its lock in Redis:
+/// the whole tree is stopped, exit 70. Returns the server to look at.
+fn tree_stops_when(key: &str, tamper: impl FnOnce(&mut redis::Connection)) -> RedisServer {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let run = spawn_piped(&mut job(
-        &server,
-        "stolen",
-        &["--ttl", "1s"],
-        &tree_script(&dir),
-    ));
-    read_pid(&dir, "grandchild");
-    let _: () = redis::cmd("SET")
-        .arg("redlock:{stolen}")
-        .arg("another-token")
-        .query(&mut server.conn())
-        .unwrap();
+    let run = spawn_piped(&mut server.job(key).args(["--ttl", "1s"]).sh(tree_script(&dir)));
+    read_pid(&dir, "grandchild", LONG);
+    tamper(&mut server.conn());
     assert_tree_stopped_with_70(run, &dir);
+    server
+}
+
+#[test]
+fn stolen_lock_stops_the_whole_tree_with_70() {
+    let server = tree_stops_when("stolen", |conn| {
+        let _: () = redis::cmd("SET")
+            .arg("redlock:{stolen}")
+            .arg("another-token")
+            .query(conn)
+            .unwrap();
+    });
     assert_eq!(
         get(&mut server.conn(), "redlock:{stolen}").as_deref(),
         Some("another-token")
@@ -72,20 +58,12 @@ fn stolen_lock_stops_the_whole_tree_with_70() {
 
 #[test]
 fn deleted_lock_stops_the_whole_tree_with_70() {
-    let server = RedisServer::start();
-    let dir = TestDir::new();
-    let run = spawn_piped(&mut job(
-        &server,
-        "deleted",
-        &["--ttl", "1s"],
-        &tree_script(&dir),
-    ));
-    read_pid(&dir, "grandchild");
-    let _: () = redis::cmd("DEL")
-        .arg("redlock:{deleted}")
-        .query(&mut server.conn())
-        .unwrap();
-    assert_tree_stopped_with_70(run, &dir);
+    tree_stops_when("deleted", |conn| {
+        let _: () = redis::cmd("DEL")
+            .arg("redlock:{deleted}")
+            .query(conn)
+            .unwrap();
+    });
 }
 
 /// Redis goes away while a TTL 3s job runs: the job must be dead before
@@ -97,14 +75,14 @@ fn job_is_stopped_before_expiry(
 ) {
     let mut server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(
-        &server,
-        "fault",
-        &["--ttl", "3s"],
-        &tree_script(&dir),
-    ));
-    let child = read_pid(&dir, "child");
-    let grandchild = read_pid(&dir, "grandchild");
+    let mut run = spawn_piped(
+        &mut server
+            .job("fault")
+            .args(["--ttl", "3s"])
+            .sh(tree_script(&dir)),
+    );
+    let child = read_pid(&dir, "child", LONG);
+    let grandchild = read_pid(&dir, "grandchild", LONG);
     let mut conn = server.conn();
     let before = Instant::now();
     let left = pttl(&mut conn, "redlock:{fault}");
@@ -143,13 +121,13 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
         "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.05; done",
         dir.file("child").display()
     );
-    let mut run = spawn_piped(&mut job(
-        &server,
-        "stubborn",
-        &["--ttl", "3s", "--kill-after", "1s"],
-        &script,
-    ));
-    let child = read_pid(&dir, "child");
+    let mut run = spawn_piped(
+        &mut server
+            .job("stubborn")
+            .args(["--ttl", "3s", "--kill-after", "1s"])
+            .sh(&script),
+    );
+    let child = read_pid(&dir, "child", LONG);
     let _: () = redis::cmd("DEL")
         .arg("redlock:{stubborn}")
         .query(&mut server.conn())
@@ -191,7 +169,7 @@ fn signals_reach_the_child_and_the_lock_is_released_after() {
     ] {
         let server = RedisServer::start();
         let dir = TestDir::new();
-        let mut run = spawn_piped(&mut job(&server, "sig", &[], &trapping_script(&dir)));
+        let mut run = spawn_piped(&mut server.job("sig").sh(trapping_script(&dir)));
         assert!(wait_for_file(dir.file("ready"), LONG));
         run.signal(sig);
         let out = run.wait_timeout(LONG);
@@ -213,7 +191,7 @@ fn signals_reach_the_child_and_the_lock_is_released_after() {
 fn usr1_reaches_the_child_without_ending_the_run() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(&server, "usr", &[], &trapping_script(&dir)));
+    let mut run = spawn_piped(&mut server.job("usr").sh(trapping_script(&dir)));
     assert!(wait_for_file(dir.file("ready"), LONG));
     run.signal(Signal::SIGUSR1);
     assert!(wait_until(LONG, || dir
@@ -237,7 +215,7 @@ fn a_child_killed_by_a_forwarded_signal_gives_128_plus_n() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let script = format!("touch '{}'; exec sleep 100", dir.file("ready").display());
-    let mut run = spawn_piped(&mut job(&server, "plain", &[], &script));
+    let mut run = spawn_piped(&mut server.job("plain").sh(&script));
     assert!(wait_for_file(dir.file("ready"), LONG));
     // `exec sleep` may not have happened yet; the shell dies of TERM too.
     run.signal(Signal::SIGTERM);
@@ -250,16 +228,16 @@ fn a_child_killed_by_a_forwarded_signal_gives_128_plus_n() {
 fn a_signal_while_waiting_stops_waiting_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut holder = spawn_piped(&mut job(&server, "queue", &[], &trapping_script(&dir)));
+    let mut holder = spawn_piped(&mut server.job("queue").sh(trapping_script(&dir)));
     assert!(wait_for_file(dir.file("ready"), LONG));
     let marker = dir.file("waiter-ran");
-    let mut waiter = spawn_piped(&mut job(
-        &server,
-        "queue",
-        &["-v"],
-        &format!("touch '{}'", marker.display()),
-    ));
-    assert!(wait_until(LONG, || waiter.stderr_now().contains("waiting")));
+    let mut waiter = spawn_waiting(
+        &mut server
+            .job("queue")
+            .args(["-v"])
+            .sh(format!("touch '{}'", marker.display())),
+        LONG,
+    );
     waiter.signal(Signal::SIGINT);
     let out = waiter.wait_timeout(LONG);
     assert_eq!(out.code, Some(130), "{out:?}");
@@ -277,8 +255,8 @@ fn a_signal_while_waiting_stops_waiting_and_leaves_nothing() {
 fn sigkill_to_the_wrapper_kills_the_child() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(&server, "orphan", &[], &tree_script(&dir)));
-    let child = read_pid(&dir, "child");
+    let mut run = spawn_piped(&mut server.job("orphan").sh(tree_script(&dir)));
+    let child = read_pid(&dir, "child", LONG);
     run.signal(Signal::SIGKILL);
     run.wait_timeout(LONG);
     assert!(
@@ -295,9 +273,9 @@ fn leftovers_in_the_group_are_stopped_before_release() {
         "sleep 100 & echo $! > '{}'; exit 4",
         dir.file("grandchild").display()
     );
-    let out = run_with_timeout(&mut job(&server, "leftover", &[], &script), LONG);
+    let out = run_with_timeout(&mut server.job("leftover").sh(&script), LONG);
     assert_eq!(out.code, Some(4), "{out:?}");
-    let grandchild = read_pid(&dir, "grandchild");
+    let grandchild = read_pid(&dir, "grandchild", LONG);
     assert!(
         !process_alive(grandchild),
         "a daemon of the job outlived the lock"
@@ -342,7 +320,12 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A tmux server running bash, or `None` where tmux is missing (see
+    /// `have_tool`).
     fn start(dir: &TestDir) -> Option<Tmux> {
+        if !have_tool("tmux", "tmux") {
+            return None;
+        }
         let name = format!("redlock-test-{}", std::process::id());
         let socket = dir.file("tmux.sock");
         let started = Command::new("tmux")
@@ -360,8 +343,8 @@ impl Tmux {
                 "bash --norc --noprofile",
             ])
             .status()
-            .ok()?;
-        assert!(started.success(), "tmux did not start");
+            .expect("run tmux");
+        assert!(started.success(), "tmux is installed but did not start");
         Some(Tmux {
             name: socket.display().to_string(),
         })
@@ -383,6 +366,41 @@ impl Tmux {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+
+    /// Ctrl-Z: the shell must get its prompt back and list the job as
+    /// stopped (`jobs -l` into `jobs` in `dir`).
+    fn suspend(&self, dir: &TestDir) {
+        self.keys(&["C-z"]);
+        self.keys(&[
+            "jobs -l > ",
+            &dir.file("jobs").display().to_string(),
+            "Enter",
+        ]);
+        assert!(
+            wait_until(LONG, || dir
+                .read("jobs")
+                .is_some_and(|j| j.contains("Stopped"))),
+            "the shell did not get its prompt back:\n{}",
+            self.screen()
+        );
+    }
+
+    /// `echo "exit=$?"` at the shell into `name` in `dir`: that line,
+    /// once written.
+    fn last_exit(&self, dir: &TestDir, name: &str) -> String {
+        self.keys(&[
+            "echo \"exit=$?\" > ",
+            &dir.file(name).display().to_string(),
+            "Enter",
+        ]);
+        // The redirection creates the file before echo writes to it.
+        assert!(
+            wait_until(LONG, || dir.read(name).is_some_and(|e| e.ends_with('\n'))),
+            "{}",
+            self.screen()
+        );
+        dir.read(name).unwrap_or_default().trim().to_string()
+    }
 }
 
 impl Drop for Tmux {
@@ -396,11 +414,8 @@ impl Drop for Tmux {
 #[test]
 fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
     let dir = TestDir::new();
-    if !have_tool("tmux", "tmux") {
-        return;
-    }
     let Some(tmux) = Tmux::start(&dir) else {
-        panic!("tmux is installed but its server did not start");
+        return;
     };
     let server = RedisServer::start();
     let out = dir.file("out");
@@ -420,20 +435,7 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
         "job never started:\n{}",
         tmux.screen()
     );
-    tmux.keys(&["C-z"]);
-    // The shell must get its prompt back and see the job stopped.
-    tmux.keys(&[
-        "jobs -l > ",
-        &dir.file("jobs").display().to_string(),
-        "Enter",
-    ]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("jobs")
-            .is_some_and(|j| j.contains("Stopped"))),
-        "the shell did not get its prompt back:\n{}",
-        tmux.screen()
-    );
+    tmux.suspend(&dir);
     assert!(
         exists(&mut server.conn(), "redlock:{jobctl}"),
         "still held while suspended"
@@ -448,52 +450,19 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
         tmux.screen()
     );
     tmux.keys(&["C-d"]);
-    tmux.keys(&[
-        "echo \"exit=$?\" > ",
-        &dir.file("exit").display().to_string(),
-        "Enter",
-    ]);
-    // The redirection creates the file before echo writes to it.
-    assert!(
-        wait_until(LONG, || dir.read("exit").is_some_and(|e| e.ends_with('\n'))),
-        "{}",
-        tmux.screen()
-    );
-    assert_eq!(
-        dir.read("exit").unwrap().trim(),
-        "exit=0",
-        "{}",
-        tmux.screen()
-    );
+    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     assert!(
         !exists(&mut server.conn(), "redlock:{jobctl}"),
         "released after the job"
     );
 }
 
-/// Type `line` at the tmux shell, then `echo "exit=$?"` into `name`,
-/// and return that line once written.
-fn exit_of_line(tmux: &Tmux, dir: &TestDir, name: &str) -> String {
-    tmux.keys(&[
-        "echo \"exit=$?\" > ",
-        &dir.file(name).display().to_string(),
-        "Enter",
-    ]);
-    assert!(
-        wait_until(LONG, || dir.read(name).is_some_and(|e| e.ends_with('\n'))),
-        "{}",
-        tmux.screen()
-    );
-    dir.read(name).unwrap().trim().to_string()
-}
-
 #[test]
 fn stty_tostop_cannot_stop_the_wrapper() {
     let dir = TestDir::new();
-    if !have_tool("tmux", "tmux") {
+    let Some(tmux) = Tmux::start(&dir) else {
         return;
-    }
-    let tmux = Tmux::start(&dir).expect("tmux");
+    };
     let server = RedisServer::start();
     // COMMAND owns the terminal; -v writes a line on every refresh (three
     // a second with --ttl 1s) from the background.
@@ -505,12 +474,7 @@ fn stty_tostop_cannot_stop_the_wrapper() {
         ),
         "Enter",
     ]);
-    assert_eq!(
-        exit_of_line(&tmux, &dir, "exit"),
-        "exit=0",
-        "{}",
-        tmux.screen()
-    );
+    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     assert!(
         tmux.screen().contains("refreshed lock 'tostop'"),
         "{}",
@@ -521,10 +485,9 @@ fn stty_tostop_cannot_stop_the_wrapper() {
 #[test]
 fn ctrl_z_on_a_script_that_calls_us_gives_the_prompt_back() {
     let dir = TestDir::new();
-    if !have_tool("tmux", "tmux") {
+    let Some(tmux) = Tmux::start(&dir) else {
         return;
-    }
-    let tmux = Tmux::start(&dir).expect("tmux");
+    };
     let server = RedisServer::start();
     let ready = dir.file("ready");
     let script = dir.file("script.sh");
@@ -540,26 +503,9 @@ fn ctrl_z_on_a_script_that_calls_us_gives_the_prompt_back() {
     .unwrap();
     tmux.keys(&[&format!("sh {}", script.display()), "Enter"]);
     assert!(wait_for_file(&ready, LONG), "{}", tmux.screen());
-    tmux.keys(&["C-z"]);
-    tmux.keys(&[
-        "jobs -l > ",
-        &dir.file("jobs").display().to_string(),
-        "Enter",
-    ]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("jobs")
-            .is_some_and(|j| j.contains("Stopped"))),
-        "the shell did not get its prompt back:\n{}",
-        tmux.screen()
-    );
+    tmux.suspend(&dir);
     tmux.keys(&["fg", "Enter"]);
-    assert_eq!(
-        exit_of_line(&tmux, &dir, "exit"),
-        "exit=0",
-        "{}",
-        tmux.screen()
-    );
+    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     assert!(tmux.screen().contains("script-done"), "{}", tmux.screen());
     assert!(!exists(&mut server.conn(), "redlock:{script}"));
 }

@@ -1,32 +1,21 @@
 //! Options for fleets of cron hosts: --min-hold, --max-hold,
 //! --random-delay, --on-unavailable and --replicas.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-fn job(url: &str, key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = redlock(url);
-    cmd.args(["--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
-}
-
 #[test]
 fn min_hold_keeps_the_lock_after_a_short_job_without_waiting() {
     let server = RedisServer::start();
     let start = Instant::now();
     let out = run_with_timeout(
-        &mut job(
-            &server.url(),
-            "cron",
-            &["--min-hold", "5s", "-v"],
-            "sleep 0.2; exit 3",
-        ),
+        &mut server
+            .job("cron")
+            .args(["--min-hold", "5s", "-v"])
+            .sh("sleep 0.2; exit 3"),
         LONG,
     );
     let took = start.elapsed();
@@ -45,14 +34,14 @@ fn min_hold_keeps_the_lock_after_a_short_job_without_waiting() {
         (1..=5000).contains(&left),
         "the lock's rest after the job: {left} ms"
     );
-    let out = run_with_timeout(&mut job(&server.url(), "cron", &["-n"], "echo ran"), LONG);
+    let out = run_with_timeout(&mut server.job("cron").args(["-n"]).sh("echo ran"), LONG);
     if pttl(&mut conn, "redlock:{cron}") > 0 {
         assert_eq!(out.code, Some(75), "{out:?}");
         assert_eq!(out.stdout, "");
     }
     // Once it has run out by itself, the lock is free again.
     assert!(wait_until(LONG, || !exists(&mut conn, "redlock:{cron}")));
-    let out = run_with_timeout(&mut job(&server.url(), "cron", &["-n"], "echo ran"), LONG);
+    let out = run_with_timeout(&mut server.job("cron").args(["-n"]).sh("echo ran"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "ran");
 }
@@ -61,7 +50,10 @@ fn min_hold_keeps_the_lock_after_a_short_job_without_waiting() {
 fn min_hold_shorter_than_the_job_changes_nothing() {
     let server = RedisServer::start();
     let out = run_with_timeout(
-        &mut job(&server.url(), "long", &["--min-hold", "100ms"], "sleep 0.3"),
+        &mut server
+            .job("long")
+            .args(["--min-hold", "100ms"])
+            .sh("sleep 0.3"),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -81,7 +73,7 @@ fn max_hold_stops_the_whole_group_with_124_and_releases() {
     );
     let start = Instant::now();
     let out = run_with_timeout(
-        &mut job(&server.url(), "runaway", &["--max-hold", "1s"], &script),
+        &mut server.job("runaway").args(["--max-hold", "1s"]).sh(&script),
         LONG,
     );
     assert_eq!(out.code, Some(124), "{out:?}");
@@ -102,12 +94,10 @@ fn max_hold_stops_the_whole_group_with_124_and_releases() {
 fn max_hold_escalates_to_sigkill_after_the_grace() {
     let server = RedisServer::start();
     let out = run_with_timeout(
-        &mut job(
-            &server.url(),
-            "stubborn",
-            &["--max-hold", "500ms", "--kill-after", "500ms"],
-            "trap '' TERM; while :; do sleep 0.05; done",
-        ),
+        &mut server
+            .job("stubborn")
+            .args(["--max-hold", "500ms", "--kill-after", "500ms"])
+            .sh("trap '' TERM; while :; do sleep 0.05; done"),
         LONG,
     );
     assert_eq!(out.code, Some(124), "{out:?}");
@@ -117,7 +107,7 @@ fn max_hold_escalates_to_sigkill_after_the_grace() {
 fn a_job_that_ends_in_time_is_not_affected_by_max_hold() {
     let server = RedisServer::start();
     let out = run_with_timeout(
-        &mut job(&server.url(), "quick", &["--max-hold", "20s"], "exit 9"),
+        &mut server.job("quick").args(["--max-hold", "20s"]).sh("exit 9"),
         LONG,
     );
     assert_eq!(out.code, Some(9), "{out:?}");
@@ -128,12 +118,12 @@ fn random_delay_spreads_start_times_within_the_window() {
     let server = RedisServer::start();
     let runs: Vec<_> = (0..20)
         .map(|i| {
-            spawn_piped(&mut job(
-                &server.url(),
-                &format!("spread{i}"),
-                &["--random-delay", "500ms", "-v"],
-                "true",
-            ))
+            spawn_piped(
+                &mut server
+                    .job(&format!("spread{i}"))
+                    .args(["--random-delay", "500ms", "-v"])
+                    .sh("true"),
+            )
         })
         .collect();
     let mut delays = Vec::new();
@@ -165,23 +155,22 @@ fn on_unavailable_run_runs_the_command_unlocked_with_a_warning() {
     let url = server.url();
     server.kill();
     let out = run_with_timeout(
-        &mut job(
-            &url,
-            "open",
-            &["--on-unavailable", "run"],
-            "echo \"key=$REDLOCK_KEY fence=${REDLOCK_FENCE-unset}\"; exit 5",
-        ),
+        &mut Job::new(&url, "open")
+            .args(["--on-unavailable", "run"])
+            .sh("echo \"key=$REDLOCK_KEY fence=${REDLOCK_FENCE-unset}\"; exit 5"),
         LONG,
     );
     assert_eq!(out.code, Some(5), "{out:?}");
     assert_eq!(out.stdout.trim(), "key=open fence=unset");
     assert!(out.stderr.contains("WITHOUT the lock"), "{out:?}");
 
-    let out = run_with_timeout(&mut job(&url, "open", &[], "echo ran"), LONG);
+    let out = run_with_timeout(&mut Job::new(&url, "open").sh("echo ran"), LONG);
     assert_eq!(out.code, Some(69), "default is fail: {out:?}");
     assert_eq!(out.stdout, "");
     let out = run_with_timeout(
-        &mut job(&url, "open", &["--on-unavailable", "fail"], "echo ran"),
+        &mut Job::new(&url, "open")
+            .args(["--on-unavailable", "fail"])
+            .sh("echo ran"),
         LONG,
     );
     assert_eq!(out.code, Some(69), "{out:?}");
@@ -191,16 +180,14 @@ fn on_unavailable_run_runs_the_command_unlocked_with_a_warning() {
 fn on_unavailable_run_does_not_bypass_a_busy_lock() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let script = format!("touch '{}'; sleep 5", dir.file("started").display());
-    let mut holder = spawn_piped(&mut job(&server.url(), "busy", &[], &script));
-    assert!(wait_for_file(dir.file("started"), LONG));
+    let started = dir.file("started");
+    let script = format!("touch '{}'; sleep 5", started.display());
+    let mut holder = spawn_started(&mut server.job("busy").sh(&script), &started, LONG);
     let out = run_with_timeout(
-        &mut job(
-            &server.url(),
-            "busy",
-            &["-n", "--on-unavailable", "run"],
-            "echo ran",
-        ),
+        &mut server
+            .job("busy")
+            .args(["-n", "--on-unavailable", "run"])
+            .sh("echo ran"),
         LONG,
     );
     assert_eq!(out.code, Some(75), "{out:?}");
@@ -231,12 +218,9 @@ fn primary_with_replica() -> (RedisServer, RedisServer) {
 fn replicas_confirm_the_lock_or_it_is_not_taken() {
     let (primary, replica) = primary_with_replica();
     let out = run_with_timeout(
-        &mut job(
-            &primary.url(),
-            "durable",
-            &["--replicas", "1"],
-            "echo $REDLOCK_FENCE",
-        ),
+        &mut Job::new(&primary.url(), "durable")
+            .args(["--replicas", "1"])
+            .sh("echo $REDLOCK_FENCE"),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -249,12 +233,9 @@ fn replicas_confirm_the_lock_or_it_is_not_taken() {
     let marker = dir.file("ran");
     let start = Instant::now();
     let out = run_with_timeout(
-        &mut job(
-            &primary.url(),
-            "durable",
-            &["--replicas", "1", "--wait", "1s"],
-            &format!("touch '{}'", marker.display()),
-        ),
+        &mut Job::new(&primary.url(), "durable")
+            .args(["--replicas", "1", "--wait", "1s"])
+            .sh(format!("touch '{}'", marker.display())),
         LONG,
     );
     let took = start.elapsed();
@@ -289,7 +270,7 @@ fn fleet_options_are_validated_before_redis() {
         (&["--replicas", "1", "--redis", &other.url()], "--replicas"),
     ];
     for (extra, names) in cases {
-        let out = run_with_timeout(&mut job(&server.url(), "v", extra, "true"), LONG);
+        let out = run_with_timeout(&mut server.job("v").args(*extra).sh("true"), LONG);
         assert_eq!(out.code, Some(2), "{extra:?}: {out:?}");
         let first = out.stderr.lines().next().unwrap_or_default();
         assert!(first.contains(names), "{extra:?}: {out:?}");
@@ -302,20 +283,16 @@ fn fleet_options_are_validated_before_redis() {
 fn min_hold_with_redis_gone_at_exit_warns_and_keeps_the_jobs_code() {
     let mut server = RedisServer::start();
     let dir = TestDir::new();
-    let script = format!(
-        "touch '{s}'; while [ ! -e '{g}' ]; do sleep 0.02; done; exit 6",
-        s = dir.file("started").display(),
-        g = dir.file("go").display()
+    let hold = Hold::new(&dir);
+    let mut run = hold.spawn(
+        &mut server
+            .job("gone")
+            .args(["--min-hold", "20s"])
+            .sh(hold.script("exit 6")),
+        LONG,
     );
-    let mut run = spawn_piped(&mut job(
-        &server.url(),
-        "gone",
-        &["--min-hold", "20s"],
-        &script,
-    ));
-    assert!(wait_for_file(dir.file("started"), LONG));
     server.kill();
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(6), "the job's code stays: {out:?}");
     assert!(

@@ -4,7 +4,6 @@
 use crate::common::*;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -26,25 +25,12 @@ fn hold(
         dir.file(&format!("{name}.fence")),
         dir.file(&format!("{name}.pid")),
     );
-    let mut cmd = redlock(&server.url());
-    cmd.args(["-k", key])
-        .args(extra)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "echo \"$REDLOCK_FENCE\" > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; \
-             echo $$ > \"$2.tmp\"; mv \"$2.tmp\" \"$2\"; exec sleep 60",
-            "sh",
-        ])
-        .arg(&fence)
-        .arg(&pid);
-    let mut child = spawn_piped(&mut cmd);
-    if !wait_for_file(&pid, T) {
-        let out = child.wait_timeout(Duration::from_secs(1));
-        panic!("holder {name} of '{key}' never started COMMAND: {out:?}");
-    }
-    child
+    let mut cmd = server.job(key).args(extra).sh(
+        "echo \"$REDLOCK_FENCE\" > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; \
+         echo $$ > \"$2.tmp\"; mv \"$2.tmp\" \"$2\"; exec sleep 60",
+    );
+    cmd.arg("sh").arg(&fence).arg(&pid);
+    spawn_started(&mut cmd, &pid, T)
 }
 
 fn read_number(dir: &TestDir, name: &str) -> i64 {
@@ -60,13 +46,8 @@ fn try_once(server: &RedisServer, dir: &TestDir, key: &str, extra: &[&str]) -> O
 
 /// A run that would leave `ran` behind if COMMAND started.
 fn attempt(server: &RedisServer, dir: &TestDir, key: &str, extra: &[&str]) -> Output {
-    let mut cmd = redlock(&server.url());
-    cmd.args(["-k", key])
-        .args(extra)
-        .arg("--")
-        .arg("touch")
-        .arg(dir.file("ran"));
-    run_with_timeout(&mut cmd, T)
+    let mut cmd = server.job(key).args(extra).exec(["touch"]);
+    run_with_timeout(cmd.arg(dir.file("ran")), T)
 }
 
 fn zcard(conn: &mut redis::Connection, key: &str) -> i64 {
@@ -136,9 +117,7 @@ fn twelve_contenders_never_exceed_the_limit() {
     // A counter that exists is never seeded: count from 0.
     set_fence(&server, "sem", 0);
     contend(12, 5, || {
-        let mut cmd = redlock(&server.url());
-        cmd.args(["-k", "sem", "-q", "--limit", "3", "--", "sh", "-c", &script]);
-        cmd
+        server.job("sem").args(["-q", "--limit", "3"]).sh(&script)
     });
     let (sections, most) = sections_in(&log);
     assert_eq!(sections, 60, "all 60 sections ran");
@@ -168,12 +147,8 @@ fn a_killed_holder_frees_its_slot_after_its_ttl() {
     let out = try_once(&server, &dir, "k", &extra);
     assert_eq!(out.code, Some(75), "{out:?}");
     // ...and then a waiter gets it, with no one releasing anything.
-    let mut cmd = redlock(&server.url());
-    cmd.args(["-k", "k", "--wait", "20s"])
-        .args(extra)
-        .args(["--", "touch"])
-        .arg(dir.file("ran"));
-    let out = run_with_timeout(&mut cmd, T);
+    let cmd = server.job("k").args(["--wait", "20s"]).args(extra);
+    let out = run_with_timeout(cmd.exec(["touch"]).arg(dir.file("ran")), T);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(dir.file("ran").exists());
     assert!(process_alive(other.pid()), "the other holder was disturbed");
@@ -479,31 +454,14 @@ fn force_release_of_one_holder_or_all() {
 fn a_semaphore_across_three_nodes() {
     let servers = RedisServer::many(3);
     let dir = TestDir::new();
-    let with_all = || {
-        let mut cmd: Command = redlock_bare();
-        for s in &servers {
-            cmd.args(["--redis", &s.url()]);
-        }
-        cmd
-    };
+    let with_all = || redlock_on(servers.iter().map(RedisServer::url));
     let mut holders = Vec::new();
     for i in 0..2 {
         let marker = dir.file(&format!("h{i}"));
-        let mut cmd = with_all();
-        cmd.args([
-            "-k",
-            "multi",
-            "--limit",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "touch \"$1\"; exec sleep 60",
-            "sh",
-        ])
-        .arg(&marker);
-        holders.push(spawn_piped(&mut cmd));
-        assert!(wait_for_file(&marker, T), "holder {i} never ran");
+        let mut cmd = Job::using(with_all(), "multi")
+            .args(["--limit", "2"])
+            .sh("touch \"$1\"; exec sleep 60");
+        holders.push(spawn_started(cmd.arg("sh").arg(&marker), &marker, T));
     }
     let out = run_with_timeout(
         with_all().args(["-k", "multi", "--limit", "2", "-n", "--", "true"]),
@@ -549,11 +507,10 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
     let url = server.url_with(Some("sem"), PASS);
 
     let marker = dir.file("started");
-    let mut cmd = redlock(&url);
-    cmd.args(["-k", "acl", "--limit", "2", "--ttl", "3s", "--", "sh", "-c"])
-        .arg(format!("touch '{}'; exec sleep 60", marker.display()));
-    let mut holder = spawn_piped(&mut cmd);
-    assert!(wait_for_file(&marker, T), "the holder never ran");
+    let mut cmd = Job::new(&url, "acl")
+        .args(["--limit", "2", "--ttl", "3s"])
+        .sh(format!("touch '{}'; exec sleep 60", marker.display()));
+    let mut holder = spawn_started(&mut cmd, &marker, T);
     let out = run_with_timeout(
         redlock(&url).args(["-k", "acl", "--limit", "2", "--", "true"]),
         T,

@@ -13,44 +13,26 @@ use nix::sys::signal::Signal;
 
 const LONG: Duration = Duration::from_secs(40);
 
-/// `redlock-run --redis URL -k KEY EXTRA... -c SCRIPT`.
-fn job(url: &str, key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = redlock(url);
-    cmd.args(["-k", key]).args(extra).args(["-c", script]);
-    cmd
-}
-
-/// A holder of `key` that logs its section to `log`, and runs until the
-/// file `go` appears next to it; returns once its section has started.
-fn holder(url: &str, key: &str, extra: &[&str], log: &Path) -> RunningChild {
-    let dir = log.parent().expect("log in a directory");
+/// A holder of `key` that logs its section to `log` in `dir`, and runs
+/// until `Hold::new(dir).go()`; returns once its section has started.
+fn holder(url: &str, key: &str, extra: &[&str], dir: &TestDir) -> RunningChild {
+    let hold = Hold::new(dir);
+    let log = dir.file("log");
     let script = format!(
-        "echo \"start H\" >> '{log}'; touch '{started}'; \
-         while [ ! -e '{go}' ]; do sleep 0.02; done; echo \"end H\" >> '{log}'",
+        "echo \"start H\" >> '{log}'; {}",
+        hold.script(&format!("echo \"end H\" >> '{}'", log.display())),
         log = log.display(),
-        started = dir.join("started").display(),
-        go = dir.join("go").display(),
     );
-    let child = spawn_piped(&mut job(url, key, extra, &script));
-    assert!(
-        wait_for_file(dir.join("started"), LONG),
-        "holder never started: {}",
-        child.stderr_now()
-    );
-    child
+    hold.spawn(&mut Job::new(url, key).args(extra).line(&script), LONG)
 }
 
 /// A verbose waiter running a short section; returns once it waits.
 fn waiter(url: &str, key: &str, extra: &[&str], log: &Path) -> RunningChild {
-    let mut cmd = job(url, key, extra, &section_script(log, "0.2"));
-    cmd.arg("-v").env("W", "W");
-    let child = spawn_piped(&mut cmd);
-    assert!(
-        wait_until(LONG, || child.stderr_now().contains("waiting")),
-        "waiter never waited: {}",
-        child.stderr_now()
-    );
-    child
+    let mut cmd = Job::new(url, key)
+        .args(extra)
+        .args(["-v"])
+        .line(section_script(log, "0.2"));
+    spawn_waiting(cmd.env("W", "W"), LONG)
 }
 
 #[test]
@@ -58,7 +40,7 @@ fn a_waiter_whose_connection_drops_does_not_fail_open() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let log = dir.file("log");
-    let mut held = holder(&server.url(), "drop", &[], &log);
+    let mut held = holder(&server.url(), "drop", &[], &dir);
     let extra = ["--on-unavailable", "run", "--wait", "20s"];
     let mut waiting = waiter(&server.url(), "drop", &extra, &log);
     let killed: i64 = redis::cmd("CLIENT")
@@ -68,7 +50,7 @@ fn a_waiter_whose_connection_drops_does_not_fail_open() {
     assert!(killed >= 2, "killed {killed} connections");
     // Long enough for the waiter's next poll to meet the dead connection.
     std::thread::sleep(Duration::from_millis(1500));
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(held.wait_timeout(LONG).code, Some(0));
     let out = waiting.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -82,7 +64,7 @@ fn a_waiter_whose_redis_dies_exits_69_when_wait_runs_out_never_failing_open() {
     let mut server = RedisServer::start();
     let dir = TestDir::new();
     let log = dir.file("log");
-    let mut held = holder(&server.url(), "dies", &[], &log);
+    let mut held = holder(&server.url(), "dies", &[], &dir);
     let extra = ["--on-unavailable", "run", "--wait", "3s"];
     let mut waiting = waiter(&server.url(), "dies", &extra, &log);
     server.kill();
@@ -205,7 +187,7 @@ fn a_waiter_whose_clock_runs_ahead_keeps_its_place_in_line() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let log = dir.file("log");
-    let mut held = holder(&server.url(), "skew", &[], &log);
+    let mut held = holder(&server.url(), "skew", &[], &dir);
     // A waiter that arrived first, and whose clock ran an hour ahead: its
     // place is as far back as a clock-based score would have put it.
     let now_ms = std::time::SystemTime::now()
@@ -237,7 +219,7 @@ fn a_waiter_whose_clock_runs_ahead_keeps_its_place_in_line() {
         "early",
         "the later waiter jumped the line"
     );
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     held.wait_timeout(LONG);
     later.signal(Signal::SIGTERM);
     later.wait_timeout(LONG);
@@ -247,13 +229,12 @@ fn a_waiter_whose_clock_runs_ahead_keeps_its_place_in_line() {
 fn waiters_are_served_in_the_servers_order_of_arrival() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let log = dir.file("log");
-    let mut held = holder(&server.url(), "fifo", &[], &log);
+    let mut held = holder(&server.url(), "fifo", &[], &dir);
     let order = dir.file("order");
     let mut waiters = Vec::new();
     for n in 1..=3 {
         let script = format!("echo {n} >> '{}'", order.display());
-        waiters.push(spawn_piped(&mut job(&server.url(), "fifo", &[], &script)));
+        waiters.push(spawn_piped(&mut server.job("fifo").line(&script)));
         assert!(
             wait_until(LONG, || line(&server, "fifo").len() == n),
             "waiter {n} never stood in line"
@@ -269,7 +250,7 @@ fn waiters_are_served_in_the_servers_order_of_arrival() {
         .unwrap();
     let scores: Vec<f64> = scores.into_iter().map(|(_, s)| s).collect();
     assert_eq!(scores, [1.0, 2.0, 3.0]);
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     held.wait_timeout(LONG);
     for mut w in waiters {
         assert_eq!(w.wait_timeout(LONG).code, Some(0));
@@ -283,7 +264,10 @@ fn waiters_are_served_in_the_servers_order_of_arrival() {
 
 /// One run of `key`: the fence COMMAND saw, and what it printed on stderr.
 fn fence_of_a_run(url: &str, key: &str) -> (i64, String) {
-    let out = run_with_timeout(&mut job(url, key, &["-v"], "echo $REDLOCK_FENCE"), LONG);
+    let out = run_with_timeout(
+        &mut Job::new(url, key).args(["-v"]).line("echo $REDLOCK_FENCE"),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     let fence = out.stdout.trim().parse().expect("REDLOCK_FENCE");
     (fence, out.stderr)
@@ -311,7 +295,9 @@ fn fences_grow_across_a_restart_without_persistence_and_flushall() {
     // A semaphore shares the counter, and seeds it the same way.
     redis::cmd("FLUSHALL").exec(&mut server.conn()).unwrap();
     let out = run_with_timeout(
-        &mut job(&url, "f", &["--limit", "2"], "echo $REDLOCK_FENCE"),
+        &mut Job::new(&url, "f")
+            .args(["--limit", "2"])
+            .line("echo $REDLOCK_FENCE"),
         LONG,
     );
     let fifth: i64 = out.stdout.trim().parse().expect("REDLOCK_FENCE");
@@ -334,13 +320,12 @@ fn slow_to_stop_holder(url: &str, key: &str, log: &Path) -> RunningChild {
     );
     // Refresh every second, 2 s between SIGTERM and SIGKILL.
     let extra = ["--ttl", "6s", "--refresh", "1s", "--kill-after", "2s"];
-    let child = spawn_piped(&mut job(url, key, &extra, &script));
-    assert!(
-        wait_for_file(dir.join("started"), LONG),
-        "holder never started: {}",
-        child.stderr_now()
-    );
-    child
+    let started = dir.join("started");
+    spawn_started(
+        &mut Job::new(url, key).args(extra).line(&script),
+        &started,
+        LONG,
+    )
 }
 
 #[test]
@@ -356,7 +341,7 @@ fn force_release_lets_no_waiter_in_before_the_holder_has_stopped() {
     // While the holder stops, others see it as busy, and status says why.
     let out = run_with_timeout(redlock(&server.url()).args(["status", "fr"]), LONG);
     assert!(out.stdout.contains("being force-released"), "{out:?}");
-    let out = run_with_timeout(&mut job(&server.url(), "fr", &["-n"], "true"), LONG);
+    let out = run_with_timeout(&mut server.job("fr").args(["-n"]).line("true"), LONG);
     assert_eq!(out.code, Some(75), "{out:?}");
     assert!(out.stderr.contains("being force-released"), "{out:?}");
 
@@ -380,7 +365,7 @@ fn force_release_now_deletes_at_once() {
     assert!(out.stdout.starts_with("released 'frn'"), "{out:?}");
     assert!(!exists(&mut server.conn(), "redlock:{frn}"));
     // Free at once: a run gets it while the old holder may still stop.
-    let out = run_with_timeout(&mut job(&server.url(), "frn", &["-n"], "true"), LONG);
+    let out = run_with_timeout(&mut server.job("frn").args(["-n"]).line("true"), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(held.wait_timeout(LONG).code, Some(70));
 }
@@ -473,25 +458,6 @@ fn replicas_that_can_never_confirm_fail_at_once() {
     );
 }
 
-/// Whether this test may make a private mount namespace (root and
-/// util-linux's unshare). When not: a loud note, or a failure under
-/// `REDLOCK_TEST_REQUIRE_TOOLS=1`.
-fn can_unshare() -> bool {
-    let ok = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let note = "unshare -m is not permitted here (needs root and util-linux)";
-        assert!(
-            !tools_required(),
-            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
-        );
-        eprintln!("\n!!!!! SKIPPED: {note}: name resolution is NOT tested !!!!!\n");
-    }
-    ok
-}
-
 /// A UDP socket on port 53 of some loopback address that never answers:
 /// a silent DNS server.
 fn silent_nameserver() -> std::net::UdpSocket {
@@ -512,33 +478,19 @@ fn with_resolver(dir: &TestDir, resolv: &str, hosts: &str, args: &[&str]) -> (Du
         ("hosts", hosts),
         ("nsswitch.conf", "hosts: files dns\n"),
     ];
-    let mut script = String::new();
+    let mut binds = Vec::new();
     for (name, text) in files {
         std::fs::write(dir.file(name), text).unwrap();
         let path = dir.file(name);
-        script += &format!("mount --bind '{}' /etc/{name} && ", path.display());
+        binds.push(format!("mount --bind '{}' /etc/{name}", path.display()));
     }
-    script += "exec \"$@\"";
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        &script,
-        "sh",
-        bin(),
-    ])
-    .args(args)
-    .env_remove("REDLOCK_REDIS_URL")
-    .env_remove("REDIS_URL");
+    let mut cmd = unshared(&binds.join(" && "), redlock_bare().args(args));
     timed(&mut cmd)
 }
 
 #[test]
 fn a_silent_dns_server_costs_the_node_timeout_not_ten_seconds() {
-    if !can_unshare() {
+    if !can_unshare("name resolution") {
         return;
     }
     let dir = TestDir::new();
@@ -565,7 +517,7 @@ fn a_silent_dns_server_costs_the_node_timeout_not_ten_seconds() {
 
 #[test]
 fn a_name_with_a_dead_first_address_still_connects() {
-    if !can_unshare() {
+    if !can_unshare("name resolution") {
         return;
     }
     let server = RedisServer::start();

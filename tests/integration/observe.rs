@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,12 +12,9 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-fn job(url: &str, key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = redlock(url);
-    cmd.args(["--log-format", "json", "--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
+/// A run whose stderr is JSON events.
+fn job(url: &str, key: &str) -> Job {
+    Job::new(url, key).args(["--log-format", "json"])
 }
 
 /// Every stderr line as JSON, checked for the fields every event has.
@@ -56,8 +52,7 @@ fn event<'a>(events: &'a [Value], name: &str) -> &'a Value {
 
 /// Every event name the README documents (its events table).
 fn documented() -> BTreeSet<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme_text();
     readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
@@ -76,7 +71,10 @@ fn assert_documented(events: &[Value]) {
 #[test]
 fn a_clean_run_is_a_stream_of_typed_events() {
     let server = RedisServer::start();
-    let out = run_with_timeout(&mut job(&server.url(), "json", &["-v"], "exit 0"), LONG);
+    let out = run_with_timeout(
+        &mut job(&server.url(), "json").args(["-v"]).sh("exit 0"),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     let evs = events(&out);
     // A new key's fence counter starts from the server's clock.
@@ -99,14 +97,15 @@ fn a_clean_run_is_a_stream_of_typed_events() {
 fn busy_waiting_and_signals_as_events() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let hold = format!(
-        "touch '{s}'; while [ ! -e '{go}' ]; do sleep 0.02; done",
-        s = dir.file("started").display(),
-        go = dir.file("go").display()
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut job(&server.url(), "busy").args(["-v"]).sh(hold.script("")),
+        LONG,
     );
-    let mut holder = spawn_piped(&mut job(&server.url(), "busy", &["-v"], &hold));
-    assert!(wait_for_file(dir.file("started"), LONG));
-    let busy = run_with_timeout(&mut job(&server.url(), "busy", &["-n"], "true"), LONG);
+    let busy = run_with_timeout(
+        &mut job(&server.url(), "busy").args(["-n"]).sh("true"),
+        LONG,
+    );
     assert_eq!(busy.code, Some(75), "{busy:?}");
     let evs = events(&busy);
     assert_eq!(names(&evs), ["busy"]);
@@ -116,9 +115,9 @@ fn busy_waiting_and_signals_as_events() {
         .unwrap()
         .contains("pid"));
 
-    let waiter = spawn_piped(&mut job(&server.url(), "busy", &["-v"], "true"));
+    let waiter = spawn_piped(&mut job(&server.url(), "busy").args(["-v"]).sh("true"));
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let mut waiter = waiter;
     let waited = waiter.wait_timeout(LONG);
     assert_eq!(waited.code, Some(0), "{waited:?}");
@@ -132,7 +131,7 @@ fn busy_waiting_and_signals_as_events() {
         "exec 2>/dev/null; trap 'exit 9' TERM; touch '{s}'; while :; do sleep 0.02; done",
         s = dir.file("trap").display()
     );
-    let mut run = spawn_piped(&mut job(&server.url(), "sig", &["-v"], &trap));
+    let mut run = spawn_piped(&mut job(&server.url(), "sig").args(["-v"]).sh(&trap));
     assert!(wait_for_file(dir.file("trap"), LONG));
     run.signal(nix::sys::signal::Signal::SIGTERM);
     let out = run.wait_timeout(LONG);
@@ -150,12 +149,11 @@ fn a_lost_lock_and_its_stop_as_events() {
         "touch '{s}'; while :; do sleep 0.02; done",
         s = dir.file("started").display()
     );
-    let mut run = spawn_piped(&mut job(
-        &server.url(),
-        "lost",
-        &["-v", "--ttl", "1s"],
-        &script,
-    ));
+    let mut run = spawn_piped(
+        &mut job(&server.url(), "lost")
+            .args(["-v", "--ttl", "1s"])
+            .sh(&script),
+    );
     assert!(wait_for_file(dir.file("started"), LONG));
     server.pause();
     let out = run.wait_timeout(LONG);
@@ -180,7 +178,9 @@ fn leftovers_min_hold_max_hold_and_fail_open_as_events() {
     let server = RedisServer::start();
     let url = server.url();
     let out = run_with_timeout(
-        &mut job(&url, "left", &["--kill-after", "1s"], "sleep 30 & exit 0"),
+        &mut job(&url, "left")
+            .args(["--kill-after", "1s"])
+            .sh("sleep 30 & exit 0"),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -188,7 +188,7 @@ fn leftovers_min_hold_max_hold_and_fail_open_as_events() {
     assert_eq!(event(&evs, "leftovers_stopped")["count"], 1);
 
     let out = run_with_timeout(
-        &mut job(&url, "min", &["-v", "--min-hold", "3s"], "true"),
+        &mut job(&url, "min").args(["-v", "--min-hold", "3s"]).sh("true"),
         LONG,
     );
     assert!(
@@ -199,7 +199,9 @@ fn leftovers_min_hold_max_hold_and_fail_open_as_events() {
     );
 
     let out = run_with_timeout(
-        &mut job(&url, "max", &["--max-hold", "500ms"], "sleep 30"),
+        &mut job(&url, "max")
+            .args(["--max-hold", "500ms"])
+            .sh("sleep 30"),
         LONG,
     );
     assert_eq!(out.code, Some(124), "{out:?}");
@@ -209,7 +211,9 @@ fn leftovers_min_hold_max_hold_and_fail_open_as_events() {
 
     let dead = format!("redis://127.0.0.1:{}", free_port());
     let out = run_with_timeout(
-        &mut job(&dead, "open", &["--on-unavailable", "run"], "exit 5"),
+        &mut job(&dead, "open")
+            .args(["--on-unavailable", "run"])
+            .sh("exit 5"),
         LONG,
     );
     assert_eq!(out.code, Some(5), "{out:?}");
@@ -223,12 +227,14 @@ fn no_password_in_any_event() {
     let server = RedisServer::builder().requirepass("s3cret-pw").start();
     let url = server.url_with(None, "s3cret-pw");
     let out = run_with_timeout(
-        &mut job(&url, "pw", &["-v"], &format!("echo {url} >/dev/null")),
+        &mut job(&url, "pw")
+            .args(["-v"])
+            .sh(format!("echo {url} >/dev/null")),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
     let wrong = server.url_with(None, "s3cret-pw-wrong");
-    let bad = run_with_timeout(&mut job(&wrong, "pw", &["-v"], "true"), LONG);
+    let bad = run_with_timeout(&mut job(&wrong, "pw").args(["-v"]).sh("true"), LONG);
     assert_ne!(bad.code, Some(0), "{bad:?}");
     for out in [&out, &bad] {
         events(out);
@@ -241,8 +247,7 @@ fn every_event_of_the_code_is_in_the_readme_and_the_man_page() {
     // The binary's own catalog, as the README's table rows.
     let out = run_with_timeout(redlock_bare().args(["generate", "events"]), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme_text();
     assert!(
         readme.contains(&out.stdout),
         "the README's events table differs from `redlock-run generate events`:\n{}",

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -15,24 +15,6 @@ use nix::unistd::Pid;
 use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
-
-fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = redlock(&server.url());
-    cmd.args(["--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
-}
-
-fn read_pid(dir: &TestDir, name: &str) -> i32 {
-    let mut pid = None;
-    let found = wait_until(LONG, || {
-        pid = dir.read(name).and_then(|s| s.trim().parse().ok());
-        pid.is_some()
-    });
-    assert!(found, "{name} never written");
-    pid.unwrap()
-}
 
 /// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
 fn state(pid: i32) -> Option<char> {
@@ -59,8 +41,8 @@ fn job_control_stops_take_the_job_with_them() {
     for sig in [Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU] {
         let dir = TestDir::new();
         let key = format!("jobctl-{}", sig.as_str());
-        let run = spawn_piped(&mut job(&server, &key, &[], &ticking(&dir)));
-        let child = read_pid(&dir, "pid");
+        let run = spawn_piped(&mut server.job(&key).sh(ticking(&dir)));
+        let child = read_pid(&dir, "pid", LONG);
         run.signal(sig);
         assert!(
             wait_until(LONG, || state(run.pid()) == Some('T')),
@@ -85,19 +67,22 @@ fn job_control_stops_take_the_job_with_them() {
 fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(
-        &server,
-        "stopped",
-        &["--ttl", "1s"],
-        &ticking(&dir),
-    ));
-    let child = read_pid(&dir, "pid");
+    let mut run = spawn_piped(
+        &mut server
+            .job("stopped")
+            .args(["--ttl", "1s"])
+            .sh(ticking(&dir)),
+    );
+    let child = read_pid(&dir, "pid", LONG);
     run.signal(Signal::SIGTSTP);
     assert!(wait_until(LONG, || state(child) == Some('T')));
     // The lock runs out in Redis while both are stopped; another holder
     // takes it.
     let other = run_with_timeout(
-        &mut job(&server, "stopped", &["--wait", "10s"], "echo second"),
+        &mut server
+            .job("stopped")
+            .args(["--wait", "10s"])
+            .sh("echo second"),
         LONG,
     );
     assert_eq!(other.code, Some(0), "{other:?}");
@@ -127,24 +112,39 @@ fn stalled_pipe() -> (OwnedFd, OwnedFd) {
     (read, write)
 }
 
+/// `cmd` with stdin and stdout null and `stderr` the writing end of a
+/// `stalled_pipe`.
+fn spawn_stalled(cmd: &mut Command, stderr: OwnedFd) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .unwrap()
+}
+
+/// How `run` exited; it must within LONG although its stderr is stalled.
+fn exit_status(run: &mut Child) -> ExitStatus {
+    let end = Instant::now() + LONG;
+    loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < end, "redlock-run hung on its stderr");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_stalled_stderr_does_not_freeze_the_refresher() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let (_read, write) = stalled_pipe();
     // -v writes a line on every refresh, three a second.
-    let mut cmd = job(
-        &server,
-        "stalled",
-        &["-v", "--ttl", "1s"],
-        &format!("sleep 3; touch '{}'", dir.file("done").display()),
-    );
-    let mut run = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(write))
-        .spawn()
-        .unwrap();
+    let mut cmd = server
+        .job("stalled")
+        .args(["-v", "--ttl", "1s"])
+        .sh(format!("sleep 3; touch '{}'", dir.file("done").display()));
+    let mut run = spawn_stalled(&mut cmd, write);
     // Past the TTL the lock is still there: refreshed behind the stall.
     std::thread::sleep(Duration::from_millis(2000));
     assert!(
@@ -155,14 +155,7 @@ fn a_stalled_stderr_does_not_freeze_the_refresher() {
         wait_for_file(dir.file("done"), LONG),
         "the job did not finish"
     );
-    let end = Instant::now() + LONG;
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "redlock-run hung on its stderr");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(0));
 }
 
@@ -171,14 +164,12 @@ fn a_stalled_stderr_does_not_keep_a_lost_lock_running() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let (_read, write) = stalled_pipe();
-    let mut cmd = job(&server, "stalled-loss", &["--ttl", "1s"], &ticking(&dir));
-    let mut run = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(write))
-        .spawn()
-        .unwrap();
-    let child = read_pid(&dir, "pid");
+    let mut cmd = server
+        .job("stalled-loss")
+        .args(["--ttl", "1s"])
+        .sh(ticking(&dir));
+    let mut run = spawn_stalled(&mut cmd, write);
+    let child = read_pid(&dir, "pid", LONG);
     // Someone else takes the lock: the holder must stop its job although
     // the line saying so cannot be written.
     let mut conn = server.conn();
@@ -191,14 +182,7 @@ fn a_stalled_stderr_does_not_keep_a_lost_lock_running() {
         wait_until(LONG, || !process_alive(child)),
         "the job ran on after its lock was taken"
     );
-    let end = Instant::now() + LONG;
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "redlock-run hung on its stderr");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(70));
 }
 
@@ -216,11 +200,11 @@ fn processes_that_leave_the_group_are_stopped_before_release() {
                 dir.file("left").display()
             );
         let out = run_with_timeout(
-            &mut job(&server, name, &["--kill-after", "1s"], &script),
+            &mut server.job(name).args(["--kill-after", "1s"]).sh(&script),
             LONG,
         );
         assert_eq!(out.code, Some(3), "{name}: {out:?}");
-        let left = read_pid(&dir, "left");
+        let left = read_pid(&dir, "left", LONG);
         assert!(
             !process_alive(left),
             "{name}: a process that left the group outlived the lock"
@@ -229,37 +213,10 @@ fn processes_that_leave_the_group_are_stopped_before_release() {
     }
 }
 
-/// `redlock-run ARGS` in a private mount namespace whose /proc is empty,
-/// or `None` (with a loud note, or a failure under
-/// REDLOCK_TEST_REQUIRE_TOOLS=1) where unshare is not permitted.
-fn without_proc(args: &[String]) -> Option<Command> {
-    let probe = Command::new("unshare")
-        .args(["-m", "true"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !probe {
-        let note = "unshare -m is not permitted here (needs root and util-linux)";
-        assert!(
-            !tools_required(),
-            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
-        );
-        eprintln!("SKIPPED LOUDLY: {note}: the no-/proc test did not run");
-        return None;
-    }
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "-m",
-        "sh",
-        "-c",
-        "mount -t tmpfs none /proc && exec \"$@\"",
-        "sh",
-    ])
-    .arg(bin())
-    .args(args)
-    .env_remove("REDLOCK_REDIS_URL")
-    .env_remove("REDIS_URL");
-    Some(cmd)
+/// `job` in a private mount namespace whose /proc is empty, or `None`
+/// where that cannot be made (see `can_unshare`).
+fn without_proc(job: Command) -> Option<Command> {
+    can_unshare("running without /proc").then(|| unshared("mount -t tmpfs none /proc", &job))
 }
 
 #[test]
@@ -270,27 +227,16 @@ fn without_proc_leftovers_in_the_group_are_still_stopped() {
         "sh -c 'echo $$ > {left}; exec sleep 60' & while [ ! -s {left} ]; do sleep 0.01; done; exit 4",
         left = dir.file("left").display()
     );
-    let args: Vec<String> = [
-        "--redis",
-        &server.url(),
-        "-k",
-        "noproc",
-        "--kill-after",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let Some(mut cmd) = without_proc(&args) else {
+    let job = server
+        .job("noproc")
+        .args(["--kill-after", "1s"])
+        .sh(&script);
+    let Some(mut cmd) = without_proc(job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);
     assert_eq!(out.code, Some(4), "{out:?}");
-    let left = read_pid(&dir, "left");
+    let left = read_pid(&dir, "left", LONG);
     assert!(
         !process_alive(left),
         "a leftover outlived the lock without /proc"
@@ -310,22 +256,11 @@ fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
         started = dir.file("started").display(),
         done = dir.file("done").display()
     );
-    let args: Vec<String> = [
-        "--redis",
-        &server.url(),
-        "-k",
-        "noproc-kept",
-        "--kill-after",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let Some(mut cmd) = without_proc(&args) else {
+    let job = server
+        .job("noproc-kept")
+        .args(["--kill-after", "1s"])
+        .sh(&script);
+    let Some(mut cmd) = without_proc(job) else {
         return;
     };
     let run = spawn_piped(&mut cmd);
@@ -364,10 +299,10 @@ fn signals_ignored_at_start_stay_ignored_for_us_and_the_job() {
         pid = dir.file("pid").display(),
         ign = dir.file("ignored").display()
     );
-    let cmd = with_ignored(job(&server, "nohup", &[], &script), Signal::SIGHUP);
+    let cmd = with_ignored(server.job("nohup").sh(&script), Signal::SIGHUP);
     let mut cmd = with_ignored(cmd, Signal::SIGPIPE);
     let mut run = spawn_piped(&mut cmd);
-    read_pid(&dir, "pid");
+    read_pid(&dir, "pid", LONG);
     run.signal(Signal::SIGHUP);
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -390,7 +325,7 @@ fn signals_ignored_at_start_stay_ignored_for_us_and_the_job() {
 fn sigpipe_is_default_for_the_job_when_it_was_for_us() {
     let server = RedisServer::start();
     let out = run_with_timeout(
-        &mut job(&server, "pipe", &[], "grep SigIgn /proc/$$/status"),
+        &mut server.job("pipe").sh("grep SigIgn /proc/$$/status"),
         LONG,
     );
     let mask = u64::from_str_radix(out.stdout.split_whitespace().nth(1).unwrap(), 16).unwrap();

@@ -7,20 +7,9 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 
-fn quorum_cmd(servers: &[RedisServer]) -> Command {
-    let mut cmd = redlock_bare();
-    for s in servers {
-        cmd.args(["--redis", &s.url()]);
-    }
-    cmd
-}
-
-fn job(servers: &[RedisServer], key: &str, extra: &[&str], script: &str) -> Command {
-    let mut cmd = quorum_cmd(servers);
-    cmd.args(["--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
+/// The binary with every server as a `--redis` node.
+fn nodes(servers: &[RedisServer]) -> Command {
+    redlock_on(servers.iter().map(RedisServer::url))
 }
 
 /// How many running nodes hold `value` under `key`.
@@ -32,13 +21,14 @@ fn holding(servers: &[RedisServer], key: &str, value: &str) -> usize {
         .count()
 }
 
+/// A job that writes its token and pid, then holds until `go`.
 fn hold_until_go(dir: &TestDir) -> String {
-    format!(
-        "echo $REDLOCK_TOKEN > '{t}'; echo $$ > '{p}'; while [ ! -e '{go}' ]; do sleep 0.02; done",
+    let pids = format!(
+        "echo $REDLOCK_TOKEN > '{t}'; echo $$ > '{p}'",
         t = dir.file("token").display(),
         p = dir.file("pid").display(),
-        go = dir.file("go").display()
-    )
+    );
+    format!("{pids}; {}", Hold::new(dir).script(""))
 }
 
 fn token(dir: &TestDir) -> String {
@@ -54,10 +44,10 @@ fn token(dir: &TestDir) -> String {
 fn five_nodes_hold_the_lock_on_a_majority_and_release_everywhere() {
     let servers = RedisServer::many(5);
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(&servers, "five", &[], &hold_until_go(&dir)));
+    let mut run = spawn_piped(&mut Job::using(nodes(&servers), "five").sh(hold_until_go(&dir)));
     let token = token(&dir);
     assert!(holding(&servers, "redlock:{five}", &token) >= 3);
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(run.wait_timeout(LONG).code, Some(0));
     assert_eq!(holding(&servers, "redlock:{five}", &token), 0);
     for s in &servers {
@@ -71,19 +61,17 @@ fn two_of_five_down_still_works_three_down_is_69() {
     servers[0].kill();
     servers[3].kill();
     let dir = TestDir::new();
-    let out = run_with_timeout(&mut job(&servers, "down", &[], "echo ran; exit 6"), LONG);
+    let out = run_with_timeout(
+        &mut Job::using(nodes(&servers), "down").sh("echo ran; exit 6"),
+        LONG,
+    );
     assert_eq!(out.code, Some(6), "{out:?}");
     assert_eq!(out.stdout.trim(), "ran");
 
     servers[4].kill();
     let marker = dir.file("ran");
     let out = run_with_timeout(
-        &mut job(
-            &servers,
-            "down",
-            &[],
-            &format!("touch '{}'", marker.display()),
-        ),
+        &mut Job::using(nodes(&servers), "down").sh(format!("touch '{}'", marker.display())),
         LONG,
     );
     assert_eq!(out.code, Some(69), "{out:?}");
@@ -104,12 +92,17 @@ fn two_of_five_down_still_works_three_down_is_69() {
 fn a_majority_blocks_others_and_a_stale_minority_does_not() {
     let servers = RedisServer::many(5);
     let dir = TestDir::new();
-    let mut holder = spawn_piped(&mut job(&servers, "major", &[], &hold_until_go(&dir)));
+    let mut holder = spawn_piped(&mut Job::using(nodes(&servers), "major").sh(hold_until_go(&dir)));
     token(&dir);
-    let out = run_with_timeout(&mut job(&servers, "major", &["-n"], "echo ran"), LONG);
+    let out = run_with_timeout(
+        &mut Job::using(nodes(&servers), "major")
+            .args(["-n"])
+            .sh("echo ran"),
+        LONG,
+    );
     assert_eq!(out.code, Some(75), "{out:?}");
     assert_eq!(out.stdout, "");
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(holder.wait_timeout(LONG).code, Some(0));
 
     // A stale holder left its key on two nodes only.
@@ -122,7 +115,12 @@ fn a_majority_blocks_others_and_a_stale_minority_does_not() {
             .query(&mut s.conn())
             .unwrap();
     }
-    let out = run_with_timeout(&mut job(&servers, "minor", &["-n"], "echo ran"), LONG);
+    let out = run_with_timeout(
+        &mut Job::using(nodes(&servers), "minor")
+            .args(["-n"])
+            .sh("echo ran"),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "ran");
     assert_eq!(
@@ -136,21 +134,13 @@ fn a_majority_blocks_others_and_a_stale_minority_does_not() {
 fn losing_the_majority_stops_the_job_before_the_validity_ends() {
     let mut servers = RedisServer::many(5);
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(
-        &servers,
-        "minority",
-        &["--ttl", "3s"],
-        &hold_until_go(&dir),
-    ));
+    let mut run = spawn_piped(
+        &mut Job::using(nodes(&servers), "minority")
+            .args(["--ttl", "3s"])
+            .sh(hold_until_go(&dir)),
+    );
     token(&dir);
-    let mut child = 0;
-    assert!(wait_until(LONG, || {
-        child = dir
-            .read("pid")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or(0);
-        child > 0
-    }));
+    let child = read_pid(&dir, "pid", LONG);
     // The lock cannot outlive the longest TTL left on any node.
     let before = Instant::now();
     let left = servers
@@ -180,7 +170,11 @@ fn losing_one_node_of_five_is_not_losing_the_lock() {
         "echo $$ > '{p}'; sleep 3; echo survived",
         p = dir.file("pid").display()
     );
-    let mut run = spawn_piped(&mut job(&servers, "onedown", &["--ttl", "1s"], &script));
+    let mut run = spawn_piped(
+        &mut Job::using(nodes(&servers), "onedown")
+            .args(["--ttl", "1s"])
+            .sh(&script),
+    );
     assert!(wait_for_file(dir.file("pid"), LONG));
     servers[2].kill();
     let out = run.wait_timeout(LONG);
@@ -196,7 +190,9 @@ fn a_paused_node_costs_at_most_its_timeout() {
     // TTL 2s: the per-node timeout is 200ms; a paused node must not make
     // acquisition wait for anything like the TTL, let alone hang.
     let out = run_with_timeout(
-        &mut job(&servers, "paused", &["--ttl", "2s"], "echo ran"),
+        &mut Job::using(nodes(&servers), "paused")
+            .args(["--ttl", "2s"])
+            .sh("echo ran"),
         LONG,
     );
     let took = start.elapsed();
@@ -212,9 +208,7 @@ fn mutual_exclusion_across_five_nodes() {
     let log = dir.file("log");
     let script = section_script(&log, "0.01");
     contend(8, 5, || {
-        let mut cmd = quorum_cmd(&servers);
-        cmd.args(["-k", "m5", "-q", "--", "sh", "-c", &script]);
-        cmd
+        Job::using(nodes(&servers), "m5").args(["-q"]).sh(&script)
     });
     assert_eq!(
         sections_in(&log),
@@ -234,7 +228,10 @@ fn the_fence_is_the_largest_among_the_majority() {
         .arg(ahead)
         .query(&mut servers[2].conn())
         .unwrap();
-    let out = run_with_timeout(&mut job(&servers, "f", &[], "echo $REDLOCK_FENCE"), LONG);
+    let out = run_with_timeout(
+        &mut Job::using(nodes(&servers), "f").sh("echo $REDLOCK_FENCE"),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), (ahead + 1).to_string());
 }

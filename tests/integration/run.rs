@@ -8,37 +8,16 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// `redlock-run --redis URL --key KEY [extra...] -- sh -c SCRIPT`
-fn job(server: &RedisServer, key: &str, extra: &[&str], script: &str) -> std::process::Command {
-    let mut cmd = redlock(&server.url());
-    cmd.args(["--key", key])
-        .args(extra)
-        .args(["--", "sh", "-c", script]);
-    cmd
-}
-
-/// A script that says it started, then waits for the test to let it go.
-fn hold_until_go(dir: &TestDir, then: &str) -> String {
-    format!(
-        "touch '{started}'; while [ ! -e '{go}' ]; do sleep 0.02; done; {then}",
-        started = dir.file("started").display(),
-        go = dir.file("go").display(),
-    )
-}
-
 #[test]
 fn exit_codes_pass_through() {
     let server = RedisServer::start();
     for code in [0, 3, 42] {
-        let out = run_with_timeout(
-            &mut job(&server, "codes", &[], &format!("exit {code}")),
-            LONG,
-        );
+        let out = run_with_timeout(&mut server.job("codes").sh(format!("exit {code}")), LONG);
         assert_eq!(out.code, Some(code), "{out:?}");
     }
-    let out = run_with_timeout(&mut job(&server, "codes", &[], "kill -TERM $$"), LONG);
+    let out = run_with_timeout(&mut server.job("codes").sh("kill -TERM $$"), LONG);
     assert_eq!(out.code, Some(128 + 15), "{out:?}");
-    let out = run_with_timeout(&mut job(&server, "codes", &[], "kill -KILL $$"), LONG);
+    let out = run_with_timeout(&mut server.job("codes").sh("kill -KILL $$"), LONG);
     assert_eq!(out.code, Some(128 + 9), "{out:?}");
 }
 
@@ -85,11 +64,11 @@ fn shell_mode_runs_the_line_with_sh() {
 fn the_lock_is_in_redis_while_the_child_runs_and_gone_after() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let script = hold_until_go(&dir, &format!("env > '{}'", dir.file("env").display()));
-    let mut run = spawn_piped(&mut job(&server, "data", &["--ttl", "20s"], &script));
-    assert!(
-        wait_for_file(dir.file("started"), LONG),
-        "child never started"
+    let hold = Hold::new(&dir);
+    let script = hold.script(&format!("env > '{}'", dir.file("env").display()));
+    let mut run = hold.spawn(
+        &mut server.job("data").args(["--ttl", "20s"]).sh(&script),
+        LONG,
     );
 
     let mut conn = server.conn();
@@ -110,7 +89,7 @@ fn the_lock_is_in_redis_while_the_child_runs_and_gone_after() {
     let fence = get(&mut conn, "redlock:{data}:fence").expect("fence counter");
     assert!(pttl(&mut conn, "redlock:{data}:holder") > 0);
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
 
@@ -159,28 +138,37 @@ fn uuid_v4(token: &str) {
 fn busy_lock_with_no_wait_exits_75_without_running() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut holder = spawn_piped(&mut job(&server, "busy", &[], &hold_until_go(&dir, "")));
-    assert!(wait_for_file(dir.file("started"), LONG));
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(&mut server.job("busy").sh(hold.script("")), LONG);
     let marker = dir.file("ran");
     let ran = format!("touch '{}'", marker.display());
 
-    let out = run_with_timeout(&mut job(&server, "busy", &["-n"], &ran), LONG);
+    let out = run_with_timeout(&mut server.job("busy").args(["-n"]).sh(&ran), LONG);
     assert_eq!(out.code, Some(75), "{out:?}");
     assert!(
         out.stderr.contains(&format!("pid {}", holder.pid())),
         "says who holds it: {out:?}"
     );
-    let out = run_with_timeout(&mut job(&server, "busy", &["-n", "-E", "0"], &ran), LONG);
+    let out = run_with_timeout(
+        &mut server.job("busy").args(["-n", "-E", "0"]).sh(&ran),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     let out = run_with_timeout(
-        &mut job(&server, "busy", &["--wait", "0", "-q", "-E", "9"], &ran),
+        &mut server
+            .job("busy")
+            .args(["--wait", "0", "-q", "-E", "9"])
+            .sh(&ran),
         LONG,
     );
     assert_eq!(out.code, Some(9), "{out:?}");
     assert_eq!(out.stderr, "", "-q prints nothing but errors");
 
     let start = Instant::now();
-    let out = run_with_timeout(&mut job(&server, "busy", &["--wait", "1s"], &ran), LONG);
+    let out = run_with_timeout(
+        &mut server.job("busy").args(["--wait", "1s"]).sh(&ran),
+        LONG,
+    );
     let waited = start.elapsed();
     assert_eq!(out.code, Some(75), "{out:?}");
     assert!(
@@ -192,7 +180,7 @@ fn busy_lock_with_no_wait_exits_75_without_running() {
         "the command ran although the lock was busy"
     );
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     assert_eq!(holder.wait_timeout(LONG).code, Some(0));
 }
 
@@ -200,22 +188,15 @@ fn busy_lock_with_no_wait_exits_75_without_running() {
 fn a_waiting_contender_gets_the_lock_after_the_holder_exits() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut holder = spawn_piped(&mut job(
-        &server,
-        "turns",
-        &[],
-        &hold_until_go(&dir, "echo first"),
-    ));
-    assert!(wait_for_file(dir.file("started"), LONG));
-    let mut waiter = spawn_piped(&mut job(&server, "turns", &["-v"], "echo second"));
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(&mut server.job("turns").sh(hold.script("echo first")), LONG);
     // The waiter is blocked, not failed.
-    assert!(
-        wait_until(LONG, || waiter.stderr_now().contains("waiting")),
-        "{}",
-        waiter.stderr_now()
+    let mut waiter = spawn_waiting(
+        &mut server.job("turns").args(["-v"]).sh("echo second"),
+        LONG,
     );
     assert!(!waiter.has_exited());
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     assert_eq!(holder.wait_timeout(LONG).code, Some(0));
     let out = waiter.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -226,13 +207,14 @@ fn a_waiting_contender_gets_the_lock_after_the_holder_exits() {
 fn refresh_keeps_a_short_ttl_alive_for_a_longer_child() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut holder = spawn_piped(&mut job(
-        &server,
-        "refresh",
-        &["--ttl", "2s"],
-        &hold_until_go(&dir, "exit 0"),
-    ));
-    assert!(wait_for_file(dir.file("started"), LONG));
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut server
+            .job("refresh")
+            .args(["--ttl", "2s"])
+            .sh(hold.script("exit 0")),
+        LONG,
+    );
     // The window comes from the lock: watch its PTTL until it has been
     // pushed back up (a refresh) and more than a TTL has passed since the
     // holder record says it was acquired.
@@ -251,13 +233,13 @@ fn refresh_keeps_a_short_ttl_alive_for_a_longer_child() {
         refreshed >= 2 && age > Duration::from_millis(2500)
     });
     assert!(past_ttl, "never refreshed twice");
-    let out = run_with_timeout(&mut job(&server, "refresh", &["-n"], "true"), LONG);
+    let out = run_with_timeout(&mut server.job("refresh").args(["-n"]).sh("true"), LONG);
     assert_eq!(
         out.code,
         Some(75),
         "a 2s lock must still be held after 2.5s: {out:?}"
     );
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
@@ -266,20 +248,21 @@ fn refresh_keeps_a_short_ttl_alive_for_a_longer_child() {
 fn release_leaves_someone_elses_token_alone() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(
-        &server,
-        "stolen",
-        &["--ttl", "30s"],
-        &hold_until_go(&dir, "exit 5"),
-    ));
-    assert!(wait_for_file(dir.file("started"), LONG));
+    let hold = Hold::new(&dir);
+    let mut run = hold.spawn(
+        &mut server
+            .job("stolen")
+            .args(["--ttl", "30s"])
+            .sh(hold.script("exit 5")),
+        LONG,
+    );
     let mut conn = server.conn();
     let _: () = redis::cmd("SET")
         .arg("redlock:{stolen}")
         .arg("someone-else")
         .query(&mut conn)
         .unwrap();
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(5), "the child's code stays: {out:?}");
     assert_eq!(
@@ -422,17 +405,18 @@ fn a_closed_stderr_does_not_kill_the_wrapper() {
     use std::process::Stdio;
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut cmd = job(&server, "pipe", &["-v"], &hold_until_go(&dir, "exit 4"));
+    let hold = Hold::new(&dir);
+    let mut cmd = server.job("pipe").args(["-v"]).sh(hold.script("exit 4"));
     let mut run = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_for_file(dir.file("started"), LONG));
+    assert!(wait_until(LONG, || hold.started()));
     // Like `redlock-run -v ... 2>&1 | head -1`: the reader goes away.
     drop(run.stderr.take());
-    std::fs::write(dir.file("go"), "").unwrap();
+    hold.go();
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(4), "{status:?}");
     assert!(

@@ -4,22 +4,42 @@
 
 use crate::common::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A CA, a server certificate for 127.0.0.1 and localhost signed by it, a
 /// client certificate signed by it, and a second CA that signed nothing
-/// of the server's.
+/// of the server's; EC (P-256) keys, made once per test binary.
 struct Pki {
-    dir: TestDir,
+    dir: PathBuf,
+}
+
+/// The test binary's one `Pki`, made on first use.
+fn pki() -> &'static Pki {
+    static PKI: OnceLock<Pki> = OnceLock::new();
+    PKI.get_or_init(Pki::new)
 }
 
 impl Pki {
+    /// In the target's temp dir (a static is never dropped, so a temp dir
+    /// would be left in /tmp), one per process; those of finished
+    /// processes are removed.
     fn new() -> Pki {
-        let dir = TestDir::new();
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tls-pki");
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for entry in entries.flatten() {
+                let pid = entry.file_name().to_str().and_then(|n| n.parse().ok());
+                if pid.is_some_and(|pid| !process_alive(pid)) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dir = root.join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let pki = Pki { dir };
         pki.ca("ca");
         pki.ca("other-ca");
@@ -32,13 +52,13 @@ impl Pki {
     }
 
     fn path(&self, name: &str) -> String {
-        self.dir.file(name).display().to_string()
+        self.dir.join(name).display().to_string()
     }
 
     fn openssl(&self, args: &[&str]) {
         let out = Command::new("openssl")
             .args(args)
-            .current_dir(self.dir.path())
+            .current_dir(&self.dir)
             .output()
             .unwrap_or_else(|e| {
                 panic!("cannot run openssl ({e}); install it: apt-get install openssl")
@@ -55,7 +75,9 @@ impl Pki {
             "req",
             "-x509",
             "-newkey",
-            "rsa:2048",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
             "-nodes",
             "-days",
             "2",
@@ -72,7 +94,9 @@ impl Pki {
         self.openssl(&[
             "req",
             "-newkey",
-            "rsa:2048",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
             "-nodes",
             "-subj",
             &format!("/CN={name}"),
@@ -83,7 +107,7 @@ impl Pki {
         ]);
         let ext = format!("{name}.ext");
         std::fs::write(
-            self.dir.file(&ext),
+            self.dir.join(&ext),
             format!("basicConstraints=CA:FALSE\n{extensions}"),
         )
         .expect("write extensions");
@@ -152,8 +176,8 @@ fn run_job(url: &str, tls: &[&str], marker: &Path) -> Output {
 
 #[test]
 fn trusted_ca_runs_the_command_under_the_lock() {
-    let pki = Pki::new();
-    let tls = TlsServer::start(&pki, false);
+    let pki = pki();
+    let tls = TlsServer::start(pki, false);
     let dir = TestDir::new();
     let marker = dir.file("ran");
     let out = run_job(&tls.url(), &["--tls-ca", &pki.path("ca.pem")], &marker);
@@ -181,8 +205,8 @@ fn trusted_ca_runs_the_command_under_the_lock() {
 
 #[test]
 fn untrusted_server_certificate_is_refused() {
-    let pki = Pki::new();
-    let tls = TlsServer::start(&pki, false);
+    let pki = pki();
+    let tls = TlsServer::start(pki, false);
     let dir = TestDir::new();
     let marker = dir.file("ran");
     for (how, args) in [
@@ -211,8 +235,8 @@ fn untrusted_server_certificate_is_refused() {
 
 #[test]
 fn mutual_tls_needs_the_client_certificate() {
-    let pki = Pki::new();
-    let tls = TlsServer::start(&pki, true);
+    let pki = pki();
+    let tls = TlsServer::start(pki, true);
     let dir = TestDir::new();
     let marker = dir.file("ran");
 
@@ -239,7 +263,7 @@ fn mutual_tls_needs_the_client_certificate() {
 
 #[test]
 fn bad_tls_options_are_usage_errors() {
-    let pki = Pki::new();
+    let pki = pki();
     // Nothing listens there: exit 2 (not 69) shows nothing was tried.
     let url = format!("rediss://127.0.0.1:{}", free_port());
     let missing = pki.path("missing.pem");

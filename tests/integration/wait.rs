@@ -9,25 +9,17 @@ use nix::sys::signal::Signal;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// A holder that runs until the file `go` appears in `dir`, after marking
-/// `started` and logging its section to `log`.
+/// A holder that runs until `Hold::new(dir).go()`, logging its section
+/// to `log` in `dir`; returns once it has started.
 fn holder(server: &RedisServer, dir: &TestDir, key: &str, ttl: &str) -> RunningChild {
+    let hold = Hold::new(dir);
+    let log = dir.file("log");
     let script = format!(
-        "echo holder-start >> {log}; touch {started}; \
-         while [ ! -e {go} ]; do sleep 0.02; done; echo holder-end >> {log}",
-        log = dir.file("log").display(),
-        started = dir.file("started").display(),
-        go = dir.file("go").display(),
+        "echo holder-start >> '{}'; {}",
+        log.display(),
+        hold.script(&format!("echo holder-end >> '{}'", log.display()))
     );
-    let mut cmd = redlock(&server.url());
-    cmd.args(["--key", key, "--ttl", ttl, "--", "sh", "-c", &script]);
-    let child = spawn_piped(&mut cmd);
-    assert!(
-        wait_for_file(dir.file("started"), LONG),
-        "holder never started: {}",
-        child.stderr_now()
-    );
-    child
+    hold.spawn(&mut server.job(key).args(["--ttl", ttl]).sh(script), LONG)
 }
 
 /// A verbose waiter that logs "waiter" to `log` and marks `ran`.
@@ -37,16 +29,8 @@ fn waiter(server: &RedisServer, dir: &TestDir, key: &str, extra: &[&str]) -> Run
         log = dir.file("log").display(),
         ran = dir.file("ran").display(),
     );
-    let mut cmd = redlock(&server.url());
-    cmd.args(["-v", "--key", key]).args(extra);
-    cmd.args(["--", "sh", "-c", &script]);
-    let child = spawn_piped(&mut cmd);
-    assert!(
-        wait_until(LONG, || child.stderr_now().contains("waiting")),
-        "waiter never reported waiting: {}",
-        child.stderr_now()
-    );
-    child
+    let mut cmd = server.job(key).args(["-v"]).args(extra).sh(script);
+    spawn_waiting(&mut cmd, LONG)
 }
 
 /// Subscribers of a channel (the lock key is its release channel).
@@ -89,7 +73,7 @@ fn waiter_runs_after_the_holder_releases() {
         "waiter ran while the lock was held"
     );
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     let first = first.wait_timeout(LONG);
     let second = second.wait_timeout(LONG);
     assert_eq!(first.code, Some(0), "holder: {}", first.stderr);
@@ -148,7 +132,7 @@ fn sigterm_while_waiting_exits_143_and_leaves_nothing() {
         "redlock:{term}"
     ) == 1));
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
@@ -165,7 +149,7 @@ fn wait_runs_out_with_exit_75() {
     assert!(out.stderr.contains("busy"), "stderr: {}", out.stderr);
     assert!(dir.read("ran").is_none());
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
@@ -189,7 +173,7 @@ fn waiting_does_not_hammer_redis() {
     let tries = calls(&mut conn, "eval");
     assert!(tries <= 15, "{tries} EVALs in 3 s of waiting");
 
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
@@ -218,7 +202,7 @@ fn waiters_get_the_lock_in_order_of_arrival() {
             "waiter {n} never queued"
         );
     }
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
     for mut w in waiters {
         let out = w.wait_timeout(LONG);
@@ -252,7 +236,7 @@ fn a_waiter_that_gives_up_leaves_the_line() {
         .query(&mut server.conn())
         .unwrap();
     assert!(alive.is_empty(), "{alive:?}");
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
@@ -267,7 +251,7 @@ fn a_dead_waiter_first_in_line_does_not_stall_the_next() {
     assert!(wait_until(LONG, || queued(&server, "dead") == 2));
     doomed.signal(Signal::SIGKILL);
     doomed.wait_timeout(LONG);
-    std::fs::write(dir.file("go"), "").unwrap();
+    Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
     // The release wakes the dead one; the next notices by its own poll.
     let out = next.wait_timeout(LONG);

@@ -1,5 +1,6 @@
-//! What the man page documents, read back from `redlock-run generate man`
-//! so that tests check the documentation users copy from.
+//! What the man page and the README document, read back (the man page
+//! from `redlock-run generate man`) so that tests check the documentation
+//! users copy from.
 
 use std::time::Duration;
 
@@ -18,33 +19,44 @@ pub fn man_page_text() -> String {
         .replace(r"\\", "\\")
 }
 
-/// The rules of the man page's `redis-cli ACL SETUSER redlock on
-/// '>PASSWORD' ...` command, as redis-server `--user` arguments.
-pub fn documented_acl_rules() -> Vec<String> {
-    let page = man_page_text();
+/// The README as it is in the source tree.
+pub fn readme_text() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+}
+
+/// The words of the `redis-cli ACL SETUSER redlock on '>PASSWORD' ...`
+/// command in `text` (continued over lines ending in `\`), as written.
+pub fn acl_command_in(text: &str, what: &str) -> Vec<String> {
     let mut command = String::new();
-    for line in page
+    for line in text
         .lines()
         .skip_while(|l| !l.contains("ACL SETUSER redlock on"))
     {
-        command.push_str(line.trim_end_matches('\\'));
+        command.push_str(line.trim_end().trim_end_matches('\\'));
         command.push(' ');
-        if !line.ends_with('\\') {
+        if !line.trim_end().ends_with('\\') {
             break;
         }
     }
-    let words: Vec<&str> = command.split_whitespace().collect();
+    let words: Vec<String> = command.split_whitespace().map(String::from).collect();
     assert!(
         words.starts_with(&[
-            "redis-cli",
-            "ACL",
-            "SETUSER",
-            "redlock",
-            "on",
-            "'>PASSWORD'"
+            "redis-cli".into(),
+            "ACL".into(),
+            "SETUSER".into(),
+            "redlock".into(),
+            "on".into(),
+            "'>PASSWORD'".into()
         ]),
-        "no ACL command in the man page: {command:?}"
+        "no ACL command in the {what}: {command:?}"
     );
+    words
+}
+
+/// The rules of the man page's `redis-cli ACL SETUSER redlock on
+/// '>PASSWORD' ...` command, as redis-server `--user` arguments.
+pub fn documented_acl_rules() -> Vec<String> {
+    let words = acl_command_in(&man_page_text(), "man page");
     words[6..].iter().map(|w| w.replace('\'', "")).collect()
 }
 

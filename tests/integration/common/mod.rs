@@ -2,6 +2,7 @@
 //! helpers for running the `redlock-run` binary.
 
 mod docs;
+mod job;
 mod prom;
 mod run;
 mod server;
@@ -9,6 +10,7 @@ mod tools;
 mod topology;
 
 pub use docs::*;
+pub use job::*;
 pub use prom::*;
 pub use run::*;
 pub use server::*;

@@ -1,5 +1,5 @@
 //! Tests that need a program besides redis-server (groff, man, zsh, fish,
-//! tmux, script) skip with a note when it is missing, unless
+//! tmux, script, unshare) skip with a note when it is missing, unless
 //! `REDLOCK_TEST_REQUIRE_TOOLS=1` (set by `scripts/test.sh` and CI): then a
 //! missing tool fails the test, so that nothing passes by skipping.
 
@@ -14,17 +14,67 @@ pub fn have_tool(program: &str, package: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        let note = format!("{program} is not installed (apt-get install {package})");
-        assert!(
-            !tools_required(),
-            "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
+        skip(
+            &format!("{program} is not installed (apt-get install {package})"),
+            None,
         );
-        eprintln!("skipped: {note}");
     }
     found
+}
+
+/// Whether this test may make a private mount namespace (util-linux's
+/// `unshare -m`, which needs root). When not: a loud note saying what is
+/// `untested`, or a failure under `REDLOCK_TEST_REQUIRE_TOOLS=1`.
+pub fn can_unshare(untested: &str) -> bool {
+    if !have_tool("unshare", "util-linux") {
+        return false;
+    }
+    let permitted = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !permitted {
+        skip(
+            "unshare -m is not permitted here (needs root)",
+            Some(untested),
+        );
+    }
+    permitted
+}
+
+/// `cmd` run by `sh` in a private mount namespace after `setup` (shell
+/// text, run there first) succeeded. Check `can_unshare` before.
+pub fn unshared(setup: &str, cmd: &Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!("{setup} && exec \"$@\""))
+        .arg("sh")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
 }
 
 /// Whether a missing tool must fail the test rather than skip it.
 pub fn tools_required() -> bool {
     std::env::var("REDLOCK_TEST_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+}
+
+/// Skip with `note` (loudly when a whole area goes `untested`), or fail
+/// under `REDLOCK_TEST_REQUIRE_TOOLS=1`.
+fn skip(note: &str, untested: Option<&str>) {
+    assert!(
+        !tools_required(),
+        "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1"
+    );
+    match untested {
+        None => eprintln!("skipped: {note}"),
+        Some(what) => eprintln!("\n!!!!! SKIPPED: {note}: {what} is NOT tested !!!!!\n"),
+    }
 }
