@@ -381,8 +381,8 @@ fn a_missing_metrics_directory_is_refused_before_redis() {
 
 /// A holder with a 30 s TTL (refresh every 10 s) whose job ticks.
 fn long_holder(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
-    let run = spawn_piped(&mut job(server, key, &["--ttl", "30s"], &ticking(dir)));
-    let child = read_pid(dir, "pid");
+    let run = spawn_piped(&mut server.job(key).args(["--ttl", "30s"]).sh(ticking(dir)));
+    let child = read_pid(dir, "pid", LONG);
     // The refresher starts 20 ms in and then listens on the lock's channel.
     std::thread::sleep(Duration::from_millis(500));
     (run, child)
@@ -406,7 +406,7 @@ fn a_holder_hears_force_release_at_once_not_at_its_next_refresh() {
         started.elapsed()
     );
     // Given back after the stop: the next run gets in at once.
-    let next = run_with_timeout(&mut job(&server, "told", &["-n"], "true"), LONG);
+    let next = run_with_timeout(&mut server.job("told").args(["-n"]).sh("true"), LONG);
     assert_eq!(next.code, Some(0), "{next:?}");
 }
 
@@ -435,19 +435,19 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
     let holder = format!("echo $$ > '{pid}'; sleep 20", pid = pid.display());
     // It refreshes every 4 s: FLUSHALL goes unnoticed by it for seconds.
     let slow = ["--ttl", "5s", "--refresh", "4s", "--kill-after", "300ms"];
-    let mut holder = spawn_piped(&mut job(&server, "flushed", &slow, &holder));
-    let holder_pid = read_pid(&dir, "pid");
+    let mut holder = spawn_piped(&mut server.job("flushed").args(slow).sh(&holder));
+    let holder_pid = read_pid(&dir, "pid", LONG);
     // The waiter's job says whether the holder's job still ran when it began.
     let waiter = format!(
         "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
         log = log.display()
     );
-    let waiter = spawn_piped(&mut job(
-        &server,
-        "flushed",
-        &["--ttl", "3s", "-v"],
-        &waiter,
-    ));
+    let waiter = spawn_piped(
+        &mut server
+            .job("flushed")
+            .args(["--ttl", "3s", "-v"])
+            .sh(&waiter),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     let out = holder.wait_timeout(LONG);
@@ -467,19 +467,22 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
 fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(&mut job(
-        &server,
-        "sigstop",
-        &["--ttl", "1s"],
-        &ticking(&dir),
-    ));
-    let child = read_pid(&dir, "pid");
+    let mut run = spawn_piped(
+        &mut server
+            .job("sigstop")
+            .args(["--ttl", "1s"])
+            .sh(ticking(&dir)),
+    );
+    let child = read_pid(&dir, "pid", LONG);
     // SIGSTOP cannot be caught: COMMAND runs on, unrefreshed (the window
     // the README's safety model describes).
     run.signal(Signal::SIGSTOP);
     assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
     let other = run_with_timeout(
-        &mut job(&server, "sigstop", &["--wait", "10s"], "echo second"),
+        &mut server
+            .job("sigstop")
+            .args(["--wait", "10s"])
+            .sh("echo second"),
         LONG,
     );
     assert_eq!(other.code, Some(0), "{other:?}");
