@@ -80,7 +80,13 @@ pub struct ConnArgs {
     pub redis: Vec<String>,
 
     /// Namespace of every key this tool writes
-    #[arg(long, value_name = "PREFIX", default_value = "redlock:", global = true)]
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "redlock:",
+        global = true,
+        hide_short_help = true
+    )]
     pub prefix: String,
 
     /// Print lock events on stderr
@@ -106,15 +112,15 @@ pub struct ConnArgs {
 
     /// CA certificates (PEM) to verify rediss:// servers with, instead of
     /// the system's roots
-    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_ca: Option<PathBuf>,
 
     /// Client certificate chain (PEM) for mutual TLS; needs --tls-key
-    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_cert: Option<PathBuf>,
 
     /// Private key (PEM) of --tls-cert
-    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath)]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_key: Option<PathBuf>,
 }
 
@@ -130,7 +136,7 @@ pub struct RunArgs {
     pub ttl: Duration,
 
     /// Refresh period; must be shorter than the TTL [default: ttl / 3]
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, hide_short_help = true)]
     pub refresh: Option<Duration>,
 
     /// How long to wait for a busy lock: a duration, or `forever`; `0` tries once
@@ -162,16 +168,16 @@ pub struct RunArgs {
 
     /// Grace between SIGTERM and SIGKILL when COMMAND must be stopped;
     /// shorter than the TTL [default: 5s, or ttl / 3 if shorter]
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide_short_help = true)]
     pub kill_after: Option<Duration>,
 
     /// Keep the lock at least this long after acquiring it, even if COMMAND
     /// ends sooner (absorbs clock skew between cron hosts)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options", hide_short_help = true)]
     pub min_hold: Option<Duration>,
 
     /// Stop COMMAND if it still runs after this long; exit 124
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, help_heading = "Fleet options")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, help_heading = "Fleet options", hide_short_help = true)]
     pub max_hold: Option<Duration>,
 
     /// Let up to N holders share KEY (a counting semaphore); every holder
@@ -183,16 +189,16 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u32).range(1..=10_000),
         allow_negative_numbers = true,
         help_heading = "Fleet options"
-    )]
+    , hide_short_help = true)]
     pub limit: u32,
 
     /// Sleep a random time below DURATION before the first attempt
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Fleet options", hide_short_help = true)]
     pub random_delay: Option<Duration>,
 
     /// When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without
     /// a lock, with a warning
-    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OnUnavailable::Fail, help_heading = "Fleet options")]
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OnUnavailable::Fail, help_heading = "Fleet options", hide_short_help = true)]
     pub on_unavailable: OnUnavailable,
 
     /// After acquiring and after each refresh, require N replicas to
@@ -204,7 +210,7 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u32).range(0..=1000),
         allow_negative_numbers = true,
         help_heading = "Fleet options"
-    )]
+    , hide_short_help = true)]
     pub replicas: u32,
 
     /// Write the run's metrics for node_exporter's textfile collector into

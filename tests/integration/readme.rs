@@ -234,3 +234,56 @@ fn the_readmes_marked_examples_run() {
         );
     }
 }
+
+#[test]
+fn short_help_shows_what_a_first_user_needs_and_long_help_all() {
+    let short = run_with_timeout(redlock_bare().arg("-h"), std::time::Duration::from_secs(30));
+    assert_eq!(short.code, Some(0), "{short:?}");
+    for option in [
+        "--key",
+        "--ttl",
+        "--wait",
+        "--no-wait",
+        "--conflict-exit-code",
+        "--command",
+        "--redis",
+        "--verbose",
+        "--quiet",
+    ] {
+        assert!(
+            short.stdout.contains(option),
+            "-h lacks {option}:\n{}",
+            short.stdout
+        );
+    }
+    for option in [
+        "--min-hold",
+        "--tls-ca",
+        "--replicas",
+        "--metrics-textfile",
+        "--kill-after",
+    ] {
+        assert!(
+            !short.stdout.contains(option),
+            "-h shows {option}:\n{}",
+            short.stdout
+        );
+    }
+    assert!(short.stdout.contains("man redlock-run"), "{}", short.stdout);
+    let long = run_with_timeout(
+        redlock_bare().arg("--help"),
+        std::time::Duration::from_secs(30),
+    );
+    for option in [
+        "--min-hold",
+        "--tls-ca",
+        "--replicas",
+        "--metrics-textfile",
+        "--kill-after",
+    ] {
+        assert!(long.stdout.contains(option), "--help lacks {option}");
+    }
+    for code in ["124", "69", "70", "75", "77", "126 / 127"] {
+        assert!(long.stdout.contains(code), "--help lacks exit code {code}");
+    }
+}
