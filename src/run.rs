@@ -413,20 +413,23 @@ fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Fai
         ),
         &[field("fence", fence.parse::<i64>().ok())],
     );
-    let job = spawn(cfg, &[])?;
-    let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
-        .max_hold(cfg.max_hold)
-        .run();
-    Ok(if ended.max_hold {
-        Exit::MaxHold
-    } else {
-        ended.exit
-    })
+    run_without_lease(cfg, &[], signals, log)
 }
 
 /// `--on-unavailable run`: COMMAND without a lock (and without a fence).
 fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
-    let job = spawn(cfg, &[("REDLOCK_KEY", cfg.key.as_str())])?;
+    run_without_lease(cfg, &[("REDLOCK_KEY", cfg.key.as_str())], signals, log)
+}
+
+/// COMMAND supervised with no lease of its own to enforce (`--max-hold`
+/// still applies).
+fn run_without_lease(
+    cfg: &RunConfig,
+    env: &[(&str, &str)],
+    signals: &Signals,
+    log: &Log,
+) -> Result<Exit, Failure> {
+    let job = spawn(cfg, env)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
         .run();

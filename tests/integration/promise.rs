@@ -31,6 +31,12 @@ fn ticking(dir: &TestDir) -> String {
     )
 }
 
+/// A `ticking` job under a 1 s lock on `key`, and its pid once it runs.
+fn ticking_job(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
+    let run = spawn_piped(&mut server.job(key).args(["--ttl", "1s"]).sh(ticking(dir)));
+    (run, read_pid(dir, "pid", LONG))
+}
+
 fn ticks(dir: &TestDir) -> usize {
     dir.read("ticks").map_or(0, |t| t.lines().count())
 }
@@ -67,13 +73,7 @@ fn job_control_stops_take_the_job_with_them() {
 fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(
-        &mut server
-            .job("stopped")
-            .args(["--ttl", "1s"])
-            .sh(ticking(&dir)),
-    );
-    let child = read_pid(&dir, "pid", LONG);
+    let (mut run, child) = ticking_job(&server, &dir, "stopped");
     run.signal(Signal::SIGTSTP);
     assert!(wait_until(LONG, || state(child) == Some('T')));
     // The lock runs out in Redis while both are stopped; another holder
@@ -467,13 +467,7 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
 fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut run = spawn_piped(
-        &mut server
-            .job("sigstop")
-            .args(["--ttl", "1s"])
-            .sh(ticking(&dir)),
-    );
-    let child = read_pid(&dir, "pid", LONG);
+    let (mut run, child) = ticking_job(&server, &dir, "sigstop");
     // SIGSTOP cannot be caught: COMMAND runs on, unrefreshed (the window
     // the README's safety model describes).
     run.signal(Signal::SIGSTOP);

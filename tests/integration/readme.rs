@@ -235,6 +235,15 @@ fn the_readmes_marked_examples_run() {
     }
 }
 
+/// Options only the long help shows.
+const LONG_ONLY: [&str; 5] = [
+    "--min-hold",
+    "--tls-ca",
+    "--replicas",
+    "--metrics-textfile",
+    "--kill-after",
+];
+
 #[test]
 fn short_help_shows_what_a_first_user_needs_and_long_help_all() {
     let short = run_with_timeout(redlock_bare().arg("-h"), std::time::Duration::from_secs(30));
@@ -256,13 +265,7 @@ fn short_help_shows_what_a_first_user_needs_and_long_help_all() {
             short.stdout
         );
     }
-    for option in [
-        "--min-hold",
-        "--tls-ca",
-        "--replicas",
-        "--metrics-textfile",
-        "--kill-after",
-    ] {
+    for option in LONG_ONLY {
         assert!(
             !short.stdout.contains(option),
             "-h shows {option}:\n{}",
@@ -274,13 +277,7 @@ fn short_help_shows_what_a_first_user_needs_and_long_help_all() {
         redlock_bare().arg("--help"),
         std::time::Duration::from_secs(30),
     );
-    for option in [
-        "--min-hold",
-        "--tls-ca",
-        "--replicas",
-        "--metrics-textfile",
-        "--kill-after",
-    ] {
+    for option in LONG_ONLY {
         assert!(long.stdout.contains(option), "--help lacks {option}");
     }
     for code in ["124", "69", "70", "75", "77", "126 / 127"] {
