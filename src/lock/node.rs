@@ -246,10 +246,8 @@ fn describe(e: RedisError) -> anyhow::Error {
         );
     }
     let message = e.to_string();
-    anyhow!(crate::secrets::untrusted(&format!(
-        "{message}{}",
-        hint(&message)
-    )))
+    // The server's words are cut, our hint is not: it says what to fix.
+    anyhow!("{}{}", crate::secrets::untrusted(&message), hint(&message))
 }
 
 /// What to do about the usual refusals.
