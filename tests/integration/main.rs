@@ -21,6 +21,7 @@ mod readme;
 mod redlock;
 mod run;
 mod scripts;
+mod sentinel;
 mod tls;
 mod topology_harness;
 mod wait;
