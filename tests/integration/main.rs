@@ -8,6 +8,7 @@ mod acl;
 mod admin;
 mod auth;
 mod chaos;
+mod cluster;
 mod faults;
 mod fleet;
 mod generated;
