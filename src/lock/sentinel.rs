@@ -101,21 +101,22 @@ fn ask(
             }
         }
     }
-    let error = match (unknown.is_empty(), failed.is_empty()) {
-        (false, _) => anyhow!(
-            "service '{}' is unknown to the sentinels that answered ({}){}",
-            target.service,
-            unknown.join(", "),
-            match failed.is_empty() {
-                true => String::new(),
-                false => format!("; no answer from {}", failed.join("; ")),
-            }
-        ),
-        (true, _) => anyhow!(
+    let error = if unknown.is_empty() {
+        anyhow!(
             "no sentinel answered for service '{}' ({})",
             target.service,
             failed.join("; ")
-        ),
+        )
+    } else {
+        let others = match failed.is_empty() {
+            true => String::new(),
+            false => format!("; no answer from {}", failed.join("; ")),
+        };
+        anyhow!(
+            "service '{}' is unknown to the sentinels that answered ({}){others}",
+            target.service,
+            unknown.join(", ")
+        )
     };
     // An unknown SERVICE is unavailable (exit 69) like a dead sentinel: a
     // sentinel that just restarted may not know it yet.

@@ -49,7 +49,8 @@ pub(crate) fn assert_sections_apart(log: &Path) -> HashMap<String, (u128, u128)>
 
 /// Workers that run `make(id)` until `stop`, each run's exit code checked
 /// against the section log: the job's 0, a lost lock (70), or, only when
-/// its job never started, unavailable (69). Returns the runs that exited 0.
+/// its job never started, unavailable (69). `ok` counts the runs that
+/// exited 0.
 pub(crate) fn contend_until(
     workers: usize,
     stop: &AtomicBool,
