@@ -44,7 +44,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N')
             [CompletionResult]::new('--random-delay', '--random-delay', [CompletionResultType]::ParameterName, 'Sleep a random time below DURATION before the first attempt')
             [CompletionResult]::new('--on-unavailable', '--on-unavailable', [CompletionResultType]::ParameterName, 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning')
-            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]')
             [CompletionResult]::new('--metrics-textfile', '--metrics-textfile', [CompletionResultType]::ParameterName, 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')

@@ -41,7 +41,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --limit 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N'
             cand --random-delay 'Sleep a random time below DURATION before the first attempt'
             cand --on-unavailable 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning'
-            cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only'
+            cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]'
             cand --metrics-textfile 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'

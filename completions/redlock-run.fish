@@ -44,7 +44,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let u
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d 'Sleep a random time below DURATION before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); one --redis only' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'

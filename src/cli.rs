@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
 
 use crate::exit::Exit;
+use crate::lock::Replicas;
 use crate::log::Format;
 
 const EXAMPLES: &str = "\
@@ -202,16 +203,17 @@ pub struct RunArgs {
     pub on_unavailable: OnUnavailable,
 
     /// After acquiring and after each refresh, require N replicas to
-    /// confirm the write (WAIT); one --redis only
+    /// confirm the write (WAIT); `auto`: one when the primary has any
+    /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(
         long,
-        value_name = "N",
-        default_value_t = 0,
-        value_parser = clap::value_parser!(u32).range(0..=1000),
+        value_name = "N|auto",
+        value_parser = parse_replicas,
         allow_negative_numbers = true,
-        help_heading = "Fleet options"
-    , hide_short_help = true)]
-    pub replicas: u32,
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub replicas: Option<Replicas>,
 
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
@@ -321,6 +323,17 @@ fn parse_wait(value: &str) -> Result<Wait, String> {
         "forever" | "inf" | "infinity" => Ok(Wait::Forever),
         "0" => Ok(Wait::For(Duration::ZERO)),
         other => parse_duration(other).map(Wait::For),
+    }
+}
+
+/// `--replicas`: `auto`, or a number of replicas from 0 to 1000.
+fn parse_replicas(value: &str) -> Result<Replicas, String> {
+    if value.trim() == "auto" {
+        return Ok(Replicas::Auto);
+    }
+    match value.trim().parse::<u32>() {
+        Ok(n) if n <= 1000 => Ok(Replicas::Exactly(n)),
+        _ => Err("expected auto, or a number of replicas from 0 to 1000".into()),
     }
 }
 

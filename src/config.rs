@@ -12,7 +12,9 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
-use crate::lock::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
+use crate::lock::{
+    distinct, endpoint, prefix_fits_cluster, with_tls, Endpoint, Replicas, TlsFiles,
+};
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
 /// Re-exported for the log: text is scrubbed of passwords at the last step.
@@ -60,8 +62,8 @@ pub struct RunConfig {
     /// Sleep up to this long before the first attempt.
     pub random_delay: Option<Duration>,
     pub on_unavailable: OnUnavailable,
-    /// Replicas that must confirm each write (0: none).
-    pub replicas: u32,
+    /// Replicas that must confirm each write.
+    pub replicas: Replicas,
     /// `--metrics-textfile`: where the run's metrics go.
     pub metrics: Option<Metrics>,
 }
@@ -76,8 +78,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
             .filter(|v| !v.trim().is_empty())
             .map(|v| (*var, v))
     }) {
-        let urls = value.split(',').map(|u| u.trim().to_string()).collect();
-        (urls, format!("${var}"))
+        (split_urls(&value), format!("${var}"))
     } else {
         (vec![DEFAULT_URL.to_string()], "the default URL".to_string())
     };
@@ -102,6 +103,13 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         key: args.tls_key.as_deref(),
     };
     let endpoints = with_tls(endpoints, files).map_err(usage)?;
+    if endpoints.iter().any(Endpoint::is_cluster) && !prefix_fits_cluster(&args.prefix) {
+        return Err(usage(format!(
+            "invalid value {:?} for '--prefix <PREFIX>': its first '{{' is followed by '}}', an \
+             empty hash tag, so a lock's keys could not share one Redis Cluster slot",
+            args.prefix
+        )));
+    }
     if args.prefix.chars().any(char::is_control) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': must not contain control characters",
@@ -119,6 +127,32 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         verbosity,
         log_format: args.log_format,
     })
+}
+
+/// The URLs of `$REDLOCK_REDIS_URL`: split at each comma that begins a
+/// new URL (`,SCHEME://`); any other comma belongs to the host list of a
+/// Sentinel or Cluster URL (`redis+sentinel://h1,h2/mymaster`).
+fn split_urls(value: &str) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for piece in value.split(',') {
+        let starts_url = piece
+            .trim_start()
+            .split_once("://")
+            .is_some_and(|(scheme, _)| {
+                !scheme.is_empty()
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            });
+        match urls.last_mut() {
+            Some(last) if !starts_url => {
+                last.push(',');
+                last.push_str(piece.trim_end());
+            }
+            _ => urls.push(piece.trim().to_string()),
+        }
+    }
+    urls
 }
 
 /// The run mode's options, checked against each other and the servers.
@@ -144,13 +178,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         (false, Wait::Forever) => None,
     };
     let (argv, display) = command(args.command_line, args.args)?;
-    if args.replicas > 0 && conn.endpoints.len() > 1 {
-        return Err(usage(format!(
-            "invalid value '{}' for '--replicas <N>': only with one --redis server; with several, \
-             Redlock's independent masters take the place of replication",
-            args.replicas
-        )));
-    }
+    let replicas = replicas(args.replicas, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -163,7 +191,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         limit: args.limit,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
         on_unavailable: args.on_unavailable,
-        replicas: args.replicas,
+        replicas,
         metrics,
     })
 }
@@ -205,6 +233,24 @@ fn command(
     Ok((argv, display))
 }
 
+/// `--replicas`, checked against the servers: a number of replicas with
+/// several plain servers is refused (independent masters take the place
+/// of replication); Sentinel and Cluster nodes each wait for their own.
+fn replicas(given: Option<Replicas>, conn: &Conn) -> Result<Replicas, clap::Error> {
+    let replicas = given.unwrap_or_default();
+    let plain = conn.endpoints.iter().any(|e| !e.is_topology());
+    if let Replicas::Exactly(n @ 1..) = replicas {
+        if conn.endpoints.len() > 1 && plain {
+            return Err(usage(format!(
+                "invalid value '{n}' for '--replicas <N|auto>': only with one --redis server, or \
+                 with Sentinel and Cluster URLs only; with several plain servers, Redlock's \
+                 independent masters take the place of replication"
+            )));
+        }
+    }
+    Ok(replicas)
+}
+
 fn wait_duration(wait: Wait) -> Option<Duration> {
     match wait {
         Wait::For(d) => Some(d),
@@ -224,4 +270,26 @@ fn invalid(e: timing::Invalid) -> clap::Error {
 
 fn usage(message: String) -> clap::Error {
     Cli::command().error(ErrorKind::ValueValidation, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_urls;
+
+    #[test]
+    fn environment_urls_split_where_a_new_url_begins() {
+        assert_eq!(
+            split_urls("redis://a:1, redis://b:2,redis://c:3"),
+            ["redis://a:1", "redis://b:2", "redis://c:3"]
+        );
+        assert_eq!(
+            split_urls("redis+sentinel://s1,s2:26380/m,redis+cluster://c1:7000,c2:7001,redis://x"),
+            [
+                "redis+sentinel://s1,s2:26380/m",
+                "redis+cluster://c1:7000,c2:7001",
+                "redis://x"
+            ]
+        );
+        assert_eq!(split_urls("redis://h"), ["redis://h"]);
+    }
 }

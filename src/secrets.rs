@@ -44,8 +44,31 @@ fn userinfo(url: &str) -> Option<UserInfo<'_>> {
     })
 }
 
-/// A URL with the password of its user-info part replaced by `***`.
+/// Where the value of a `sentinel_password=` query option is in `url`
+/// (a Sentinel URL's password for the sentinels themselves).
+fn query_password(url: &str) -> Option<std::ops::Range<usize>> {
+    let query = url.find('?')? + 1;
+    let mut at = query;
+    for pair in url[query..].split('&') {
+        if let Some(value) = pair.strip_prefix("sentinel_password=") {
+            let start = at + "sentinel_password=".len();
+            return Some(start..start + value.len());
+        }
+        at += pair.len() + 1;
+    }
+    None
+}
+
+/// A URL with its passwords (of the user-info part, and of a
+/// `sentinel_password=` query option) replaced by `***`.
 pub fn redact(url: &str) -> String {
+    let url = match query_password(url) {
+        Some(range) if !range.is_empty() => {
+            format!("{}***{}", &url[..range.start], &url[range.end..])
+        }
+        _ => url.to_string(),
+    };
+    let url = url.as_str();
     let Some(info) = userinfo(url) else {
         return url.to_string();
     };
@@ -68,17 +91,18 @@ fn secrets() -> std::sync::MutexGuard<'static, Vec<String>> {
 
 /// Note the password of `url` so that [`scrub`] can remove it from any text.
 pub fn remember(url: &str) {
-    let Some(info) = userinfo(url) else {
-        return;
-    };
-    if info.password.is_empty() {
-        return;
-    }
-    let mut secrets = secrets();
-    secrets.push(info.password.to_string());
-    // Percent-decoded form too: that is what the client sends and may echo.
-    if let Ok(decoded) = percent_decode_str(info.password).decode_utf8() {
-        secrets.push(decoded.into_owned());
+    let from_query = query_password(url).map(|range| &url[range]);
+    let from_userinfo = userinfo(url).map(|info| info.password);
+    for password in [from_userinfo, from_query].into_iter().flatten() {
+        if password.is_empty() {
+            continue;
+        }
+        let mut secrets = secrets();
+        secrets.push(password.to_string());
+        // Percent-decoded form too: that is what the client sends and may echo.
+        if let Ok(decoded) = percent_decode_str(password).decode_utf8() {
+            secrets.push(decoded.into_owned());
+        }
     }
 }
 
@@ -140,6 +164,14 @@ mod tests {
         assert_eq!(redact("rediss://u:p@ss@h"), "rediss://u:***@h");
         assert_eq!(redact("redis://@h"), "redis://@h");
         assert_eq!(redact("unix:///tmp/x.sock"), "unix:///tmp/x.sock");
+        assert_eq!(
+            redact("redis+sentinel://u:pw@h1,h2/m?sentinel_username=s&sentinel_password=sp"),
+            "redis+sentinel://u:***@h1,h2/m?sentinel_username=s&sentinel_password=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h/m?sentinel_password=a@b"),
+            "redis+sentinel://h/m?sentinel_password=***"
+        );
     }
 
     #[test]

@@ -11,9 +11,45 @@ use crate::secrets::{redact, scrub};
 /// One Redis server, with the form of its URL that is safe to print.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
-    pub(super) info: ConnectionInfo,
-    /// The URL with its password replaced by `***`.
+    pub(super) target: Target,
+    /// The URL with its passwords replaced by `***`.
     pub shown: String,
+    /// The CA and client certificate of `--tls-*`, for TLS connections to
+    /// nodes found at run time (cluster nodes).
+    pub(super) tls: Option<Certificates>,
+}
+
+/// What an endpoint names.
+#[derive(Debug, Clone)]
+pub(super) enum Target {
+    /// One server: `redis://`, `rediss://`, `redis+unix://`, `unix://`.
+    Plain(ConnectionInfo),
+    /// The master of a service, found through its sentinels.
+    Sentinel(SentinelTarget),
+    /// A Redis Cluster, found through its seed nodes.
+    Cluster(Vec<ConnectionInfo>),
+}
+
+/// `redis+sentinel://[user:password@]HOST[:PORT][,...]/SERVICE[/DB][?...]`.
+#[derive(Debug, Clone)]
+pub(super) struct SentinelTarget {
+    /// The sentinels, with the `sentinel_username`/`sentinel_password`
+    /// of the query.
+    pub sentinels: Vec<ConnectionInfo>,
+    pub service: String,
+    /// The data nodes' user, password, database and TLS settings; its
+    /// address is replaced by the master's.
+    pub data: ConnectionInfo,
+}
+
+/// `--tls-*` files, read; `TlsCertificates` has no `Debug`.
+#[derive(Clone)]
+pub(super) struct Certificates(pub redis::TlsCertificates);
+
+impl std::fmt::Debug for Certificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Certificates")
+    }
 }
 
 /// The TLS files of `--tls-ca`, `--tls-cert` and `--tls-key`.
@@ -24,31 +60,183 @@ pub struct TlsFiles<'a> {
     pub key: Option<&'a Path>,
 }
 
-/// Parse one `redis://`, `rediss://`, `redis+unix://` or `unix://` URL.
+/// The schemes `endpoint` accepts, for error messages.
+const SCHEMES: &str = "expected redis://, rediss://, redis+unix://, unix://, \
+    redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://";
+
+/// The default port of a sentinel.
+const SENTINEL_PORT: u16 = 26379;
+
+/// Parse one URL: a server, a Sentinel service, or a Cluster's seeds.
 pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     let scheme = url.split("://").next().unwrap_or_default();
-    if !url.contains("://") || !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
-        return Err("expected redis://, rediss://, redis+unix:// or unix://".into());
-    }
+    let target = match (url.contains("://"), scheme) {
+        (true, "redis" | "rediss" | "redis+unix" | "unix") => Target::Plain(plain(url)?),
+        (true, "redis+sentinel" | "rediss+sentinel") => Target::Sentinel(sentinel(url)?),
+        (true, "redis+cluster" | "rediss+cluster") => Target::Cluster(cluster(url)?),
+        _ => return Err(SCHEMES.into()),
+    };
+    Ok(Endpoint {
+        target,
+        shown: redact(url),
+        tls: None,
+    })
+}
+
+/// One server's URL as redis-rs reads it, checked.
+fn plain(url: &str) -> Result<ConnectionInfo, String> {
+    let scheme = url.split("://").next().unwrap_or_default();
     if matches!(scheme, "redis" | "rediss") {
         check_port(url)?;
     }
     let info = url
         .into_connection_info()
         .map_err(|e| scrub(&e.to_string()))?;
-    let db = info.redis_settings().db();
+    check_db(info.redis_settings().db())?;
+    // CLIENT SETINFO would cost a round trip on every connect for nothing.
+    let redis = info.redis_settings().clone().set_skip_set_lib_name();
+    Ok(info.set_redis_settings(redis))
+}
+
+fn check_db(db: i64) -> Result<(), String> {
     if !(0..=i64::from(i32::MAX)).contains(&db) {
         return Err(format!(
             "database {db} is out of range: 0 to {} (and below the server's 'databases')",
             i32::MAX
         ));
     }
-    // CLIENT SETINFO would cost a round trip on every connect for nothing.
-    let redis = info.redis_settings().clone().set_skip_set_lib_name();
-    Ok(Endpoint {
-        info: info.set_redis_settings(redis),
-        shown: redact(url),
+    Ok(())
+}
+
+/// A URL with several hosts, cut into its parts.
+struct Parts<'a> {
+    /// `redis` or `rediss`: the scheme of each node.
+    scheme: &'static str,
+    userinfo: Option<&'a str>,
+    hosts: Vec<&'a str>,
+    /// After the hosts, without the leading `/`.
+    path: &'a str,
+    query: &'a str,
+}
+
+fn parts(url: &str) -> Result<Parts<'_>, String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or_default();
+    let scheme = match scheme.starts_with("rediss") {
+        true => "rediss",
+        false => "redis",
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (userinfo, hosts) = match rest[..end].rsplit_once('@') {
+        Some((info, hosts)) => (Some(info), hosts),
+        None => (None, &rest[..end]),
+    };
+    let (path, query) = rest[end..].split_once('?').unwrap_or((&rest[end..], ""));
+    let hosts: Vec<&str> = hosts.split(',').collect();
+    if hosts.iter().any(|h| h.trim().is_empty()) {
+        return Err("a host is missing: give HOST[:PORT][,HOST[:PORT]...]".into());
+    }
+    Ok(Parts {
+        scheme,
+        userinfo,
+        hosts,
+        path: path.strip_prefix('/').unwrap_or(path),
+        query,
     })
+}
+
+/// `HOST[:PORT]` with `port` added when it has none.
+fn with_port(host: &str, port: u16) -> String {
+    let has_port = match host.rfind(']') {
+        Some(close) => host[close..].contains(':'),
+        None => host.contains(':'),
+    };
+    match has_port {
+        true => host.to_string(),
+        false => format!("{host}:{port}"),
+    }
+}
+
+/// One node of a multi-host URL, as a plain URL of its own.
+fn node(
+    parts: &Parts,
+    host: &str,
+    port: u16,
+    userinfo: bool,
+    db: i64,
+) -> Result<ConnectionInfo, String> {
+    let info = match (userinfo, parts.userinfo) {
+        (true, Some(info)) => format!("{info}@"),
+        _ => String::new(),
+    };
+    plain(&format!(
+        "{}://{info}{}/{db}",
+        parts.scheme,
+        with_port(host, port)
+    ))
+}
+
+fn sentinel(url: &str) -> Result<SentinelTarget, String> {
+    let parts = parts(url)?;
+    let (service, db) = match parts.path.split_once('/') {
+        Some((service, db)) => (service, db),
+        None => (parts.path, ""),
+    };
+    if service.is_empty() {
+        return Err("the SERVICE is missing: redis+sentinel://HOST[:PORT][,...]/SERVICE".into());
+    }
+    let db = match db {
+        "" => 0,
+        db => db
+            .parse::<i64>()
+            .map_err(|_| format!("'{db}' is not a database number"))?,
+    };
+    let (mut user, mut password) = (None, None);
+    for (name, value) in url::form_urlencoded::parse(parts.query.as_bytes()) {
+        match name.as_ref() {
+            "sentinel_username" => user = Some(value.into_owned()),
+            "sentinel_password" => password = Some(value.into_owned()),
+            other => {
+                return Err(format!(
+                    "unknown option '{other}' (known: sentinel_username, sentinel_password)"
+                ))
+            }
+        }
+    }
+    let sentinels = parts
+        .hosts
+        .iter()
+        .map(|host| {
+            let info = node(&parts, host, SENTINEL_PORT, false, 0)?;
+            let mut settings = info.redis_settings().clone();
+            if let Some(user) = &user {
+                settings = settings.set_username(user);
+            }
+            if let Some(password) = &password {
+                settings = settings.set_password(password);
+            }
+            Ok(info.set_redis_settings(settings))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(SentinelTarget {
+        sentinels,
+        service: service.to_string(),
+        data: node(&parts, "127.0.0.1", 6379, true, db)?,
+    })
+}
+
+fn cluster(url: &str) -> Result<Vec<ConnectionInfo>, String> {
+    let parts = parts(url)?;
+    if !parts.path.is_empty() && parts.path != "0" {
+        return Err("a Redis Cluster has database 0 only: remove the path".into());
+    }
+    if !parts.query.is_empty() {
+        return Err("redis+cluster:// takes no query options".into());
+    }
+    parts
+        .hosts
+        .iter()
+        .map(|host| node(&parts, host, 6379, true, 0))
+        .collect()
 }
 
 /// A port the URL parser would only call "did not parse": say why.
@@ -65,25 +253,90 @@ fn check_port(url: &str) -> Result<(), String> {
 }
 
 impl Endpoint {
+    /// One server found through this endpoint (a master, a Cluster
+    /// primary), shown as this endpoint plus its address.
+    pub(super) fn plain(&self, info: ConnectionInfo) -> Endpoint {
+        let at = match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                format!(" ({host}:{port})")
+            }
+            _ => String::new(),
+        };
+        Endpoint {
+            target: Target::Plain(info),
+            shown: format!("{}{at}", self.shown),
+            tls: self.tls.clone(),
+        }
+    }
+
+    /// Every connection this endpoint names up front: the server, the
+    /// sentinels and the data-node template, or the seeds.
+    fn infos_mut(&mut self) -> Vec<&mut ConnectionInfo> {
+        match &mut self.target {
+            Target::Plain(info) => vec![info],
+            Target::Sentinel(s) => s.sentinels.iter_mut().chain([&mut s.data]).collect(),
+            Target::Cluster(seeds) => seeds.iter_mut().collect(),
+        }
+    }
+
     fn is_tls(&self) -> bool {
-        matches!(self.info.addr(), ConnectionAddr::TcpTls { .. })
+        let first = match &self.target {
+            Target::Plain(info) => info,
+            Target::Sentinel(s) => &s.data,
+            Target::Cluster(seeds) => match seeds.first() {
+                Some(info) => info,
+                None => return false,
+            },
+        };
+        matches!(first.addr(), ConnectionAddr::TcpTls { .. })
+    }
+
+    /// Whether this endpoint is a Sentinel service or a Cluster: where
+    /// `--replicas auto` is the default.
+    pub fn is_topology(&self) -> bool {
+        !matches!(self.target, Target::Plain(_))
+    }
+
+    /// Whether this endpoint is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
     }
 
     /// What makes two endpoints the same server and database: scheme,
-    /// host (case-insensitive), port and db, or socket path and db.
+    /// host (case-insensitive), port and db, or socket path and db; the
+    /// same sentinels and service; the same seeds.
     fn identity(&self) -> String {
-        let db = self.info.redis_settings().db();
-        match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                format!("redis {} {port} {db}", host.to_lowercase())
+        match &self.target {
+            Target::Plain(info) => address(info),
+            Target::Sentinel(s) => {
+                let mut hosts: Vec<String> = s.sentinels.iter().map(address).collect();
+                hosts.sort();
+                format!(
+                    "sentinel {} {} {}",
+                    s.service,
+                    s.data.redis_settings().db(),
+                    hosts.join(",")
+                )
             }
-            ConnectionAddr::TcpTls { host, port, .. } => {
-                format!("rediss {} {port} {db}", host.to_lowercase())
+            Target::Cluster(seeds) => {
+                let mut hosts: Vec<String> = seeds.iter().map(address).collect();
+                hosts.sort();
+                format!("cluster {}", hosts.join(","))
             }
-            ConnectionAddr::Unix(path) => format!("unix {} {db}", path.display()),
-            // Not made by `endpoint`: never equal to another.
-            other => format!("{other:?}"),
         }
+    }
+}
+
+fn address(info: &ConnectionInfo) -> String {
+    let db = info.redis_settings().db();
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) => format!("redis {} {port} {db}", host.to_lowercase()),
+        ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("rediss {} {port} {db}", host.to_lowercase())
+        }
+        ConnectionAddr::Unix(path) => format!("unix {} {db}", path.display()),
+        // Not made by `endpoint`: never equal to another.
+        other => format!("{other:?}"),
     }
 }
 
@@ -130,22 +383,23 @@ pub fn with_tls(endpoints: Vec<Endpoint>, files: TlsFiles) -> Result<Vec<Endpoin
     };
     endpoints
         .into_iter()
-        .map(|endpoint| {
+        .map(|mut endpoint| {
             if !endpoint.is_tls() {
                 return Ok(endpoint);
             }
-            let client = redis::Client::build_with_tls(endpoint.info.clone(), certificates.clone())
-                .map_err(|e| {
-                    format!(
-                        "invalid TLS settings for '{}': {}",
-                        endpoint.shown,
-                        scrub(&e.to_string())
-                    )
-                })?;
-            Ok(Endpoint {
-                info: client.get_connection_info().clone(),
-                shown: endpoint.shown,
-            })
+            let shown = endpoint.shown.clone();
+            for info in endpoint.infos_mut() {
+                let client = redis::Client::build_with_tls(info.clone(), certificates.clone())
+                    .map_err(|e| {
+                        format!(
+                            "invalid TLS settings for '{shown}': {}",
+                            scrub(&e.to_string())
+                        )
+                    })?;
+                *info = client.get_connection_info().clone();
+            }
+            endpoint.tls = Some(Certificates(certificates.clone()));
+            Ok(endpoint)
         })
         .collect()
 }

@@ -33,13 +33,28 @@ impl Node {
     }
 
     /// The names (KEY, not `P{KEY}`) of every lock under `prefix` on this
-    /// node, found with SCAN (KEYS would block the server): plain locks
-    /// `P{KEY}` and semaphores `P{KEY}:limit`, both strings. Holder, fence
-    /// and holder-set keys never match: the pattern ends with the closing
-    /// brace or the `t` of `:limit`. Names that this tool could not have
-    /// written are skipped.
+    /// node, or on every primary of a Cluster.
     pub fn scan_locks(&mut self, prefix: &str) -> NodeResult<Vec<String>> {
-        let pattern = format!("{}{{*[}}t]", glob_escape(prefix));
+        let Some(primaries) = self.primaries()? else {
+            return self.scan_here(prefix);
+        };
+        let mut names = Vec::new();
+        for mut primary in primaries {
+            names.extend(primary.scan_here(prefix)?);
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// The locks on this one server, found with SCAN (KEYS would block
+    /// the server): plain locks `P{KEY}` and semaphores `P{KEY}:limit`
+    /// (`P}{~KEY}` for a KEY that begins with `}`), all strings. Holder,
+    /// fence and holder-set keys never match: the pattern ends with the
+    /// closing brace or the `t` of `:limit`. Names that this tool could
+    /// not have written are skipped.
+    fn scan_here(&mut self, prefix: &str) -> NodeResult<Vec<String>> {
+        let pattern = format!("{}[{{}}]*[}}t]", glob_escape(prefix));
         let mut names = Vec::new();
         let mut cursor: u64 = 0;
         loop {
@@ -81,11 +96,19 @@ fn glob_escape(prefix: &str) -> String {
 /// characters: not written by this tool, skipped.
 fn lock_name(prefix: &str, raw: &[u8]) -> Option<String> {
     let key = std::str::from_utf8(raw).ok()?;
-    let inner = key.strip_prefix(prefix)?.strip_prefix('{')?;
+    let rest = key.strip_prefix(prefix)?;
+    // `P}{~KEY}` is the form of a KEY that begins with `}` (see LockKeys).
+    let (inner, moved) = match rest.strip_prefix("}{~") {
+        Some(inner) => (inner, true),
+        None => (rest.strip_prefix('{')?, false),
+    };
     let name = inner
         .strip_suffix('}')
         .or_else(|| inner.strip_suffix("}:limit"))?;
-    if name.is_empty() || name.chars().any(char::is_control) {
+    if name.is_empty()
+        || name.chars().any(char::is_control)
+        || moved != (name.starts_with('}') && !prefix.contains('{'))
+    {
         return None;
     }
     Some(name.to_string())
@@ -115,6 +138,10 @@ mod tests {
         assert_eq!(lock_name("p:", b"q:{a}"), None);
         assert_eq!(lock_name("p:", b"p:{a\x01}"), None);
         assert_eq!(lock_name("p:", b"p:{\xff}"), None);
+        assert_eq!(lock_name("p:", b"p:}{~}x}").as_deref(), Some("}x"));
+        assert_eq!(lock_name("p:", b"p:}{~}x}:limit").as_deref(), Some("}x"));
+        assert_eq!(lock_name("p:", b"p:}{~x}"), None);
+        assert_eq!(lock_name("p:", b"p:{}x}"), None);
     }
 
     #[test]

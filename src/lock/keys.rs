@@ -16,8 +16,17 @@ pub struct LockKeys {
 }
 
 impl LockKeys {
+    /// The keys of KEY under `prefix`: `P{K}`, and `P{K}:...` beside it,
+    /// all in the Redis Cluster slot of the hash tag `{K}`. When that tag
+    /// would be empty (KEY begins with `}`: `P{}x}`), Redis would hash
+    /// each whole key and scatter them, so such a lock is `P}{~K}` (all in
+    /// the slot of the tag `~`): never the form of another KEY, which
+    /// always follows the prefix with `{`.
     pub fn new(prefix: &str, key: &str) -> LockKeys {
-        let lock = format!("{prefix}{{{key}}}");
+        let mut lock = format!("{prefix}{{{key}}}");
+        if hash_tag(&lock) == Some("") && !prefix.contains('{') {
+            lock = format!("{prefix}}}{{~{key}}}");
+        }
         LockKeys {
             holder: format!("{lock}:holder"),
             fence: format!("{lock}:fence"),
@@ -26,6 +35,11 @@ impl LockKeys {
             waiters: format!("{lock}:waiters"),
             lock,
         }
+    }
+
+    /// The Redis Cluster slot of every key of this lock.
+    pub fn slot(&self) -> u16 {
+        slot(&self.lock)
     }
 
     /// KEYS of every script, in the order `scripts.rs` documents.
@@ -45,6 +59,41 @@ impl LockKeys {
     pub fn wake_channel(&self, token: &str) -> String {
         format!("{}:wake:{token}", self.lock)
     }
+}
+
+/// The hash tag of a Redis key: between its first `{` and the first `}`
+/// after it. `Some("")` is the empty tag, which Redis ignores.
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let len = key[open + 1..].find('}')?;
+    Some(&key[open + 1..open + 1 + len])
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or
+/// of the whole key when it has none, modulo 16384.
+pub fn slot(key: &str) -> u16 {
+    let hashed = match hash_tag(key) {
+        Some(tag) if !tag.is_empty() => tag,
+        _ => key,
+    };
+    let mut crc: u16 = 0;
+    for byte in hashed.bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = match crc & 0x8000 {
+                0 => crc << 1,
+                _ => (crc << 1) ^ 0x1021,
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// Whether every lock under `prefix` can keep its keys in one Cluster
+/// slot: not when the prefix's first `{` is followed by `}` (an empty
+/// hash tag, whatever KEY is).
+pub fn prefix_fits_cluster(prefix: &str) -> bool {
+    hash_tag(prefix) != Some("")
 }
 
 /// What the holder record says about us.
@@ -73,5 +122,24 @@ mod tests {
         assert_eq!(k.fence, "redlock:{a b}:fence");
         assert_eq!(k.holders, "redlock:{a b}:holders");
         assert_eq!(k.limit, "redlock:{a b}:limit");
+    }
+
+    #[test]
+    fn every_key_of_a_lock_shares_one_slot() {
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        for key in ["}x", "a{b}c", "{", "}", "}}", "{}", "x", "a b"] {
+            let k = LockKeys::new("redlock:", key);
+            let all = k.all();
+            assert!(
+                all.iter().all(|name| slot(name) == k.slot()),
+                "{key}: {all:?}"
+            );
+            assert!(hash_tag(&k.lock).is_some_and(|t| !t.is_empty()), "{key}");
+        }
+        assert_eq!(LockKeys::new("redlock:", "}x").lock, "redlock:}{~}x}");
+        assert_eq!(LockKeys::new("redlock:", "a{b}c").lock, "redlock:{a{b}c}");
+        assert!(!prefix_fits_cluster("a{}:"));
+        assert!(prefix_fits_cluster("a{b}:"));
     }
 }

@@ -11,10 +11,13 @@
 //! - `node`: one connection: connect, query, eval, subscribe; failure kinds.
 //! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
 //! - `inspect`: reading and deleting locks by hand.
+//! - `sentinel`: finding the master of a Sentinel service.
+//! - `cluster`: a Redis Cluster: routing, its primaries.
 //! - `quorum`: N servers (Redlock): majority, validity, fan-out; one
 //!   server is a quorum of one.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 
+mod cluster;
 mod dial;
 mod endpoint;
 mod inspect;
@@ -24,10 +27,11 @@ mod node;
 mod quorum;
 mod reply;
 mod scripts;
+mod sentinel;
 pub mod timing;
 
 pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
-pub use keys::{Holder, LockKeys};
+pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use node::{Fault, NodeError, Wakeups};
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot};

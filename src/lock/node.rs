@@ -6,9 +6,10 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use redis::{Connection, FromRedisValue, RedisError, Value};
+use redis::cluster::ClusterConnection;
+use redis::{Connection, ConnectionInfo, FromRedisValue, RedisError, Value};
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, Target};
 use super::keys::LockKeys;
 use crate::secrets::scrub;
 
@@ -60,11 +61,25 @@ pub type NodeResult<T> = Result<T, NodeError>;
 pub struct Node {
     endpoint: Endpoint,
     timeout: Duration,
-    conn: Option<Connection>,
+    conn: Option<Link>,
+    /// Behind sentinels: the master the current connection goes to.
+    master: Option<ConnectionInfo>,
     /// The current connection has answered at least once.
     answered: bool,
-    /// Any connection to this node ever answered.
+    /// Any connection to this node ever answered (a sentinel included).
     ever_answered: bool,
+}
+
+/// An open connection: to one server, or to a whole Cluster.
+enum Link {
+    Plain(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+/// Why a command got no reply: no connection, or the reply was an error.
+enum Failed {
+    Connect(NodeError),
+    Redis(RedisError),
 }
 
 impl Node {
@@ -74,6 +89,7 @@ impl Node {
             endpoint,
             timeout,
             conn: None,
+            master: None,
             answered: false,
             ever_answered: false,
         }
@@ -94,34 +110,102 @@ impl Node {
         self.ever_answered
     }
 
-    fn connection(&mut self) -> Result<&mut Connection, RedisError> {
+    /// Whether this node is a Sentinel service or a Cluster.
+    pub(super) fn is_topology(&self) -> bool {
+        self.endpoint.is_topology()
+    }
+
+    /// Connect if not connected: behind sentinels, find the master first
+    /// (again on every reconnect, as the Sentinel client guidelines say).
+    fn connect(&mut self) -> Result<&mut Link, Failed> {
         if self.conn.is_none() {
-            let conn = super::dial::connect(&self.endpoint.info, self.timeout)?;
+            let link = match &mut self.endpoint.target {
+                Target::Plain(info) => {
+                    Link::Plain(super::dial::connect(info, self.timeout).map_err(Failed::Redis)?)
+                }
+                Target::Sentinel(target) => {
+                    let found = super::sentinel::master(target, self.timeout, &self.endpoint.shown);
+                    self.ever_answered |= found.sentinel_answered;
+                    let (conn, master) = found.result.map_err(Failed::Connect)?;
+                    self.master = Some(master);
+                    // The master answered ROLE.
+                    (self.ever_answered, self.answered) = (true, true);
+                    self.conn = Some(Link::Plain(conn));
+                    return self.conn.as_mut().ok_or_else(not_connected);
+                }
+                Target::Cluster(seeds) => {
+                    let tls = self.endpoint.tls.as_ref();
+                    let conn = super::cluster::connect(seeds, tls, self.timeout);
+                    Link::Cluster(Box::new(conn.map_err(Failed::Redis)?))
+                }
+            };
             self.answered = false;
-            self.conn = Some(conn);
+            self.conn = Some(link);
         }
-        self.conn
-            .as_mut()
-            .ok_or_else(|| RedisError::from(std::io::Error::other("not connected")))
+        self.conn.as_mut().ok_or_else(not_connected)
+    }
+
+    /// Send one command; on a Cluster, to the primary of `slot` if given,
+    /// else where the command's first key lives.
+    fn send<T: FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+        slot: Option<u16>,
+    ) -> Result<T, Failed> {
+        let reply = match self.connect()? {
+            Link::Plain(conn) => cmd.query::<T>(conn),
+            Link::Cluster(conn) => match slot {
+                Some(slot) => super::cluster::on_primary(conn, cmd, slot)
+                    .and_then(|v| T::from_redis_value(v).map_err(RedisError::from)),
+                None => cmd.query::<T>(conn.as_mut()),
+            },
+        };
+        reply.map_err(Failed::Redis)
     }
 
     /// Send one command. Any failure drops the connection: after a timeout
     /// the stream may still carry a late reply.
     pub(super) fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> NodeResult<T> {
-        let result = self.connection().and_then(|conn| cmd.query::<T>(conn));
+        self.query_at(cmd, None)
+    }
+
+    /// [`Node::query`], on a Cluster sent to the primary of `slot`.
+    pub(super) fn query_at<T: FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+        slot: Option<u16>,
+    ) -> NodeResult<T> {
+        let mut result = self.send(cmd, slot);
+        let sentinel = matches!(self.endpoint.target, Target::Sentinel(_));
+        let mut rediscovered = false;
+        if sentinel && matches!(&result, Err(Failed::Redis(e)) if is_readonly(e)) {
+            // A failover made our master a replica: find the new one and
+            // try once more (a write refused by a replica changed nothing).
+            self.conn = None;
+            result = self.send(cmd, slot);
+            rediscovered = true;
+        }
         match result {
             Ok(value) => {
                 (self.answered, self.ever_answered) = (true, true);
                 Ok(value)
             }
-            Err(e) => {
+            Err(Failed::Connect(e)) => {
+                self.conn = None;
+                Err(e)
+            }
+            Err(Failed::Redis(e)) => {
                 let fault = classify(&e, self.answered);
                 // Anything but an I/O error is an answer from the server.
                 self.ever_answered |= !e.is_io_error();
                 self.conn = None;
+                let mut error = describe(e);
+                if rediscovered && fault == Fault::Refused {
+                    error = error.context("the master the sentinels name is a replica");
+                }
                 Err(NodeError {
                     fault,
-                    error: describe(e).context(scrub(&self.endpoint.shown)),
+                    error: error.context(scrub(&self.endpoint.shown)),
                 })
             }
         }
@@ -140,16 +224,24 @@ impl Node {
         self.query(&cmd)
     }
 
-    /// WAIT for `replicas` replicas to have this connection's writes;
-    /// returns how many confirmed within `limit`.
-    pub fn wait_replicas(&mut self, replicas: u32, limit: Duration) -> NodeResult<i64> {
+    /// WAIT for `replicas` replicas to have this connection's writes to
+    /// the lock's keys; returns how many confirmed within `limit`. On a
+    /// Cluster, only the primary of the lock's slot is asked.
+    pub fn wait_replicas(
+        &mut self,
+        keys: &LockKeys,
+        replicas: u32,
+        limit: Duration,
+    ) -> NodeResult<i64> {
         let ms = super::timing::millis(limit);
-        self.query(redis::cmd("WAIT").arg(replicas).arg(ms))
+        self.query_at(redis::cmd("WAIT").arg(replicas).arg(ms), Some(keys.slot()))
     }
 
-    /// How many replicas the node says are connected (`INFO replication`).
-    pub fn connected_replicas(&mut self) -> NodeResult<u64> {
-        let info: String = self.query(redis::cmd("INFO").arg("replication"))?;
+    /// How many replicas the node (the lock's primary) says are connected
+    /// (`INFO replication`).
+    pub fn connected_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
+        let info: String =
+            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
         let count = info
             .lines()
             .find_map(|line| line.strip_prefix("connected_slaves:"))
@@ -163,18 +255,86 @@ impl Node {
         })
     }
 
-    /// Open a second connection to this node, subscribed to `channels`.
-    pub fn subscribe(&self, channels: &[&str]) -> NodeResult<Wakeups> {
-        let mut other = Node::new(self.endpoint.clone(), self.timeout);
+    /// Behind sentinels: check that they still name the master this
+    /// node's writes went to; if not, drop the connection (the next call
+    /// finds the new master). Elsewhere nothing to check.
+    pub(super) fn confirm_master(&mut self) -> NodeResult<()> {
+        let (Target::Sentinel(target), Some(master)) = (&mut self.endpoint.target, &self.master)
+        else {
+            return Ok(());
+        };
+        let checked = super::sentinel::confirm(target, master, self.timeout, &self.endpoint.shown);
+        if checked.is_err() {
+            (self.conn, self.master) = (None, None);
+        }
+        checked
+    }
+
+    /// Open a second connection, subscribed to `channels`: to this
+    /// server, to the master the sentinels named, or to the primary of the
+    /// lock's slot in a Cluster (classic PUBLISH reaches every node of a
+    /// Cluster; the primary is where the lock's scripts publish).
+    pub fn subscribe(&self, keys: &LockKeys, channels: &[&str]) -> NodeResult<Wakeups> {
+        let endpoint = match (&self.endpoint.target, &self.master) {
+            (Target::Sentinel(_), Some(master)) => self.endpoint.plain(master.clone()),
+            (Target::Cluster(seeds), _) => {
+                let primaries = self.cluster_primaries(seeds)?;
+                let primary = primaries
+                    .iter()
+                    .find(|p| p.slots.iter().any(|r| r.contains(&keys.slot())))
+                    .ok_or_else(|| NodeError {
+                        fault: Fault::Dropped,
+                        error: anyhow!("{}: no primary serves slot {}", self.shown(), keys.slot()),
+                    })?;
+                self.endpoint.plain(primary.info.clone())
+            }
+            _ => self.endpoint.clone(),
+        };
+        let mut other = Node::new(endpoint, self.timeout);
         // A plain query, unlike `PubSub::subscribe`, reports NOPERM. It
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
-        let conn = other.conn.take().ok_or_else(|| NodeError {
-            fault: Fault::Dropped,
-            error: anyhow!("{}: not connected", self.shown()),
-        })?;
-        Ok(Wakeups { conn })
+        match other.conn.take() {
+            Some(Link::Plain(conn)) => Ok(Wakeups { conn }),
+            _ => Err(NodeError {
+                fault: Fault::Dropped,
+                error: anyhow!("{}: not connected", self.shown()),
+            }),
+        }
     }
+
+    /// A Cluster's primaries (asked of the seeds in turn), each as a node
+    /// of its own; `None` for any other endpoint.
+    pub(super) fn primaries(&self) -> NodeResult<Option<Vec<Node>>> {
+        let Target::Cluster(seeds) = &self.endpoint.target else {
+            return Ok(None);
+        };
+        let nodes = self
+            .cluster_primaries(seeds)?
+            .into_iter()
+            .map(|p| Node::new(self.endpoint.plain(p.info), self.timeout))
+            .collect();
+        Ok(Some(nodes))
+    }
+
+    fn cluster_primaries(
+        &self,
+        seeds: &[ConnectionInfo],
+    ) -> NodeResult<Vec<super::cluster::Primary>> {
+        super::cluster::primaries(seeds, self.timeout).map_err(|e| NodeError {
+            fault: classify(&e, false),
+            error: describe(e).context(scrub(self.shown())),
+        })
+    }
+}
+
+fn not_connected() -> Failed {
+    Failed::Redis(RedisError::from(std::io::Error::other("not connected")))
+}
+
+/// A write refused by a replica, also from inside a script.
+fn is_readonly(e: &RedisError) -> bool {
+    e.code() == Some("READONLY") || e.to_string().contains("READONLY")
 }
 
 /// Wake-ups from a lock's channels, on a connection of their own: the
@@ -243,6 +403,12 @@ fn describe(e: RedisError) -> anyhow::Error {
         return anyhow!(
             "authentication required: give the password in the URL \
              (redis://[USER]:PASSWORD@HOST:PORT)"
+        );
+    }
+    if matches!(e.code(), Some("MOVED" | "ASK")) {
+        return anyhow!(
+            "the server is a Redis Cluster node that does not serve the lock's slot: \
+             give it as redis+cluster://HOST:PORT"
         );
     }
     let message = e.to_string();

@@ -64,12 +64,24 @@ pub struct Released {
     pub errors: Vec<anyhow::Error>,
 }
 
+/// `--replicas`: how many replicas must confirm each write (WAIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Replicas {
+    /// Not given: `Auto` on Sentinel and Cluster endpoints, none elsewhere.
+    #[default]
+    Default,
+    /// One, when the primary has any replica connected; else none.
+    Auto,
+    /// Exactly N (0: none).
+    Exactly(u32),
+}
+
 pub struct Quorum {
     nodes: Vec<Node>,
     keys: LockKeys,
     ttl: Duration,
     /// Replicas that must confirm every acquire and extend (WAIT).
-    replicas: u32,
+    replicas: Replicas,
     kind: LockKind,
     timeout: Duration,
 }
@@ -83,7 +95,7 @@ impl Quorum {
                 .collect(),
             keys,
             ttl,
-            replicas: 0,
+            replicas: Replicas::Default,
             kind: LockKind::Plain,
             timeout,
         }
@@ -91,7 +103,7 @@ impl Quorum {
 
     /// Require `n` replicas of each node to confirm every acquire and
     /// extend before it counts (`--replicas`).
-    pub fn with_replicas(mut self, n: u32) -> Quorum {
+    pub fn with_replicas(mut self, n: Replicas) -> Quorum {
         self.replicas = n;
         self
     }
@@ -130,7 +142,7 @@ impl Quorum {
         let node = self.nodes.iter().find(|n| n.is_connected());
         let wake = self.keys.wake_channel(token);
         let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
-        Ok(node.subscribe(&[&self.keys.lock, &wake])?)
+        Ok(node.subscribe(&self.keys, &[&self.keys.lock, &wake])?)
     }
 
     /// For the holder: hear a force-release (or any release) of the lock,
@@ -141,7 +153,7 @@ impl Quorum {
         let node = self.nodes.iter().find(|n| n.is_connected());
         let node = node.or(self.nodes.first());
         let node = node.ok_or_else(|| anyhow!("no node to watch"))?;
-        Ok(node.subscribe(&[&self.keys.lock])?)
+        Ok(node.subscribe(&self.keys, &[&self.keys.lock])?)
     }
 
     /// Whether waiters queue for this lock, to be woken one at a time:
@@ -311,35 +323,38 @@ impl Quorum {
     }
 
     /// With `--replicas N`: WAIT until N replicas have the last write, for
-    /// at most half the per-node timeout. One node only (see config). When
-    /// WAIT comes back short, ask once how many replicas there are: fewer
-    /// than N will never do, however long one waits.
+    /// at most half the per-node timeout, on every node. When WAIT comes
+    /// back short, ask once how many replicas there are: fewer than N will
+    /// never do, however long one waits. With `auto` (the default on
+    /// Sentinel and Cluster endpoints), one replica when the primary has
+    /// any connected, none when it has none (also after a short WAIT).
     fn confirm_replicas(&mut self) -> Result<(), Short> {
-        let (wanted, limit) = (self.replicas, self.timeout / 2);
-        if wanted == 0 {
-            return Ok(());
-        }
-        let answers = self.each(|node, _| {
-            let confirmed = node.wait_replicas(wanted, limit)?;
-            let connected = match confirmed < i64::from(wanted) {
-                true => Some(node.connected_replicas()?),
-                false => None,
-            };
-            Ok::<_, NodeError>((confirmed, connected, node.shown().to_string()))
+        let (replicas, limit) = (self.replicas, self.timeout / 2);
+        let answers = self.each(|node, keys| {
+            let confirmed = replicas_confirm(node, keys, replicas, limit)?;
+            // Behind sentinels, the write counts only if it went to the
+            // master they name now, not to one a failover left behind.
+            node.confirm_master()?;
+            Ok::<_, NodeError>(confirmed)
         });
         for answer in answers {
-            let (confirmed, connected, node) = answer.map_err(|e| Short::Unconfirmed(e.error))?;
+            let checked = answer.map_err(|e| Short::Unconfirmed(e.error))?;
+            let Some((wanted, auto, confirmed, connected, node)) = checked else {
+                continue;
+            };
             match connected {
-                Some(n) if n < u64::from(wanted) => {
+                // Auto: the replicas are gone; nothing to wait for.
+                Some(0) if auto => {}
+                Some(n) if n < u64::from(wanted) && !auto => {
                     return Err(Short::TooFewReplicas(anyhow!(
                         "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
                     )))
                 }
                 Some(_) => {
                     return Err(Short::Unconfirmed(anyhow!(
-                        "only {confirmed} of {wanted} replicas confirmed the lock within {}",
-                        crate::log::show(limit)
-                    )))
+                    "only {confirmed} of {wanted} replicas confirmed the lock within {} ({node})",
+                    crate::log::show(limit)
+                )))
                 }
                 None => {}
             }
@@ -387,6 +402,44 @@ impl Quorum {
         }
         released
     }
+}
+
+/// What WAIT found on one node: (wanted, auto, confirmed, connected
+/// when fewer confirmed, the node); `None` when nothing was waited for.
+type Confirmed = Option<(u32, bool, i64, Option<u64>, String)>;
+
+/// WAIT on one node for the replicas `replicas` asks of it.
+fn replicas_confirm(
+    node: &mut Node,
+    keys: &LockKeys,
+    replicas: Replicas,
+    limit: Duration,
+) -> NodeResult<Confirmed> {
+    let auto = match replicas {
+        Replicas::Exactly(_) => false,
+        Replicas::Auto => true,
+        Replicas::Default => node.is_topology(),
+    };
+    let wanted = match replicas {
+        Replicas::Exactly(n) => n,
+        _ if !auto => return Ok(None),
+        _ => u32::from(node.connected_replicas(keys)? > 0),
+    };
+    if wanted == 0 {
+        return Ok(None);
+    }
+    let confirmed = node.wait_replicas(keys, wanted, limit)?;
+    let connected = match confirmed < i64::from(wanted) {
+        true => Some(node.connected_replicas(keys)?),
+        false => None,
+    };
+    Ok(Some((
+        wanted,
+        auto,
+        confirmed,
+        connected,
+        node.shown().to_string(),
+    )))
 }
 
 /// Why `--replicas` did not confirm a write.

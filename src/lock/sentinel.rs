@@ -1,0 +1,218 @@
+//! Finding the master of a Sentinel service, as the Sentinel client
+//! guidelines say: ask the sentinels in turn, each within the per-node
+//! timeout; move the one that answered to the front; connect to the
+//! master it names and check with `ROLE` that it is one, else look again
+//! after a short pause, within the same budget.
+//!
+//! Hand-written rather than redis-rs's `sentinel` feature: that one asks
+//! `SENTINEL MASTERS` through connections of its own, whose connect time
+//! is not bounded by our dial (a host name's resolution can block for many
+//! seconds), and its errors cannot say which sentinels were tried.
+
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError, Value};
+
+use super::endpoint::SentinelTarget;
+use super::node::{Fault, NodeError};
+
+/// How long to wait before looking again when the named master is not
+/// (yet) one: a failover under way.
+const PAUSE: Duration = Duration::from_millis(100);
+
+/// What a discovery found, and whether any sentinel answered at all.
+pub struct Found {
+    pub result: Result<(Connection, ConnectionInfo), NodeError>,
+    pub sentinel_answered: bool,
+}
+
+/// A connection to the master of `target`'s service. `shown` names the
+/// endpoint in errors.
+pub fn master(target: &mut SentinelTarget, timeout: Duration, shown: &str) -> Found {
+    let deadline = Instant::now() + timeout;
+    let mut answered = false;
+    loop {
+        let result = ask(target, timeout, shown, &mut answered)
+            .and_then(|info| check(info, timeout, shown, &target.service));
+        // Not a master (yet), or not answering: a failover is under way.
+        // Look again while time is left; a refusal will not change.
+        let again = matches!(&result, Err(e) if e.fault != Fault::Refused && answered);
+        if !again || Instant::now() + PAUSE >= deadline {
+            return Found {
+                result,
+                sentinel_answered: answered,
+            };
+        }
+        std::thread::sleep(PAUSE);
+    }
+}
+
+/// Whether the sentinels still name `master` for the service: after a
+/// write, so that a write to a master that a failover has left behind
+/// (it still says `role:master` until the sentinels demote it) never
+/// counts. Another master named: an error, and the caller reconnects.
+pub fn confirm(
+    target: &mut SentinelTarget,
+    master: &ConnectionInfo,
+    timeout: Duration,
+    shown: &str,
+) -> Result<(), NodeError> {
+    let named = ask(target, timeout, shown, &mut false)?;
+    if named.addr() == master.addr() {
+        return Ok(());
+    }
+    Err(NodeError {
+        fault: Fault::Dropped,
+        error: anyhow!(
+            "{}: the sentinels moved the master of '{}' from {} to {} (a failover)",
+            crate::secrets::scrub(shown),
+            target.service,
+            address(master),
+            address(&named)
+        ),
+    })
+}
+
+/// The master's address as the first sentinel that knows SERVICE says;
+/// that sentinel moves to the front of the list.
+fn ask(
+    target: &mut SentinelTarget,
+    timeout: Duration,
+    shown: &str,
+    answered: &mut bool,
+) -> Result<ConnectionInfo, NodeError> {
+    let (mut unknown, mut failed, mut refused) = (Vec::new(), Vec::new(), false);
+    for i in 0..target.sentinels.len() {
+        let sentinel = &target.sentinels[i];
+        match lookup(sentinel, &target.service, timeout) {
+            Ok(Some((host, port))) => {
+                *answered = true;
+                target.sentinels[..=i].rotate_right(1);
+                return Ok(at(&target.data, host, port));
+            }
+            Ok(None) => {
+                *answered = true;
+                unknown.push(address(sentinel));
+            }
+            Err(e) => {
+                refused |= !e.is_io_error();
+                failed.push(format!("{}: {}", address(sentinel), one_line(&e)));
+            }
+        }
+    }
+    let error = if unknown.is_empty() {
+        anyhow!(
+            "no sentinel answered for service '{}' ({})",
+            target.service,
+            failed.join("; ")
+        )
+    } else {
+        let others = match failed.is_empty() {
+            true => String::new(),
+            false => format!("; no answer from {}", failed.join("; ")),
+        };
+        anyhow!(
+            "service '{}' is unknown to the sentinels that answered ({}){others}",
+            target.service,
+            unknown.join(", ")
+        )
+    };
+    // An unknown SERVICE is unavailable (exit 69) like a dead sentinel: a
+    // sentinel that just restarted may not know it yet.
+    let fault = match refused && unknown.is_empty() {
+        true => Fault::Refused,
+        false => Fault::Unreachable,
+    };
+    Err(NodeError {
+        fault,
+        error: error.context(crate::secrets::scrub(shown)),
+    })
+}
+
+/// `SENTINEL get-master-addr-by-name SERVICE` on one sentinel.
+fn lookup(
+    sentinel: &ConnectionInfo,
+    service: &str,
+    timeout: Duration,
+) -> Result<Option<(String, u16)>, RedisError> {
+    let mut conn = super::dial::connect(sentinel, timeout)?;
+    redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(service)
+        .query(&mut conn)
+}
+
+/// The data nodes' settings at the master's address.
+fn at(data: &ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
+    let addr = match data.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    data.clone().set_addr(addr)
+}
+
+/// Connect to the node a sentinel named and check that it is a master.
+fn check(
+    master: ConnectionInfo,
+    timeout: Duration,
+    shown: &str,
+    service: &str,
+) -> Result<(Connection, ConnectionInfo), NodeError> {
+    let name = address(&master);
+    let failed = |fault, e: anyhow::Error| NodeError {
+        fault,
+        error: e.context(format!(
+            "{}: master {name} of '{service}'",
+            crate::secrets::scrub(shown)
+        )),
+    };
+    let mut conn = super::dial::connect(&master, timeout)
+        .map_err(|e| failed(Fault::Unreachable, anyhow!(one_line(&e))))?;
+    let role: Value = redis::cmd("ROLE").query(&mut conn).map_err(|e| {
+        let fault = match e.is_io_error() {
+            true => Fault::Dropped,
+            false => Fault::Refused,
+        };
+        failed(fault, anyhow!(one_line(&e)))
+    })?;
+    match role {
+        Value::Array(fields) if matches!(fields.first(), Some(Value::BulkString(r)) if r == b"master") => {
+            Ok((conn, master))
+        }
+        _ => Err(failed(
+            Fault::Dropped,
+            anyhow!("not a master (yet): a failover under way"),
+        )),
+    }
+}
+
+/// `host:port` of a connection, for messages.
+fn address(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// A library error as a short phrase.
+fn one_line(e: &RedisError) -> String {
+    if e.is_connection_refusal() {
+        return "connection refused".into();
+    }
+    if e.is_timeout() {
+        return "timed out".into();
+    }
+    crate::secrets::untrusted(&e.to_string())
+}

@@ -1,0 +1,191 @@
+//! Cluster endpoints (`redis+cluster://`) against a real 3+3 Cluster: the
+//! admin commands from a seed that does not own the key, KEYs with braces,
+//! a job and a waiter through a slot migration, and contended sections
+//! through a migration, a CLUSTER FAILOVER and a killed primary.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::sentinel::{
+    assert_sections_apart, assert_work_continues, contend_until, fence, held_until_go, numsub,
+    section,
+};
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// The Redis keys of KEY's lock under the default prefix (see LockKeys).
+fn stored(key: &str) -> String {
+    match key.starts_with('}') {
+        true => format!("redlock:}}{{~{key}}}"),
+        false => format!("redlock:{{{key}}}"),
+    }
+}
+
+#[test]
+fn admin_and_braces_from_a_seed_that_does_not_own_the_slot() {
+    let cluster = Cluster::start();
+    let slot = cluster.slot_of(&stored("held"));
+    let url = cluster.seed_not_owning(slot);
+    let dir = TestDir::new();
+
+    let out = run_with_timeout(redlock(&url).args(["-k", "held", "--", "true"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    let keys = ["held", "}x", "a{b}c", "{", "}"];
+    let mut holders: Vec<RunningChild> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| {
+            spawn_piped(
+                redlock(&url)
+                    .args(["-k", key, "--ttl", "20s"])
+                    .args(held_until_go(&dir, &i.to_string())),
+            )
+        })
+        .collect();
+    for i in 0..keys.len() {
+        assert!(
+            wait_for_file(dir.file(&format!("started-{i}")), LONG),
+            "holder {i}"
+        );
+    }
+    for key in keys {
+        let lock = stored(key);
+        let slot = cluster.slot_of(&lock);
+        for other in [format!("{lock}:holder"), format!("{lock}:fence")] {
+            assert_eq!(cluster.slot_of(&other), slot, "{key}: {other} vs {lock}");
+        }
+        let mut owner = cluster.conn(cluster.primary_for_slot(slot));
+        assert!(
+            get(&mut owner, &lock).is_some(),
+            "{key}: {lock} on its slot's primary"
+        );
+        let out = run_with_timeout(redlock(&url).args(["status", key]), LONG);
+        assert_eq!(out.code, Some(0), "{key}: {out:?}");
+        assert!(
+            out.stdout.starts_with(&format!("{key}  held by")),
+            "{out:?}"
+        );
+    }
+    let out = run_with_timeout(redlock(&url).args(["list", "--json"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut expected: Vec<&str> = keys.to_vec();
+    expected.sort();
+    let listed: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].to_string())
+        .collect();
+    let expected: Vec<String> = expected.iter().map(|k| format!("{k:?}")).collect();
+    assert_eq!(listed, expected, "every primary is scanned: {out:?}");
+
+    let out = run_with_timeout(redlock(&url).args(["force-release", "}x", "--now"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(holders[1].wait_timeout(LONG).code, Some(70));
+    std::fs::write(dir.file("go"), "").unwrap();
+    for (i, holder) in holders.iter_mut().enumerate().filter(|(i, _)| *i != 1) {
+        assert_eq!(holder.wait_timeout(LONG).code, Some(0), "holder {i}");
+    }
+
+    // A plain URL to a node that does not serve the slot: a hint, not "unavailable".
+    let plain = url.replace("redis+cluster://", "redis://");
+    let out = run_with_timeout(redlock(&plain).args(["-k", "held", "--", "true"]), LONG);
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "one line: {out:?}");
+    assert!(out.stderr.contains("redis+cluster://"), "{out:?}");
+}
+
+#[test]
+fn a_job_and_its_waiter_ride_through_a_slot_migration() {
+    let mut cluster = Cluster::start();
+    let dir = TestDir::new();
+    let url = cluster.url();
+    let lock = stored("moving");
+    let slot = cluster.slot_of(&lock);
+    let mut holder = spawn_piped(
+        redlock(&url)
+            .args(["-k", "moving", "--ttl", "6s"])
+            .args(held_until_go(&dir, "first")),
+    );
+    assert!(
+        wait_for_file(dir.file("started-first"), LONG),
+        "holder never started"
+    );
+    let mut waiter = spawn_piped(
+        redlock(&url)
+            .args(["-k", "moving", "--wait", "60s"])
+            .args(held_until_go(&dir, "second")),
+    );
+    let from = cluster.primary_for_slot(slot);
+    assert!(
+        wait_until(LONG, || numsub(from, &lock) >= 1),
+        "the waiter is subscribed on the key's primary: {}",
+        waiter.stderr_now()
+    );
+
+    let to = cluster.port_not_owning(slot);
+    cluster.migrate_slot(slot, to);
+    let before = pttl(&mut cluster.conn(to), &lock);
+    assert!(before > 0, "the lock moved with its slot");
+    assert!(
+        wait_until(LONG, || pttl(&mut cluster.conn(to), &lock) > before),
+        "refreshes follow the slot: {}",
+        holder.stderr_now()
+    );
+
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "a migrated slot is not a lost lock: {out:?}"
+    );
+    let released = Instant::now();
+    assert!(wait_for_file(dir.file("started-second"), LONG));
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        released.elapsed()
+    );
+    assert_eq!(waiter.wait_timeout(LONG).code, Some(0));
+    assert!(fence(&dir, "second") > fence(&dir, "first"));
+}
+
+#[test]
+fn contended_sections_never_overlap_through_migration_and_failovers() {
+    let mut cluster = Cluster::start();
+    let url = cluster.url();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let slot = cluster.slot_of(&stored("load"));
+    let (stop, ok) = (AtomicBool::new(false), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            contend_until(8, &stop, &ok, &log, |_| {
+                let mut cmd = redlock(&url);
+                cmd.args(["-k", "load", "--ttl", "10s", "--wait", "60s"])
+                    .args(["--", "sh", "-c", &section(&log, "0.1")])
+                    .stdin(Stdio::null());
+                cmd
+            })
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assert_work_continues(&ok, 0, "the start");
+            let to = cluster.port_not_owning(slot);
+            cluster.migrate_slot(slot, to);
+            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "the migration");
+            cluster.failover_replica_of(cluster.primary_for_slot(slot));
+            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "CLUSTER FAILOVER");
+            cluster.kill_primary_for_slot(slot);
+            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "SIGKILL of the primary");
+        }));
+        stop.store(true, Ordering::SeqCst);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    let spans = assert_sections_apart(&log);
+    assert!(spans.len() >= 4, "{} sections", spans.len());
+}
