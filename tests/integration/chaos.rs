@@ -74,13 +74,18 @@ fn run_once(url: &str, log: &str, id: &str, stalled: bool, pids: &Mutex<Vec<i32>
     pids.lock().unwrap().push(child.id() as i32);
     let end = Instant::now() + Duration::from_secs(120);
     let status = loop {
+        // Reaped only under the lock, and taken off the list with it: the
+        // fault thread holds the lock while it signals a pid, so that pid
+        // is never another test's process by reuse.
+        let mut listed = pids.lock().unwrap();
         if let Some(status) = child.try_wait().expect("wait") {
+            listed.retain(|&p| p != child.id() as i32);
             break status;
         }
+        drop(listed);
         assert!(Instant::now() < end, "run {id} hung");
         std::thread::sleep(Duration::from_millis(10));
     };
-    pids.lock().unwrap().retain(|&p| p != child.id() as i32);
     status.code().unwrap_or(-1)
 }
 
@@ -116,14 +121,17 @@ fn fault(n: usize, server: &mut RedisServer, pids: &Mutex<Vec<i32>>) {
                 .query(&mut server.conn());
         }
         _ => {
-            // Job control on one wrapper; now and then past its TTL.
-            let Some(&pid) = pids.lock().unwrap().get(n % WORKERS) else {
+            // Job control on one wrapper; now and then past its TTL. The
+            // lock keeps it from being reaped (and its pid reused) meanwhile.
+            let listed = pids.lock().unwrap();
+            let Some(&pid) = listed.get(n % WORKERS) else {
                 return;
             };
             let _ = kill(Pid::from_raw(pid), Signal::SIGTSTP);
             let pause = if n.is_multiple_of(3) { 1300 } else { 150 };
             std::thread::sleep(Duration::from_millis(pause));
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+            drop(listed);
         }
     }
 }
