@@ -3,15 +3,10 @@
 //! a job and a waiter through a slot migration, and contended sections
 //! through a migration, a CLUSTER FAILOVER and a killed primary.
 
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::sentinel::{
-    assert_sections_apart, assert_work_continues, contend_until, fence, held_until_go, numsub,
-    section,
-};
+use crate::sentinel::{fence, held_until_go, numsub, under_load};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -157,35 +152,15 @@ fn a_job_and_its_waiter_ride_through_a_slot_migration() {
 fn contended_sections_never_overlap_through_migration_and_failovers() {
     let mut cluster = Cluster::start();
     let url = cluster.url();
-    let dir = TestDir::new();
-    let log = dir.file("log");
     let slot = cluster.slot_of(&stored("load"));
-    let (stop, ok) = (AtomicBool::new(false), AtomicUsize::new(0));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            contend_until(8, &stop, &ok, &log, |_| {
-                let mut cmd = redlock(&url);
-                cmd.args(["-k", "load", "--ttl", "10s", "--wait", "60s"])
-                    .args(["--", "sh", "-c", &section(&log, "0.1")])
-                    .stdin(Stdio::null());
-                cmd
-            })
-        });
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            assert_work_continues(&ok, 0, "the start");
-            let to = cluster.port_not_owning(slot);
-            cluster.migrate_slot(slot, to);
-            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "the migration");
-            cluster.failover_replica_of(cluster.primary_for_slot(slot));
-            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "CLUSTER FAILOVER");
-            cluster.kill_primary_for_slot(slot);
-            assert_work_continues(&ok, ok.load(Ordering::SeqCst), "SIGKILL of the primary");
-        }));
-        stop.store(true, Ordering::SeqCst);
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
-        }
+    let sections = under_load(&url, |goes_on| {
+        let to = cluster.port_not_owning(slot);
+        cluster.migrate_slot(slot, to);
+        goes_on("the migration");
+        cluster.failover_replica_of(cluster.primary_for_slot(slot));
+        goes_on("CLUSTER FAILOVER");
+        cluster.kill_primary_for_slot(slot);
+        goes_on("SIGKILL of the primary");
     });
-    let spans = assert_sections_apart(&log);
-    assert!(spans.len() >= 4, "{} sections", spans.len());
+    assert!(sections >= 4, "{sections} sections");
 }

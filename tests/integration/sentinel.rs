@@ -85,6 +85,37 @@ pub(crate) fn contend_until(
     });
 }
 
+/// Eight workers run logged sections on KEY `load` of `url` while
+/// `faults` breaks things (it is handed a check that work goes on after
+/// each fault); then no two sections may have overlapped. Returns how
+/// many sections ran.
+pub(crate) fn under_load(url: &str, faults: impl FnOnce(&dyn Fn(&str))) -> usize {
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let (stop, ok) = (AtomicBool::new(false), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            contend_until(8, &stop, &ok, &log, |_| {
+                let mut cmd = redlock(url);
+                cmd.args(["-k", "load", "--ttl", "10s", "--wait", "60s"])
+                    .args(["--", "sh", "-c", &section(&log, "0.1")])
+                    .stdin(Stdio::null());
+                cmd
+            })
+        });
+        let goes_on = |after: &str| assert_work_continues(&ok, ok.load(Ordering::SeqCst), after);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assert_work_continues(&ok, 0, "the start");
+            faults(&goes_on);
+        }));
+        stop.store(true, Ordering::SeqCst);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    assert_sections_apart(&log).len()
+}
+
 /// Wait until `ok` grows past `from`: work goes on.
 pub(crate) fn assert_work_continues(ok: &AtomicUsize, from: usize, after: &str) {
     assert!(
@@ -270,33 +301,13 @@ fn fail_over(set: &mut SentinelSet, n: usize) -> &'static str {
 fn contended_sections_never_overlap_through_five_failovers() {
     let mut set = SentinelSet::start();
     let url = set.url();
-    let dir = TestDir::new();
-    let log = dir.file("log");
-    let (stop, ok) = (AtomicBool::new(false), AtomicUsize::new(0));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            contend_until(8, &stop, &ok, &log, |_| {
-                let mut cmd = redlock(&url);
-                cmd.args(["-k", "load", "--ttl", "10s", "--wait", "60s"])
-                    .args(["--", "sh", "-c", &section(&log, "0.1")])
-                    .stdin(Stdio::null());
-                cmd
-            })
-        });
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            assert_work_continues(&ok, 0, "the start");
-            for n in 0..5 {
-                let what = fail_over(&mut set, n);
-                assert_work_continues(&ok, ok.load(Ordering::SeqCst), what);
-            }
-        }));
-        stop.store(true, Ordering::SeqCst);
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
+    let sections = under_load(&url, |goes_on| {
+        for n in 0..5 {
+            let what = fail_over(&mut set, n);
+            goes_on(what);
         }
     });
-    let spans = assert_sections_apart(&log);
-    assert!(spans.len() >= 6, "{} sections", spans.len());
+    assert!(sections >= 6, "{sections} sections");
 }
 
 #[test]
