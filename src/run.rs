@@ -44,14 +44,21 @@ struct Record {
 }
 
 impl Record {
-    fn acquired(&mut self, cfg: &RunConfig, wait: Duration, fence: i64, log: &Log) {
+    fn acquired(&mut self, wait: Duration, fence: i64) {
         self.start = Some(SystemTime::now());
         self.wait = wait;
         self.fence = Some(fence);
-        if let Some(metrics) = &cfg.metrics {
-            if let Err(e) = metrics.acquired(SystemTime::now(), wait, fence) {
-                log.warn(format!("cannot write the metrics file: {e}"));
-            }
+    }
+
+    /// Write "running" to the metrics file: once COMMAND has started, so
+    /// that the file's I/O overlaps COMMAND instead of delaying it.
+    fn running(&self, cfg: &RunConfig, log: &Log) {
+        let (Some(metrics), Some(start), Some(fence)) = (&cfg.metrics, self.start, self.fence)
+        else {
+            return;
+        };
+        if let Err(e) = metrics.acquired(start, self.wait, fence) {
+            log.warn(format!("cannot write the metrics file: {e}"));
         }
     }
 
@@ -117,7 +124,7 @@ fn run_recorded(
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
-    record.acquired(cfg, started.elapsed(), acquired.fence, log);
+    record.acquired(started.elapsed(), acquired.fence);
     log.emit(
         Ev::Acquired,
         format!("acquired lock '{}' (fence {})", cfg.key, acquired.fence),
@@ -225,6 +232,7 @@ impl Held<'_> {
             return Ok(exit);
         }
         let job = self.spawn(main)?;
+        record.running(self.cfg, self.log);
         let timing = self.cfg.timing;
         let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
         wake.set_nonblocking(true).context("cannot create a pipe")?;

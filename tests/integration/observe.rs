@@ -384,10 +384,16 @@ fn the_metrics_file_after_a_lost_lock() {
     ]);
     let mut run = spawn_piped(&mut cmd);
     assert!(wait_for_file(&started, LONG));
-    let s = metrics(dir.path(), "l");
-    assert_eq!(
-        prom_value(&s, "redlock_run_running", &[("key", "l")]),
-        Some(1.0)
+    // Written once COMMAND has started, beside it.
+    let prom = dir.path().join("redlock_run_l.prom");
+    assert!(
+        wait_until(LONG, || prom.exists()
+            && prom_value(
+                &metrics(dir.path(), "l"),
+                "redlock_run_running",
+                &[("key", "l")]
+            ) == Some(1.0)),
+        "running never became 1"
     );
     server.pause();
     let out = run.wait_timeout(LONG);
