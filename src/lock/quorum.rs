@@ -184,20 +184,31 @@ impl Quorum {
         if let [node] = self.nodes.as_mut_slice() {
             return vec![f(node, keys)];
         }
+        // The first node is asked on this thread, the others on small
+        // threads of their own, all at once.
+        let Some((first, rest)) = self.nodes.split_first_mut() else {
+            return Vec::new();
+        };
         std::thread::scope(|s| {
             let f = &f;
-            let handles: Vec<_> = self
-                .nodes
+            let handles: Vec<_> = rest
                 .iter_mut()
-                .map(|node| s.spawn(move || f(node, keys)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                .map(|node| {
+                    std::thread::Builder::new()
+                        .stack_size(128 * 1024)
+                        .spawn_scoped(s, move || f(node, keys))
                 })
-                .collect()
+                .collect();
+            let mut answers = vec![f(first, keys)];
+            for handle in handles {
+                answers.push(match handle {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(e) => panic!("cannot start a thread for a Redis node: {e}"),
+                });
+            }
+            answers
         })
     }
 }
