@@ -72,6 +72,14 @@ local function live_slots(now)
   end
   return slots
 end
+-- The lock as it stands: its token, time left, fence counter and limit.
+local function lock_state()
+  local token = redis.call('GET', KEYS[1])
+  local pttl = redis.call('PTTL', KEYS[1])
+  local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+  local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+  return token, pttl, fence, limit
+end
 "#
     };
 }
@@ -206,8 +214,8 @@ return -1
 /// Read everything about a lock at once, changing nothing.
 ///
 /// No ARGV. Returns `{token or false, pttl_ms, fence, holder, limit,
-/// slots, revoked}` (revoked 1: being force-released, see FORCE_RELEASE): `pttl_ms` as PTTL answers it (-2 when free), `fence` the
-/// counter's value (0 when never acquired), `holder` the hash as a flat
+/// slots, revoked}` (revoked 1: being force-released, see FORCE_RELEASE):
+/// `pttl_ms` as PTTL answers it (-2 when free), `fence` the counter's value (0 when never acquired), `holder` the hash as a flat
 /// field/value array (empty when free), `limit` the semaphore's N (0 when
 /// KEY is no semaphore now) and `slots` its live holders, each
 /// `{token, pttl_ms, holder}`. A plain lock's reply needs only GET, PTTL
@@ -215,9 +223,7 @@ return -1
 pub const INSPECT: &str = concat!(
     slot_lib!(),
     r#"
-local token = redis.call('GET', KEYS[1])
-local pttl = redis.call('PTTL', KEYS[1])
-local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local token, pttl, fence, limit = lock_state()
 local revoked = 0
 if token and string.sub(token, 1, 8) == 'revoked:' then
   token = string.sub(token, 9)
@@ -225,7 +231,6 @@ if token and string.sub(token, 1, 8) == 'revoked:' then
 end
 local holder = {}
 if token then holder = redis.call('HGETALL', KEYS[2]) end
-local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
 local slots = {}
 if limit > 0 then slots = live_slots(clock()) end
 return {token, pttl, fence, holder, limit, slots, revoked}
@@ -245,16 +250,13 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// period plus its kill-after (from its record), so that no waiter gets
 /// it before that holder has stopped. Its EXTEND then answers -2, and
 /// its RELEASE frees the lock for the next waiter; a holder that never
-/// answers is presumed dead when the marker expires. A semaphore loses all its holders, or with the check only
-/// the holder of ARGV[2]; `slots` are then the holders deleted (all live
+/// answers is presumed dead when the marker expires. A semaphore loses
+/// all its holders, or with the check only the holder of ARGV[2]; `slots` are then the holders deleted (all live
 /// holders when none matched).
 pub const FORCE_RELEASE: &str = concat!(
     slot_lib!(),
     r#"
-local token = redis.call('GET', KEYS[1])
-local pttl = redis.call('PTTL', KEYS[1])
-local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+local token, pttl, fence, limit = lock_state()
 if not token and limit > 0 then
   local now = clock()
   local all = live_slots(now)

@@ -290,6 +290,12 @@ fn with_ignored(mut cmd: Command, sig: Signal) -> Command {
     cmd
 }
 
+/// The signal mask of a `SigIgn:` line of /proc/PID/status.
+fn ignored_mask(line: &str) -> u64 {
+    let hex = line.split_whitespace().nth(1).expect("a SigIgn line");
+    u64::from_str_radix(hex, 16).expect("a hex mask")
+}
+
 #[test]
 fn signals_ignored_at_start_stay_ignored_for_us_and_the_job() {
     let server = RedisServer::start();
@@ -307,8 +313,7 @@ fn signals_ignored_at_start_stay_ignored_for_us_and_the_job() {
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("survived"), "{out:?}");
-    let mask = dir.read("ignored").unwrap();
-    let mask = u64::from_str_radix(mask.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    let mask = ignored_mask(&dir.read("ignored").unwrap());
     assert_ne!(
         mask & (1 << (1 - 1)),
         0,
@@ -328,7 +333,7 @@ fn sigpipe_is_default_for_the_job_when_it_was_for_us() {
         &mut server.job("pipe").sh("grep SigIgn /proc/$$/status"),
         LONG,
     );
-    let mask = u64::from_str_radix(out.stdout.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    let mask = ignored_mask(&out.stdout);
     assert_eq!(
         mask & (1 << (13 - 1)),
         0,
