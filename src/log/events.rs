@@ -5,7 +5,6 @@
 use super::Level;
 
 /// The events of a run's life (and of the admin commands).
-#[allow(dead_code)] // Waiting and Nested: wired with the lock layer's rework.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
     RandomDelay,
@@ -34,7 +33,6 @@ pub enum Ev {
     Error,
 }
 
-#[allow(dead_code)] // ALL, fields, meaning: read by the docs.
 impl Ev {
     /// Every event, in the order of a run's life.
     pub const ALL: [Ev; 24] = [
