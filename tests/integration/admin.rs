@@ -329,16 +329,10 @@ fn force_release_wakes_a_waiter() {
             .args(["-k", "job", "--", "touch"])
             .arg(&marker),
     );
-    // Wait until the waiter listens for the release.
+    // Wait until the waiter listens for the release (on two channels;
+    // the holder listens on one, for a force-release).
     let mut conn = server.conn();
-    assert!(wait_until(T, || {
-        let (_, n): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("redlock:{job}")
-            .query(&mut conn)
-            .unwrap();
-        n == 1
-    }));
+    assert!(wait_until(T, || clients_subscribed_to(&mut conn, 2) == 1));
     let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     // Long before the holder's 60 s TTL.

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::sentinel::{fence, held_until_go, numsub, under_load};
+use crate::sentinel::{fence, held_until_go, subscribed_waiters, under_load};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -115,7 +115,7 @@ fn a_job_and_its_waiter_ride_through_a_slot_migration() {
     );
     let from = cluster.primary_for_slot(slot);
     assert!(
-        wait_until(LONG, || numsub(from, &lock) >= 1),
+        wait_until(LONG, || subscribed_waiters(from) == 1),
         "the waiter is subscribed on the key's primary: {}",
         waiter.stderr_now()
     );

@@ -65,7 +65,7 @@ fn waiter_runs_after_the_holder_releases() {
     let mut second = waiter(&server, &dir, "handover", &[]);
     // Waiting means listening for the release, not only polling.
     assert!(
-        wait_until(LONG, || subscribers(&mut conn, "redlock:{handover}") == 1),
+        wait_until(LONG, || clients_subscribed_to(&mut conn, 2) == 1),
         "the waiter did not subscribe to the lock's channel"
     );
     assert!(

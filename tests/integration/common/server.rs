@@ -406,3 +406,12 @@ pub fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, Strin
 pub fn dbsize(conn: &mut redis::Connection) -> i64 {
     q(conn, &redis::cmd("DBSIZE"))
 }
+
+/// How many clients are subscribed to exactly `channels` channels. A
+/// waiter listens on two (the lock's and its own wake-up channel); the
+/// holder listens on one (its lock's, for a force-release).
+pub fn clients_subscribed_to(conn: &mut redis::Connection, channels: usize) -> usize {
+    let list: String = q(conn, redis::cmd("CLIENT").arg("LIST"));
+    let wanted = format!(" sub={channels} ");
+    list.lines().filter(|l| l.contains(&wanted)).count()
+}
