@@ -315,10 +315,21 @@ fn redlock_over_three_sentinel_services_survives_a_failover() {
     }
     // Both replicas of every set confirm each write (an explicit N is
     // allowed with several Sentinel nodes), so whichever one the failover
-    // promotes has the lock.
+    // promotes has the lock; a long TTL keeps it there through a slow
+    // failover (Redis 6.2's sentinels take tens of seconds), and frequent
+    // refreshes show that they reach the new primary.
     let mut holder = spawn_piped(
-        cmd.args(["-k", "rl", "--ttl", "10s", "--replicas", "2"])
-            .args(held_until_go(&dir, "h")),
+        cmd.args([
+            "-k",
+            "rl",
+            "--ttl",
+            "60s",
+            "--refresh",
+            "2s",
+            "--replicas",
+            "2",
+        ])
+        .args(held_until_go(&dir, "h")),
     );
     assert!(
         wait_for_file(dir.file("started-h"), LONG),
