@@ -502,11 +502,11 @@ fn recorded(command: &str) -> String {
 /// Who we run as, without an NSS lookup on the start-up path (it costs
 /// a read of nsswitch.conf and /etc/passwd, or a round trip to nscd, on
 /// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them,
-/// else the numeric uid.
+/// else "uid N".
 fn user() -> String {
     let uid = nix::unistd::getuid();
     match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
         Ok(name) if !name.is_empty() && name.len() <= 64 => name,
-        _ => uid.to_string(),
+        _ => format!("uid {uid}"),
     }
 }
