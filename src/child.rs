@@ -36,12 +36,8 @@ static SIGPIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
 static NOTE_SIGPIPE: extern "C" fn() = note_sigpipe;
 
 extern "C" fn note_sigpipe() {
-    let ignored = crate::signals::ignored(libc_sigpipe());
+    let ignored = crate::signals::ignored(Signal::SIGPIPE as i32);
     SIGPIPE_WAS_IGNORED.store(ignored, Ordering::Relaxed);
-}
-
-fn libc_sigpipe() -> i32 {
-    Signal::SIGPIPE as i32
 }
 
 /// Make orphaned descendants of COMMAND ours (see the module doc).

@@ -17,8 +17,6 @@ use crate::lock::{
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
-/// Re-exported for the log: text is scrubbed of passwords at the last step.
-pub use crate::secrets::scrub;
 use crate::secrets::{redact, remember};
 
 /// Used when neither `--redis` nor the environment names a server.

@@ -304,7 +304,7 @@ impl Held<'_> {
             // Revoked by force-release: the marker keeps waiters out until
             // we give it back, now that COMMAND has stopped.
             Some(Loss::Revoked) => {
-                main.release(self.token, 3);
+                self.release(main);
                 return Ok(Exit::LockLost);
             }
             // Not confirmed is not known lost: give it back if we still can.
@@ -496,7 +496,7 @@ fn recorded(command: &str) -> String {
             false => word.to_string(),
         })
         .collect();
-    crate::config::scrub(&words.join(" "))
+    crate::secrets::scrub(&words.join(" "))
 }
 
 /// Who we run as, without an NSS lookup on the start-up path (it costs

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 pub use events::Ev;
 
-use crate::config::scrub;
+use crate::secrets::scrub;
 
 /// How much to print on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
