@@ -22,6 +22,13 @@ use crate::cli::{Cli, Cmd};
 use crate::exit::{Exit, Failure};
 use crate::log::{Ev, Format, Log, Verbosity};
 
+/// The static (musl) build: musl's own malloc maps and unmaps pages on
+/// nearly every allocation, a fifth of a short run's time (see the
+/// README's Benchmarks). glibc builds keep glibc's malloc.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 fn main() -> ExitCode {
     let exit = match cli::parse() {
         Ok(cli) => dispatch(cli),
