@@ -9,8 +9,14 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// The binary under test: cargo's build, or `$REDLOCK_TEST_BINARY` (CI
+/// runs the suite once against the static binary that is released).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_redlock-run")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("REDLOCK_TEST_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_redlock-run").to_string())
+    })
 }
 
 /// The binary with no inherited Redis URL in the environment and no arguments.

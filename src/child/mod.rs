@@ -15,16 +15,16 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::errno::Errno;
-use nix::sys::signal::{self, killpg, SigHandler, Signal};
+use nix::sys::signal::{self, killpg, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{self, Pid};
 
 use crate::exit::Exit;
+
+mod spawn;
 
 /// Whether SIGPIPE was ignored when the process started, before Rust's
 /// runtime set it to ignored: COMMAND gets the disposition we were given.
@@ -47,7 +47,7 @@ pub fn become_subreaper() {
 
 /// A running COMMAND.
 pub struct Job {
-    child: Child,
+    /// The leader's pid, which is also the group's id.
     pgid: Pid,
     /// How the leader ended, once reaped.
     reaped: Option<Exit>,
@@ -67,52 +67,17 @@ pub enum Leader {
 
 /// Start `argv` in a new process group with `env` added to its environment.
 pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
-    let parent = unistd::getpid();
     let terminal_owner = foreground_terminal();
-    let give_terminal = terminal_owner.is_some();
-    let sigpipe_ignored = SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed);
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no COMMAND"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).process_group(0);
-    for (name, value) in env {
-        cmd.env(name, value);
-    }
-    // SAFETY: between fork and exec only async-signal-safe calls (prctl,
-    // getppid, sigaction, tcsetpgrp, getpid, raise); nothing allocates.
-    unsafe {
-        cmd.pre_exec(move || {
-            // If redlock-run dies (even by SIGKILL), so does COMMAND: it must
-            // never run on without someone refreshing its lock.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if unistd::getppid() != parent {
-                // The parent died before prctl took effect.
-                let _ = signal::raise(Signal::SIGKILL);
-            }
-            if sigpipe_ignored {
-                // The runtime reset it to the default for us: put back
-                // what our own parent gave.
-                signal::signal(Signal::SIGPIPE, SigHandler::SigIgn)?;
-            }
-            if give_terminal {
-                // Interactive programs must be the terminal's foreground
-                // group or reading stdin stops them with SIGTTIN.
-                signal::signal(Signal::SIGTTOU, SigHandler::SigIgn)?;
-                let _ = unistd::tcsetpgrp(BorrowedFd::borrow_raw(0), unistd::getpid());
-                signal::signal(Signal::SIGTTOU, SigHandler::SigDfl)?;
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn()?;
-    let pgid = Pid::from_raw(child.id() as i32);
-    if give_terminal {
+    let setup = spawn::Setup {
+        sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
+        give_terminal: terminal_owner.is_some(),
+    };
+    let pgid = spawn::spawn(argv, env, &setup)?;
+    if terminal_owner.is_some() {
         // Also from this side, so it holds whichever process runs first.
         without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
     }
     Ok(Job {
-        child,
         pgid,
         reaped: None,
         terminal_owner,
@@ -220,13 +185,21 @@ impl Job {
         if let Some(exit) = self.reaped {
             return exit;
         }
-        let status = self.child.wait();
+        let status = loop {
+            match waitpid(self.pgid, None) {
+                Err(Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
         if let Some(ours) = self.terminal_owner {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
         }
         let exit = match status {
-            Ok(status) => exit_of(status),
-            Err(_) => Exit::Internal,
+            Ok(WaitStatus::Exited(_, code)) => {
+                Exit::Child(u8::try_from(code & 0xff).unwrap_or(u8::MAX))
+            }
+            Ok(WaitStatus::Signaled(_, sig, _)) => Exit::Signaled(sig as i32),
+            _ => Exit::Internal,
         };
         self.reaped = Some(exit);
         exit
@@ -256,15 +229,6 @@ pub fn descendants_remain() -> bool {
 fn signal_group_if_alive(pgid: Pid, sig: Signal) {
     if killpg(pgid, None).is_ok() {
         let _ = killpg(pgid, sig);
-    }
-}
-
-fn exit_of(status: std::process::ExitStatus) -> Exit {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Exit::Child(u8::try_from(code & 0xff).unwrap_or(u8::MAX)),
-        (None, Some(sig)) => Exit::Signaled(sig),
-        (None, None) => Exit::Internal,
     }
 }
 
