@@ -102,7 +102,7 @@ impl Job {
             return;
         }
         let _ = killpg(self.pgid, sig);
-        for pid in descendants(self.pgid).unwrap_or_default() {
+        for pid in descendants(self.pgid, false).unwrap_or_default() {
             let _ = signal::kill(pid, sig);
         }
     }
@@ -145,7 +145,7 @@ impl Job {
     /// once the leader is gone. `None` when they cannot be counted
     /// (no usable /proc): see [`Job::reap`].
     pub fn leftovers(&self) -> Option<usize> {
-        let found = descendants(self.pgid)?;
+        let found = descendants(self.pgid, true)?;
         Some(found.len())
     }
 
@@ -263,7 +263,9 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
 /// tree, not with the host's process count. Zombies among our own children
 /// (orphans handed to us that exited) are reaped on the way; the leader is
 /// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
-fn descendants(leader: Pid) -> Option<Vec<Pid>> {
+/// `leader_gone`: the leader is known to have exited (its state need not
+/// be read).
+fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
     let mut found = Vec::new();
     let mut parents = vec![(std::process::id() as i32, true)];
     while let Some((parent, ours)) = parents.pop() {
@@ -275,7 +277,7 @@ fn descendants(leader: Pid) -> Option<Vec<Pid>> {
             continue;
         };
         for pid in children {
-            let live = is_live(pid);
+            let live = !(leader_gone && pid == leader.as_raw()) && is_live(pid);
             if live && pid != leader.as_raw() {
                 found.push(Pid::from_raw(pid));
             } else if !live && ours && pid != leader.as_raw() {
