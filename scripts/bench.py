@@ -698,6 +698,7 @@ TRACE_LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 CALL_START = re.compile(r"^(\w+)\(")
 RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 DURATION = re.compile(r"<(\d+\.\d+)>\s*$")
+RETURNED = re.compile(r"\)\s+= (\S+)")
 FIRST_ARG = re.compile(r"^\w+\((\d+)")
 SCRIPT_CALL = re.compile(r"\\r\\n(EVAL|EVALSHA|EVAL_RO|EVALSHA_RO|FCALL|FCALL_RO)\\r\\n", re.IGNORECASE)
 SENDS = {"write", "writev", "sendto", "sendmsg", "sendmmsg"}
@@ -712,9 +713,10 @@ class Call:
 
     def __init__(self, pid, name, start, end, text):
         self.pid, self.name, self.start, self.end, self.text = pid, name, start, end, text
-        ret = text.rsplit(") = ", 1)
+        # strace pads short calls to a column: "fork()          = 8162".
+        ret = RETURNED.findall(text)
         try:
-            self.ret = int(ret[1].split()[0], 0) if len(ret) == 2 else None
+            self.ret = int(ret[-1], 0) if ret else None
         except ValueError:
             self.ret = None
 
