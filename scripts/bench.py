@@ -23,8 +23,9 @@ then the targets of the current issue, each [met] or [MISSED] (and, marked
 [info], the glibc build's overhead, which is not one of them).
 
 `--phases` (scripts/phases.sh) instead traces a few uncontended runs with
-strace and prints where the time goes, phase by phase, and how many Redis
-commands one run sends (redis-cli MONITOR).
+strace and prints where the time goes, phase by phase (for the glibc build
+too, side by side, when given), and how many Redis commands one run sends
+(redis-cli MONITOR).
 
 Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
@@ -53,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
 MUSL = "x86_64-unknown-linux-musl"
-# The row of the --glibc-binary in section 1.
+# The row of the --glibc-binary in section 1 (and a column of --phases).
 GLIBC = "glibc build"
 
 # A critical section: sleeps, then appends "start end" (CLOCK_MONOTONIC ns)
@@ -839,12 +840,12 @@ PHASES = [
 ]
 
 
-def trace_once(tools, port, out: Path):
-    """One uncontended run under strace: its phases (seconds, None when not
-    seen), syscalls per phase, and the counts."""
-    argv = [shutil.which("strace"), "-f", "-ttt", "-T", "-s", "48", "-o", str(out)] + tools.argv("redlock-run", "phases", [TRUE])
+def trace_once(tools, port, out: Path, name="redlock-run"):
+    """One uncontended run of `name` under strace: its phases (seconds, None
+    when not seen), syscalls per phase, and the counts."""
+    argv = [shutil.which("strace"), "-f", "-ttt", "-T", "-s", "48", "-o", str(out)] + tools.argv(name, "phases", [TRUE])
     code = reap(spawn(argv, stderr_path=tools.tmp / "strace.stderr"))
-    tools.check("strace redlock-run", code)
+    tools.check(f"strace {name}", code)
     calls, exits = parse_strace(out.read_text(errors="replace"))
     m, ours, threads, fork = phase_marks(calls, exits, port)
     phases = {}
@@ -903,12 +904,19 @@ def phases_main(args):
         servers = Servers(tmp)
         try:
             redis = servers.start("redis")
-            tools = Tools(tmp, redis, Path(args.binary))
-            untraced = summarize(time_runs(tools, ["true", "redlock-run"], 50))
-            traces = [trace_once(tools, redis.port, tmp / f"trace{i}.txt") for i in range(args.traces)]
+            tools = Tools(tmp, redis, Path(args.binary), args.glibc_binary)
+            names = ["redlock-run"] + ([GLIBC] if tools.glibc else [])
+            untraced = summarize(time_runs(tools, ["true"] + names, 50))
+            traces = {name: [] for name in names}
+            for i in range(args.traces):
+                for name in names:
+                    out = tmp / f"trace{i}-{name.replace(' ', '-')}.txt"
+                    traces[name].append(trace_once(tools, redis.port, out, name))
             sent, scripted = monitor_run(tools, redis)
         finally:
             servers.stop()
+    print(f"redlock-run phases, {time.strftime('%Y-%m-%d')}: {machine()}")
+    print(binaries_header(args))
     print_phases(args.traces, untraced, traces, sent, scripted)
     if tools.failures:
         print("\nFailures: " + "; ".join(sorted(set(tools.failures))[:10]))
@@ -916,26 +924,36 @@ def phases_main(args):
 
 
 def print_phases(n, untraced, traces, sent, scripted):
-    over = overhead(untraced, "redlock-run")[0]
-    print(f"redlock-run phases, {time.strftime('%Y-%m-%d')}: {machine()}")
-    print(f"One uncontended `redlock-run -- true` under strace -f -ttt -T, median of {n} traced runs.")
+    """The phase table: a column (ms, syscalls) per traced binary."""
+    names = list(traces)
+    runs = "; ".join(f"{name} {untraced[name][0] * 1000:.2f} ms median, "
+                     f"{overhead(untraced, name)[0] * 1000:.2f} ms over `true`" for name in names)
+    print(f"One uncontended `X -- true` under strace -f -ttt -T, median of {n} traced runs each.")
     print(f"strace slows every syscall, so compare phases with each other, not with the untraced")
-    print(f"run: {untraced['redlock-run'][0] * 1000:.2f} ms median, {over * 1000:.2f} ms over `true` (50 runs).")
+    print(f"runs (50 each): {runs}.")
     print()
-    print(f"   {'phase':<40} {'ms':>7} {'syscalls':>9}")
+    print(f"   {'':<40}" + "".join(f" {name:>17}" for name in names))
+    print(f"   {'phase':<40}" + f" {'ms':>7} {'syscalls':>9}" * len(names))
     for label in [p[0] for p in PHASES] + ["total"]:
-        got = [t[0][label] for t in traces if t[0].get(label, (None,))[0] is not None]
-        if got:
-            ms_ = statistics.median(g[0] for g in got) * 1000
-            calls = statistics.median(g[1] for g in got)
-            print(f"   {label:<40} {ms_:>7.2f} {calls:>9.0f}")
-        else:
-            print(f"   {label:<40} {'-':>7} {'-':>9}")
+        row = f"   {label:<40}"
+        for name in names:
+            got = [t[0][label] for t in traces[name] if t[0].get(label, (None,))[0] is not None]
+            if got:
+                ms_ = statistics.median(g[0] for g in got) * 1000
+                calls = statistics.median(g[1] for g in got)
+                row += f" {ms_:>7.2f} {calls:>9.0f}"
+            else:
+                row += f" {'-':>7} {'-':>9}"
+        print(row)
     print()
-    for label in traces[0][1]:
-        print(f"   {label:<58} {statistics.median(t[1][label] for t in traces):>5.0f}")
-    if traces[0][2]:
-        print(f"   (/proc paths: {', '.join(traces[0][2])})")
+    first_ = traces[names[0]]
+    for label in first_[0][1]:
+        print(f"   {label:<58}" + "".join(
+            f" {statistics.median(t[1][label] for t in traces[name]):>5.0f}" for name in names))
+    if len(names) > 1:
+        print(f"   (columns: {', '.join(names)})")
+    if first_[0][2]:
+        print(f"   (/proc paths of {names[0]}: {', '.join(first_[0][2])})")
     print()
     rt = ", ".join(f"{k} x{v}" for k, v in sent.most_common())
     sc = ", ".join(f"{k} x{v}" for k, v in scripted.most_common())
@@ -996,7 +1014,7 @@ def binaries_header(args):
     lines = [f"redlock-run = {what}: {shown_path(args.binary)}"]
     if args.glibc_binary:
         lines.append(f"{GLIBC} = `cargo build --release` ({linkage(args.glibc_binary)}), "
-                     f"a row of section 1 only: {shown_path(args.glibc_binary)}")
+                     f"{'the second column' if args.phases else 'a row of section 1 only'}: {shown_path(args.glibc_binary)}")
     return "\n".join(lines)
 
 
@@ -1237,7 +1255,7 @@ def parse_args():
     ap.add_argument("--binary", default=str(ROOT / "target" / MUSL / "release" / "redlock-run"),
                     help="the redlock-run measured everywhere: the static musl binary as released")
     ap.add_argument("--glibc-binary",
-                    help="the glibc build (`cargo build --release`): a row of section 1 only")
+                    help="the glibc build (`cargo build --release`): a row of section 1 only (a column of --phases)")
     ap.add_argument("--idle", type=int, help="extra idle processes for section 5 (default 5000, quick 500)")
     ap.add_argument("--no-topologies", action="store_true", help="skip the 5-node, Sentinel and Cluster rows")
     ap.add_argument("--phases", action="store_true", help="per-phase strace breakdown of one run, instead of the bench")

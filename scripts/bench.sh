@@ -9,7 +9,7 @@
 # `sleep` processes, and prints one table with the targets [met]/[MISSED]
 # (see scripts/bench.py). Exits non-zero only if a wrapped run failed or two
 # sections overlapped; timing is never asserted. scripts/phases.sh breaks one
-# run down by phase.
+# run down by phase (it runs this script with --phases).
 #
 # Without the Rust target x86_64-unknown-linux-musl (and rustup cannot add
 # it) or without musl-gcc (Debian's musl-tools), it says so in one line and
