@@ -1010,11 +1010,12 @@ def binaries_header(args):
     if how == "statically linked":
         what = "the static musl binary as released (.deb, tarball)"
     else:
-        what = f"{how}: NOT the static binary that is released"
+        what = f"a build that is {how}, NOT the static binary that is released"
     lines = [f"redlock-run = {what}: {shown_path(args.binary)}"]
     if args.glibc_binary:
-        lines.append(f"{GLIBC} = `cargo build --release` ({linkage(args.glibc_binary)}), "
-                     f"{'the second column' if args.phases else 'a row of section 1 only'}: {shown_path(args.glibc_binary)}")
+        where = "the second column" if args.phases else "a row of section 1 only"
+        lines.append(f"{GLIBC} = `cargo build --release`, {linkage(args.glibc_binary)}, {where}: "
+                     f"{shown_path(args.glibc_binary)}")
     return "\n".join(lines)
 
 
