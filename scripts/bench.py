@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark redlock-run against plain `true`, flock(1) and a redis-cli wrapper.
 
-Started by scripts/bench.sh, which builds the release binary first. Starts its
-own redis-servers on free loopback ports in a temp dir, and prints one table:
+Started by scripts/bench.sh, which builds the binaries first: "redlock-run" is
+the one given by --binary, the static musl binary that the .deb and the
+tarball carry; --glibc-binary (`cargo build --release`, linked to glibc)
+adds a row to section 1 only. Starts its own redis-servers on free loopback
+ports in a temp dir, and prints one table:
 
-  1. uncontended `X -- true`: median and p95 wall time, overhead over `true`;
+  1. uncontended `X -- true`: median and p95 wall time, overhead over `true`
+     (and the glibc build's, when given);
   2. contended: workers x runs of a short section on one key: total wall time,
      hand-over gaps (end of one section to start of the next), overlaps;
   3. peak RSS (VmHWM) of the wrapper while its child runs;
@@ -15,11 +19,13 @@ own redis-servers on free loopback ports in a temp dir, and prints one table:
   6. other topologies (a 5-node Redlock quorum, Sentinel, Cluster) and the
      observability options, each against the plain single-node URL;
 
-then the targets of the current issue, each [met] or [MISSED].
+then the targets of the current issue, each [met] or [MISSED] (and, marked
+[info], the glibc build's overhead, which is not one of them).
 
 `--phases` (scripts/phases.sh) instead traces a few uncontended runs with
-strace and prints where the time goes, phase by phase, and how many Redis
-commands one run sends (redis-cli MONITOR).
+strace and prints where the time goes, phase by phase (for the glibc build
+too, side by side, when given), and how many Redis commands one run sends
+(redis-cli MONITOR).
 
 Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
@@ -36,6 +42,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -46,6 +53,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
+MUSL = "x86_64-unknown-linux-musl"
+# The row of the --glibc-binary in section 1 (and a column of --phases).
+GLIBC = "glibc build"
 
 # A critical section: sleeps, then appends "start end" (CLOCK_MONOTONIC ns)
 # to a log in one write. Compiled so that its start-up does not blur the
@@ -338,14 +348,18 @@ def pct(xs, p):
 class Tools:
     """The wrappers under test, by name: "true", "flock", "redis-cli", and
     redlock-run variants ("redlock-run" is the plain single-node URL; the
-    topology and observability rows add more, see `variants`)."""
+    topology and observability rows add more, see `variants`). GLIBC is the
+    plain single-node URL run by the glibc build, when one is given."""
 
-    def __init__(self, tmp: Path, redis: Redis, binary: Path):
+    def __init__(self, tmp: Path, redis: Redis, binary: Path, glibc=None):
         self.tmp = tmp
         self.url = f"redis://127.0.0.1:{redis.port}"
         self.binary = str(binary)
+        self.glibc = str(glibc) if glibc else None
         self.failures = []
         self.variants = {"redlock-run": ["--redis", self.url]}
+        if self.glibc:
+            self.variants[GLIBC] = ["--redis", self.url]
         self.wrapper = None
         if shutil.which("redis-cli"):
             self.wrapper = tmp / "redis-cli-lock"
@@ -353,11 +367,11 @@ class Tools:
             self.wrapper.chmod(0o755)
         self.flock = shutil.which("flock")
 
-    def names(self, with_true=False):
+    def names(self, with_true=False, with_glibc=False):
         names = ["true"] if with_true else []
         names += ["flock"] if self.flock else []
         names += ["redis-cli"] if self.wrapper else []
-        return names + ["redlock-run"]
+        return names + ["redlock-run"] + ([GLIBC] if with_glibc and self.glibc else [])
 
     def argv(self, name, key, command):
         if name == "true":
@@ -366,7 +380,8 @@ class Tools:
             return [self.flock, str(self.tmp / f"{key}.flock")] + command
         if name == "redis-cli":
             return [str(self.wrapper), f"cli:{key}"] + command
-        return [self.binary, *self.variants[name], "--key", key, "--"] + command
+        binary = self.glibc if name == GLIBC else self.binary
+        return [binary, *self.variants[name], "--key", key, "--"] + command
 
     def stderr_log(self, name):
         """redlock-run's stderr goes to a file (JSON logs would flood the
@@ -432,7 +447,7 @@ def overhead(stats, name):
 
 
 def uncontended(tools, rounds):
-    return summarize(time_runs(tools, tools.names(with_true=True), rounds))
+    return summarize(time_runs(tools, tools.names(with_true=True, with_glibc=True), rounds))
 
 
 def sections(log: Path):
@@ -698,6 +713,7 @@ TRACE_LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 CALL_START = re.compile(r"^(\w+)\(")
 RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 DURATION = re.compile(r"<(\d+\.\d+)>\s*$")
+RETURNED = re.compile(r"\)\s+= (\S+)")
 FIRST_ARG = re.compile(r"^\w+\((\d+)")
 SCRIPT_CALL = re.compile(r"\\r\\n(EVAL|EVALSHA|EVAL_RO|EVALSHA_RO|FCALL|FCALL_RO)\\r\\n", re.IGNORECASE)
 SENDS = {"write", "writev", "sendto", "sendmsg", "sendmmsg"}
@@ -712,9 +728,10 @@ class Call:
 
     def __init__(self, pid, name, start, end, text):
         self.pid, self.name, self.start, self.end, self.text = pid, name, start, end, text
-        ret = text.rsplit(") = ", 1)
+        # strace pads short calls to a column: "fork()          = 8162".
+        ret = RETURNED.findall(text)
         try:
-            self.ret = int(ret[1].split()[0], 0) if len(ret) == 2 else None
+            self.ret = int(ret[-1], 0) if ret else None
         except ValueError:
             self.ret = None
 
@@ -823,12 +840,12 @@ PHASES = [
 ]
 
 
-def trace_once(tools, port, out: Path):
-    """One uncontended run under strace: its phases (seconds, None when not
-    seen), syscalls per phase, and the counts."""
-    argv = [shutil.which("strace"), "-f", "-ttt", "-T", "-s", "48", "-o", str(out)] + tools.argv("redlock-run", "phases", [TRUE])
+def trace_once(tools, port, out: Path, name="redlock-run"):
+    """One uncontended run of `name` under strace: its phases (seconds, None
+    when not seen), syscalls per phase, and the counts."""
+    argv = [shutil.which("strace"), "-f", "-ttt", "-T", "-s", "48", "-o", str(out)] + tools.argv(name, "phases", [TRUE])
     code = reap(spawn(argv, stderr_path=tools.tmp / "strace.stderr"))
-    tools.check("strace redlock-run", code)
+    tools.check(f"strace {name}", code)
     calls, exits = parse_strace(out.read_text(errors="replace"))
     m, ours, threads, fork = phase_marks(calls, exits, port)
     phases = {}
@@ -887,12 +904,19 @@ def phases_main(args):
         servers = Servers(tmp)
         try:
             redis = servers.start("redis")
-            tools = Tools(tmp, redis, Path(args.binary))
-            untraced = summarize(time_runs(tools, ["true", "redlock-run"], 50))
-            traces = [trace_once(tools, redis.port, tmp / f"trace{i}.txt") for i in range(args.traces)]
+            tools = Tools(tmp, redis, Path(args.binary), args.glibc_binary)
+            names = ["redlock-run"] + ([GLIBC] if tools.glibc else [])
+            untraced = summarize(time_runs(tools, ["true"] + names, 50))
+            traces = {name: [] for name in names}
+            for i in range(args.traces):
+                for name in names:
+                    out = tmp / f"trace{i}-{name.replace(' ', '-')}.txt"
+                    traces[name].append(trace_once(tools, redis.port, out, name))
             sent, scripted = monitor_run(tools, redis)
         finally:
             servers.stop()
+    print(f"redlock-run phases, {time.strftime('%Y-%m-%d')}: {machine()}")
+    print(binaries_header(args))
     print_phases(args.traces, untraced, traces, sent, scripted)
     if tools.failures:
         print("\nFailures: " + "; ".join(sorted(set(tools.failures))[:10]))
@@ -900,26 +924,36 @@ def phases_main(args):
 
 
 def print_phases(n, untraced, traces, sent, scripted):
-    over = overhead(untraced, "redlock-run")[0]
-    print(f"redlock-run phases, {time.strftime('%Y-%m-%d')}: {machine()}")
-    print(f"One uncontended `redlock-run -- true` under strace -f -ttt -T, median of {n} traced runs.")
+    """The phase table: a column (ms, syscalls) per traced binary."""
+    names = list(traces)
+    runs = "; ".join(f"{name} {untraced[name][0] * 1000:.2f} ms median, "
+                     f"{overhead(untraced, name)[0] * 1000:.2f} ms over `true`" for name in names)
+    print(f"One uncontended `X -- true` under strace -f -ttt -T, median of {n} traced runs each.")
     print(f"strace slows every syscall, so compare phases with each other, not with the untraced")
-    print(f"run: {untraced['redlock-run'][0] * 1000:.2f} ms median, {over * 1000:.2f} ms over `true` (50 runs).")
+    print(f"runs (50 each): {runs}.")
     print()
-    print(f"   {'phase':<40} {'ms':>7} {'syscalls':>9}")
+    print(f"   {'':<40}" + "".join(f" {name:>17}" for name in names))
+    print(f"   {'phase':<40}" + f" {'ms':>7} {'syscalls':>9}" * len(names))
     for label in [p[0] for p in PHASES] + ["total"]:
-        got = [t[0][label] for t in traces if t[0].get(label, (None,))[0] is not None]
-        if got:
-            ms_ = statistics.median(g[0] for g in got) * 1000
-            calls = statistics.median(g[1] for g in got)
-            print(f"   {label:<40} {ms_:>7.2f} {calls:>9.0f}")
-        else:
-            print(f"   {label:<40} {'-':>7} {'-':>9}")
+        row = f"   {label:<40}"
+        for name in names:
+            got = [t[0][label] for t in traces[name] if t[0].get(label, (None,))[0] is not None]
+            if got:
+                ms_ = statistics.median(g[0] for g in got) * 1000
+                calls = statistics.median(g[1] for g in got)
+                row += f" {ms_:>7.2f} {calls:>9.0f}"
+            else:
+                row += f" {'-':>7} {'-':>9}"
+        print(row)
     print()
-    for label in traces[0][1]:
-        print(f"   {label:<58} {statistics.median(t[1][label] for t in traces):>5.0f}")
-    if traces[0][2]:
-        print(f"   (/proc paths: {', '.join(traces[0][2])})")
+    first_ = traces[names[0]]
+    for label in first_[0][1]:
+        print(f"   {label:<58}" + "".join(
+            f" {statistics.median(t[1][label] for t in traces[name]):>5.0f}" for name in names))
+    if len(names) > 1:
+        print(f"   (columns: {', '.join(names)})")
+    if first_[0][2]:
+        print(f"   (/proc paths of {names[0]}: {', '.join(first_[0][2])})")
     print()
     rt = ", ".join(f"{k} x{v}" for k, v in sent.most_common())
     sc = ", ".join(f"{k} x{v}" for k, v in scripted.most_common())
@@ -945,6 +979,46 @@ def machine():
     return f"{os.cpu_count()} CPUs, {model}, Linux {platform.release()}, redis-server {version}"
 
 
+def linkage(path):
+    """"statically linked" or "dynamically linked" (the ELF names an
+    interpreter, ld.so, in a PT_INTERP program header), from the file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return "not a 64-bit ELF"
+            order = "<" if head[5] == 1 else ">"
+            (phoff,) = struct.unpack_from(order + "Q", head, 32)
+            phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, struct.error) as e:
+        return f"unreadable: {e}"
+    types = {struct.unpack_from(order + "I", table, i * phentsize)[0] for i in range(phnum)}
+    return "dynamically linked" if 3 in types else "statically linked"   # 3 = PT_INTERP
+
+
+def shown_path(path):
+    """`path` relative to the repository when it is inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def binaries_header(args):
+    """Which binary "redlock-run" is (and the glibc build, when given)."""
+    how = linkage(args.binary)
+    if how == "statically linked":
+        what = "the static musl binary as released (.deb, tarball)"
+    else:
+        what = f"a build that is {how}, NOT the static binary that is released"
+    lines = [f"redlock-run = {what}: {shown_path(args.binary)}"]
+    if args.glibc_binary:
+        where = "the second column" if args.phases else "a row of section 1 only"
+        lines.append(f"{GLIBC} = `cargo build --release`, {linkage(args.glibc_binary)}, {where}: "
+                     f"{shown_path(args.glibc_binary)}")
+    return "\n".join(lines)
+
+
 def report_uncontended(rounds, u):
     base = u["true"][0]
     print(f"1. Uncontended `X -- true`, {rounds} runs each (interleaved)")
@@ -961,6 +1035,10 @@ def report_uncontended(rounds, u):
         ratios.append(f"{ours / max(u['redis-cli'][0] - base, 1e-6):.3f}x the redis-cli wrapper's")
     if ratios:
         print(f"   redlock-run overhead = {', '.join(ratios)}")
+    if GLIBC in u:
+        theirs = u[GLIBC][0] - base
+        vs_flock = f"{theirs / max(u['flock'][0] - base, 1e-6):.2f}x flock's, " if "flock" in u else ""
+        print(f"   {GLIBC} overhead = {vs_flock}{(theirs - ours) * 1000:+.2f} ms over redlock-run's")
     print()
 
 
@@ -1071,13 +1149,18 @@ def report_variants(v, workers, runs):
 
 
 def targets(u, c, r, p, v):
-    """[(text, True/False/None)]: None = not measurable with this binary."""
+    """[(text, True/False/None/"info")]: None = not measurable with this
+    binary; "info" = a number shown beside the targets, not one of them."""
     out = []
     ours, ours95 = overhead(u, "redlock-run")
     if "flock" in u:
         fl, fl95 = overhead(u, "flock")
         out.append((f"uncontended overhead median <= 1.5x flock's ({ours * 1000:.2f} vs {fl * 1000:.2f} ms = {ours / max(fl, 1e-6):.2f}x)", ours <= 1.5 * fl))
         out.append((f"uncontended overhead p95 <= 2x flock's ({ours95 * 1000:.2f} vs {fl95 * 1000:.2f} ms = {ours95 / max(fl95, 1e-6):.2f}x)", ours95 <= 2 * fl95))
+    if GLIBC in u:
+        theirs = overhead(u, GLIBC)[0]
+        vs_flock = f" = {theirs / max(fl, 1e-6):.2f}x flock's" if "flock" in u else ""
+        out.append((f"{GLIBC} (cargo build --release), not a target: uncontended overhead {theirs * 1000:.2f} ms{vs_flock}", "info"))
     rc = c["redlock-run"]
     if "flock" in c:
         fc = c["flock"]
@@ -1123,6 +1206,7 @@ def report(args, params, u, c, r, w, p, v, tools, elapsed):
     mode = "quick" if args.quick else "full"
     print(f"redlock-run bench ({mode}), {time.strftime('%Y-%m-%d')}: {machine()}")
     print(f"(load average {args.load:.2f} when it started)")
+    print(binaries_header(args))
     print()
     report_uncontended(rounds, u)
     report_contended(workers, runs, c)
@@ -1133,7 +1217,8 @@ def report(args, params, u, c, r, w, p, v, tools, elapsed):
         report_variants(v, workers, runs)
     print("Targets (issue 13), ratios against flock in this run" + (" (quick: not asserted)" if args.quick else "") + ":")
     for text, ok in targets(u, c, r, p, v):
-        print(f"   [{'n/a' if ok is None else 'met' if ok else 'MISSED'}] {text}")
+        mark = "info" if ok == "info" else "n/a" if ok is None else "met" if ok else "MISSED"
+        print(f"   [{mark}] {text}")
     overlaps = [f for f in tools.failures if "overlapped" in f]
     print(f"   [{'met' if not overlaps else 'MISSED'}] no two sections overlapped")
     print(f"   [{'met' if not tools.failures else 'MISSED'}] every wrapped run succeeded")
@@ -1155,7 +1240,7 @@ def build_section(tmp: Path):
 
 
 def smoke(tools):
-    for name in tools.names():
+    for name in tools.names(with_glibc=True):
         code = reap(tools.spawn(name, "smoke", [TRUE]))
         if code != 0:
             sys.exit(f"bench: `{name} -- true` exited {code}; not measuring")
@@ -1168,7 +1253,10 @@ def on_signal(signum, frame):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations, for CI (timing not asserted)")
-    ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "redlock-run"))
+    ap.add_argument("--binary", default=str(ROOT / "target" / MUSL / "release" / "redlock-run"),
+                    help="the redlock-run measured everywhere: the static musl binary as released")
+    ap.add_argument("--glibc-binary",
+                    help="the glibc build (`cargo build --release`): a row of section 1 only (a column of --phases)")
     ap.add_argument("--idle", type=int, help="extra idle processes for section 5 (default 5000, quick 500)")
     ap.add_argument("--no-topologies", action="store_true", help="skip the 5-node, Sentinel and Cluster rows")
     ap.add_argument("--phases", action="store_true", help="per-phase strace breakdown of one run, instead of the bench")
@@ -1183,6 +1271,9 @@ def main():
     for tool in ("redis-server", "cc"):
         if not shutil.which(tool):
             sys.exit(f"bench: {tool} not found on PATH")
+    for binary in filter(None, (args.binary, args.glibc_binary)):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"bench: {binary} is not an executable (scripts/bench.sh builds it)")
     if args.phases:
         return phases_main(args)
 
@@ -1198,7 +1289,7 @@ def main():
         servers = Servers(tmp)
         try:
             redis = servers.start("redis")
-            tools = Tools(tmp, redis, Path(args.binary))
+            tools = Tools(tmp, redis, Path(args.binary), args.glibc_binary)
             smoke(tools)
             u = uncontended(tools, rounds)
             c = contended(tools, section, workers, runs, 10)

@@ -1,14 +1,40 @@
 #!/usr/bin/env bash
 # Benchmark redlock-run against true, flock(1) and a redis-cli wrapper.
 # Usage: scripts/bench.sh [--quick] [--no-topologies] [--idle N]
-# Builds the release binary, starts throwaway redis-servers (one, a 5-node
-# quorum, a primary with 3 sentinels, a 3-primary cluster) on free loopback
-# ports, briefly adds thousands of idle `sleep` processes, and prints one
-# table with the targets [met]/[MISSED] (see scripts/bench.py). Exits
-# non-zero only if a wrapped run failed or two sections overlapped; timing
-# is never asserted. scripts/phases.sh breaks one run down by phase.
+# Builds the static musl binary, the one the .deb and the tarball carry and
+# the "redlock-run" of every row, and the glibc build (`cargo build
+# --release`), a row of the uncontended section only. Starts throwaway
+# redis-servers (one, a 5-node quorum, a primary with 3 sentinels, a
+# 3-primary cluster) on free loopback ports, briefly adds thousands of idle
+# `sleep` processes, and prints one table with the targets [met]/[MISSED]
+# (see scripts/bench.py). Exits non-zero only if a wrapped run failed or two
+# sections overlapped; timing is never asserted. scripts/phases.sh breaks one
+# run down by phase (it runs this script with --phases).
+#
+# Without the Rust target x86_64-unknown-linux-musl (and rustup cannot add
+# it) or without musl-gcc (Debian's musl-tools), it says so in one line and
+# benches the glibc build alone, as "redlock-run".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
 target="${CARGO_TARGET_DIR:-target}"
-exec python3 scripts/bench.py --binary "$target/release/redlock-run" "$@"
+musl=x86_64-unknown-linux-musl
+
+cargo build --release --quiet
+glibc="$target/release/redlock-run"
+
+missing=''
+if ! command -v musl-gcc >/dev/null; then
+    missing="musl-gcc is not on PATH (apt-get install musl-tools)"
+elif ! rustup target list --installed 2>/dev/null | grep -qx "$musl" &&
+    ! rustup target add "$musl" >/dev/null 2>&1; then
+    missing="the Rust target $musl is not installed and rustup target add failed"
+# ring compiles C: it needs musl's gcc wrapper for this target.
+elif ! CC_x86_64_unknown_linux_musl=musl-gcc cargo build --quiet --locked --release --target "$musl"; then
+    missing="cargo build --target $musl failed (see above)"
+fi
+
+if [ -n "$missing" ]; then
+    echo "bench: no static musl binary: $missing; benching the glibc build alone, as \"redlock-run\"" >&2
+    exec python3 scripts/bench.py --binary "$glibc" "$@"
+fi
+exec python3 scripts/bench.py --binary "$target/$musl/release/redlock-run" --glibc-binary "$glibc" "$@"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Where one uncontended `redlock-run -- true` spends its time, for people
-# (not CI): builds the release binary, starts a throwaway redis-server, traces
-# a few runs with `strace -f -ttt -T` and prints the median time of each phase
-# (exec to main, connect, acquire EVAL, fork/exec of the child, its run,
-# waiting, release EVAL, exit), the threads, /proc opens and NSS lookups, and
-# the Redis commands one run sends (redis-cli MONITOR).
+# (not CI): builds the binaries as scripts/bench.sh does (the static musl
+# one as released, and the glibc build beside it; the glibc build alone,
+# with one line saying why, when the static one cannot be built), starts a
+# throwaway redis-server, traces a few runs of each with `strace -f -ttt -T`
+# and prints the median time of each phase (exec to main, connect, acquire
+# EVAL, fork/exec of the child, its run, waiting, release EVAL, exit), the
+# threads, /proc opens and NSS lookups, and the Redis commands one run sends
+# (redis-cli MONITOR).
 # Usage: scripts/phases.sh [--traces N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,4 @@ if ! command -v strace >/dev/null; then
         exit 1
     fi
 fi
-cargo build --release --quiet
-target="${CARGO_TARGET_DIR:-target}"
-exec python3 scripts/bench.py --binary "$target/release/redlock-run" --phases "$@"
+exec scripts/bench.sh --phases "$@"

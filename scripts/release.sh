@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build the release artefacts into dist/:
-#   redlock-run_VERSION-1_amd64.deb                       (cargo-deb)
+# Build the release artefacts into dist/, both with the static musl binary
+# (x86_64-unknown-linux-musl, dlmalloc; the fastest to start, see
+# scripts/bench.sh):
+#   redlock-run_VERSION-1_amd64.deb                       (cargo-deb; no Depends)
 #   redlock-run-VERSION-x86_64-unknown-linux-musl.tar.gz  (static binary, man
 #       page, completions, README, licences, changelog)
 #   SHA256SUMS                                            (sha256sum -c SHA256SUMS)
@@ -26,7 +28,7 @@ esac
 source scripts/prereqs.sh --release
 
 musl=x86_64-unknown-linux-musl
-if [ -z "$deb_only" ] && ! rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
+if ! rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
     if ! rustup target add "$musl" >/dev/null 2>&1; then
         echo "release: cannot install the Rust target $musl (rustup target add failed); no release built" >&2
         exit 3
@@ -43,15 +45,21 @@ target_dir=${CARGO_TARGET_DIR:-target}
 mkdir -p dist
 rm -f dist/redlock-run_"$version"-*.deb dist/redlock-run-"$version"-*.tar.gz dist/SHA256SUMS
 
-# The .deb: cargo-deb builds the release profile, gzips the man page.
-cargo deb --quiet --output dist/ -- --locked
+# ring compiles C: it needs musl's gcc wrapper for this target.
+export CC_x86_64_unknown_linux_musl=musl-gcc
+
+# The .deb: cargo-deb builds the release profile for the musl target (the
+# asset target/release/redlock-run is read from $target_dir/$musl/release/),
+# gzips the man page. $auto finds no shared library, so no Depends (cargo-deb
+# still writes the field, empty; its warning about $auto is one --quiet hides).
+cargo deb --quiet --target "$musl" --output dist/ -- --locked
 deb=$(ls dist/redlock-run_"$version"-*_amd64.deb)
 echo "release: $deb"
 artefacts=("$(basename "$deb")")
 
 if [ -z "$deb_only" ]; then
-    # ring compiles C: it needs musl's gcc wrapper for this target.
-    CC_x86_64_unknown_linux_musl=musl-gcc cargo build --quiet --locked --release --target "$musl"
+    # The binary cargo-deb just built (this build is a no-op).
+    cargo build --quiet --locked --release --target "$musl"
     name=redlock-run-$version-$musl
     stage=$(mktemp -d)
     trap 'rm -rf "$stage"' EXIT
