@@ -10,7 +10,7 @@ use crate::child::{self, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released};
+use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
 use crate::log::{field, ms, show, Ev, Log};
 use crate::metrics::{Finished, Metrics, Outcome};
 use crate::refresh::{Lease, Loss, Refresher};
@@ -119,8 +119,8 @@ fn run_recorded(
         &signals,
         log,
     );
-    let acquired = match waited {
-        Ok(Waited::Acquired(lease)) => lease,
+    let (acquired, subscription) = match waited {
+        Ok(Waited::Acquired(lease, subscription)) => (lease, subscription),
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
@@ -141,7 +141,7 @@ fn run_recorded(
         token: &token,
         acquired,
     };
-    held.run(&mut main, quorum, record)
+    held.run(&mut main, quorum, record, subscription)
 }
 
 /// The lock's nodes, not connected yet (each user opens its own).
@@ -178,7 +178,7 @@ fn not_acquired(
     record: &mut Record,
 ) -> Result<Exit, Failure> {
     match waited {
-        Waited::Acquired(_) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
+        Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
         Waited::Busy(info) => {
             let holder = wait::describe_holder(&info);
             log.emit(
@@ -222,16 +222,21 @@ struct Held<'a> {
 }
 
 impl Held<'_> {
+    /// `subscription`: a waiter's, closed once COMMAND runs. Closing a
+    /// loopback TCP connection does the FIN's work on this thread, which
+    /// would delay the hand-over.
     fn run(
         self,
         main: &mut Quorum,
         fresh: impl Fn() -> Quorum,
         record: &mut Record,
+        subscription: Option<Wakeups>,
     ) -> Result<Exit, Failure> {
         if let Some(exit) = self.too_late(main) {
             return Ok(exit);
         }
         let job = self.spawn(main)?;
+        drop(subscription);
         record.running(self.cfg, self.log);
         let timing = self.cfg.timing;
         let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;

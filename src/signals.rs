@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -32,6 +33,15 @@ pub const FORWARDED: [i32; 6] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGU
 
 /// Stop COMMAND with us.
 pub const JOB_CONTROL: [i32; 3] = [SIGTSTP, SIGTTIN, SIGTTOU];
+
+/// Every signal a handler of ours was installed for (bit N: signal N). A
+/// child must put these back to the default before it can get a signal.
+static CAUGHT: AtomicU64 = AtomicU64::new(0);
+
+/// [`CAUGHT`]: the signals with a handler of ours.
+pub fn caught_mask() -> u64 {
+    CAUGHT.load(Ordering::Relaxed)
+}
 
 /// What the loop is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +73,8 @@ impl Signals {
             .filter(|&sig| !ignored(sig))
             .chain([SIGCONT, SIGCHLD])
             .collect();
+        let mask = caught.iter().fold(0u64, |mask, &sig| mask | 1 << sig);
+        CAUGHT.fetch_or(mask, Ordering::Relaxed);
         let (read, write) = UnixStream::pair()?;
         read.set_nonblocking(true)?;
         let delivery = SignalDelivery::with_pipe(read, write, SignalOnly, caught)?;

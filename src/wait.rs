@@ -23,7 +23,9 @@ use crate::signals::Signals as SignalRelay;
 
 /// How waiting ended, when it did not fail.
 pub enum Waited {
-    Acquired(Lease),
+    /// With the subscription, if we waited: closing it is left until
+    /// COMMAND has started (see `run.rs`).
+    Acquired(Lease, Option<Wakeups>),
     /// Still busy when `--wait` ran out.
     Busy(BusyInfo),
     /// A signal arrived first; nothing is left in Redis.
@@ -75,11 +77,14 @@ pub fn acquire(
         holder_until: None,
     };
     let waited = waiter.wait_in_line(quorum);
-    if !matches!(waited, Ok(Waited::Acquired(_))) {
-        // Let the next in line be woken instead of us.
-        quorum.leave(token);
+    match waited {
+        Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
+        other => {
+            // Let the next in line be woken instead of us.
+            quorum.leave(token);
+            other
+        }
     }
-    waited
 }
 
 /// One waiter's state while it waits.
@@ -228,7 +233,7 @@ impl Waiter<'_> {
         match attempt {
             Attempt::Acquired(lease) => {
                 warn_if_reset(&lease, key, self.log);
-                Ok(Next::Done(Waited::Acquired(lease)))
+                Ok(Next::Done(Waited::Acquired(lease, None)))
             }
             Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
             Attempt::Unavailable(error) if !quorum.ever_answered() => Ok(Next::Done(

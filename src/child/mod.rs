@@ -71,6 +71,7 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
         give_terminal: terminal_owner.is_some(),
+        caught: crate::signals::caught_mask(),
     };
     let pgid = spawn::spawn(argv, env, &setup)?;
     if terminal_owner.is_some() {
@@ -269,7 +270,11 @@ fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
     let mut found = Vec::new();
     let mut parents = vec![(std::process::id() as i32, true)];
     while let Some((parent, ours)) = parents.pop() {
-        let Some(children) = children_of(parent) else {
+        let children = match ours {
+            true => own_children(),
+            false => children_of(parent),
+        };
+        let Some(children) = children else {
             if ours {
                 return None;
             }
@@ -290,6 +295,20 @@ fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
         }
     }
     Some(found)
+}
+
+/// Our own children: those of the main thread. Only it starts COMMAND,
+/// and orphans are handed to a subreaper's first live thread, which is
+/// the main thread while we run (`find_new_reaper` in the kernel): one
+/// file to read, not a directory of threads.
+fn own_children() -> Option<Vec<i32>> {
+    let pid = std::process::id();
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    Some(
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
 }
 
 /// The children of every thread of `pid`.

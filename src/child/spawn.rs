@@ -29,6 +29,8 @@ pub struct Setup {
     pub sigpipe_ignored: bool,
     /// Make COMMAND's group the terminal's foreground group.
     pub give_terminal: bool,
+    /// The signals we catch (bit N: signal N), to put back to the default.
+    pub caught: u64,
 }
 
 /// Start `argv` (found on `$PATH` like `execvp` does) in a new process
@@ -57,7 +59,7 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)], setup: &Setup) -> io::Resu
     };
     // glibc's posix_spawn sizes its child's stack the same way: execvp
     // puts a copy of argv on it to run a script without `#!` with sh.
-    let mut stack = vec![0u8; 64 * 1024 + args.len() * std::mem::size_of::<usize>()];
+    let mut stack = vec![0u8; 32 * 1024 + args.len() * std::mem::size_of::<usize>()];
     let all = SigSet::all();
     let mut old = SigSet::empty();
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut old))?;
@@ -99,7 +101,7 @@ impl Exec<'_> {
     fn run(&self) -> isize {
         // SAFETY: plain system calls on prepared data (see the module doc).
         unsafe {
-            default_handlers(self.setup.sigpipe_ignored);
+            default_handlers(self.setup.caught, self.setup.sigpipe_ignored);
             libc::setpgid(0, 0);
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
             // must never run on without someone refreshing its lock.
@@ -129,19 +131,23 @@ impl Exec<'_> {
     }
 }
 
-/// Every caught signal back to the default (our handlers must not run in
-/// the child), and SIGPIPE as we were given it. Ignored signals stay
-/// ignored, as `execve` would keep them.
-unsafe fn default_handlers(sigpipe_ignored: bool) {
-    for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
+/// Every signal we catch back to the default (our handlers must not run
+/// in the child), also the runtime's SIGSEGV and SIGBUS handlers, and
+/// SIGPIPE as we were given it. Ignored signals stay ignored, as `execve`
+/// would keep them. A call per signal that has a handler, not per signal:
+/// this is on the path of every start.
+unsafe fn default_handlers(caught: u64, sigpipe_ignored: bool) {
+    for sig in 1..64 {
+        if caught & (1 << sig) != 0 {
+            set_handler(sig, libc::SIG_DFL);
         }
+    }
+    for sig in [libc::SIGSEGV, libc::SIGBUS] {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, ptr::null(), &mut old) != 0 {
-            continue;
-        }
-        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        if libc::sigaction(sig, ptr::null(), &mut old) == 0
+            && old.sa_sigaction != libc::SIG_DFL
+            && old.sa_sigaction != libc::SIG_IGN
+        {
             set_handler(sig, libc::SIG_DFL);
         }
     }
