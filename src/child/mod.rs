@@ -186,24 +186,35 @@ impl Job {
         if let Some(exit) = self.reaped {
             return exit;
         }
-        let status = loop {
-            match waitpid(self.pgid, None) {
-                Err(Errno::EINTR) => continue,
-                other => break other,
-            }
-        };
+        let exit = wait_for_exit(self.pgid);
         if let Some(ours) = self.terminal_owner {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
         }
-        let exit = match status {
-            Ok(WaitStatus::Exited(_, code)) => {
-                Exit::Child(u8::try_from(code & 0xff).unwrap_or(u8::MAX))
-            }
-            Ok(WaitStatus::Signaled(_, sig, _)) => Exit::Signaled(sig as i32),
-            _ => Exit::Internal,
-        };
         self.reaped = Some(exit);
         exit
+    }
+}
+
+/// Reap `pid` and say how it ended. The raw status, not nix's `WaitStatus`:
+/// that one has no room for a real-time signal, and a job killed by one
+/// must still report 128 + N.
+fn wait_for_exit(pid: Pid) -> Exit {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status into our local.
+        match unsafe { nix::libc::waitpid(pid.as_raw(), &mut status, 0) } {
+            -1 if Errno::last() == Errno::EINTR => continue,
+            -1 => return Exit::Internal,
+            _ => break,
+        }
+    }
+    use nix::libc::{WEXITSTATUS, WIFEXITED, WIFSIGNALED, WTERMSIG};
+    if WIFEXITED(status) {
+        Exit::Child(u8::try_from(WEXITSTATUS(status) & 0xff).unwrap_or(u8::MAX))
+    } else if WIFSIGNALED(status) {
+        Exit::Signaled(WTERMSIG(status))
+    } else {
+        Exit::Internal
     }
 }
 

@@ -19,6 +19,9 @@ fn exit_codes_pass_through() {
     assert_eq!(out.code, Some(128 + 15), "{out:?}");
     let out = run_with_timeout(&mut server.job("codes").sh("kill -KILL $$"), LONG);
     assert_eq!(out.code, Some(128 + 9), "{out:?}");
+    // A real-time signal too (nix's wait status has no room for one).
+    let out = run_with_timeout(&mut server.job("codes").sh("kill -40 $$"), LONG);
+    assert_eq!(out.code, Some(128 + 40), "{out:?}");
 }
 
 #[test]
