@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{SigSet, Signal};
 use signal_hook::consts::{
     SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
 };
@@ -163,20 +163,11 @@ pub fn stop_self() {
 
 /// Whether `sig` is ignored right now (as inherited from our parent).
 pub fn ignored(sig: i32) -> bool {
-    let Ok(signal) = Signal::try_from(sig) else {
-        return false;
-    };
-    let probe = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
-    // SAFETY: sigaction swaps in SIG_IGN and straight back: no handler of
-    // ours runs in between, and the previous action is restored as it was.
+    use nix::libc;
+    // SAFETY: a query only (no new action): nothing changes.
     unsafe {
-        match sigaction(signal, &probe) {
-            Ok(previous) => {
-                let _ = sigaction(signal, &previous);
-                matches!(previous.handler(), SigHandler::SigIgn)
-            }
-            Err(_) => false,
-        }
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 
