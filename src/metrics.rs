@@ -117,8 +117,9 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Checks that `dir` exists, is a directory and is writable (a probe
-    /// file is created and removed). The error is one line naming `dir`.
+    /// Checks that `dir` exists, is a directory and is writable by us
+    /// (`access(2)`: no probe file, as this is on every run's start-up
+    /// path). The error is one line naming `dir`.
     pub fn open(dir: &Path, key: &str) -> Result<Metrics, String> {
         let fail = |why: String| format!("metrics directory {}: {why}", dir.display());
         match fs::metadata(dir) {
@@ -126,17 +127,9 @@ impl Metrics {
             Ok(_) => return Err(fail("not a directory".into())),
             Err(e) => return Err(fail(e.to_string())),
         }
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .subsec_nanos();
-        let probe = dir.join(format!(".redlock_run_probe.{}.{nanos}", std::process::id()));
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-            .map_err(|e| fail(format!("cannot write there: {e}")))?;
-        fs::remove_file(&probe).map_err(|e| fail(format!("cannot remove a file there: {e}")))?;
+        let writable = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
+        nix::unistd::access(dir, writable)
+            .map_err(|e| fail(format!("cannot write there: {}", io::Error::from(e))))?;
         let name = file_stem(key);
         Ok(Metrics {
             dir: dir.to_path_buf(),
