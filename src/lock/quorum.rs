@@ -341,6 +341,11 @@ impl Quorum {
     /// any connected, none when it has none (also after a short WAIT).
     fn confirm_replicas(&mut self) -> Result<(), Short> {
         let (replicas, limit) = (self.replicas, self.timeout / 2);
+        let none = matches!(replicas, Replicas::Default | Replicas::Exactly(0));
+        if none && !self.nodes.iter().any(Node::is_topology) {
+            // Nothing to wait for and no master to confirm: no fan-out.
+            return Ok(());
+        }
         let answers = self.each(|node, keys| {
             let confirmed = replicas_confirm(node, keys, replicas, limit)?;
             // Behind sentinels, the write counts only if it went to the
