@@ -314,12 +314,7 @@ fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
 /// file to read, not a directory of threads.
 fn own_children() -> Option<Vec<i32>> {
     let pid = std::process::id();
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    Some(
-        text.split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect(),
-    )
+    pids_in(format!("/proc/{pid}/task/{pid}/children"))
 }
 
 /// The children of every thread of `pid`.
@@ -327,15 +322,19 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut children = Vec::new();
     for task in tasks.flatten() {
-        let path = task.path().join("children");
-        if let Ok(text) = std::fs::read_to_string(path) {
-            children.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
+        children.extend(pids_in(task.path().join("children")).unwrap_or_default());
     }
     Some(children)
+}
+
+/// The pids listed in a `children` file.
+fn pids_in(path: impl AsRef<std::path::Path>) -> Option<Vec<i32>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
 }
 
 /// Not a zombie (zombies run nothing).
