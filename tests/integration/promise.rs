@@ -384,6 +384,25 @@ fn a_missing_metrics_directory_is_refused_before_redis() {
     assert_eq!(dbsize(&mut server.conn()), 0);
 }
 
+#[test]
+fn a_read_only_metrics_directory_is_refused_before_redis() {
+    if !can_unshare("a read-only metrics directory") {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let m = dir.path().display().to_string();
+    // Read-only for root too: a read-only mount, in a namespace of its own.
+    let mut job = redlock(&server.url());
+    job.args(["-k", "m", "--metrics-textfile", &m, "--", "true"]);
+    let setup = format!("mount -t tmpfs -o ro tmpfs '{m}'");
+    let out = run_with_timeout(&mut unshared(&setup, &job), LONG);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--metrics-textfile"), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot write there"), "{}", out.stderr);
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}
+
 /// A holder with a 30 s TTL (refresh every 10 s) whose job ticks.
 fn long_holder(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
     let run = spawn_piped(&mut server.job(key).args(["--ttl", "30s"]).sh(ticking(dir)));
