@@ -5,10 +5,13 @@
 //! is a usage error); [`Metrics::acquired`] writes the file when the lock
 //! is taken (`redlock_run_running` 1) and [`Metrics::finished`] when the
 //! run ends, whatever the outcome (running 0, one more
-//! `redlock_run_runs_total` for the outcome). Each write is a
+//! `redlock_run_runs_total` for the outcome). Both are done by a thread of
+//! their own ([`Metrics::writer`]), started before COMMAND: nothing on the
+//! supervision path waits on DIR. Each write is a
 //! read-modify-write of `DIR/redlock_run_<name>.prom` under an exclusive
-//! `flock` on `DIR/.redlock_run_<name>.lock`: the holder and the waiters of
-//! one KEY on one host never lose a count. The new text goes to a hidden
+//! `flock` on `DIR/.redlock_run_<name>.lock` (taken without blocking, tried
+//! for a bounded time): the holder and the waiters of one KEY on one host
+//! never lose a count. The new text goes to a hidden
 //! temp file that is renamed into place, so a scrape never sees half a
 //! file. There is no fsync: it costs milliseconds on every run, and the
 //! rename alone is what readers need; a host that crashes loses at most
@@ -31,16 +34,35 @@
 //! offers the small parser the carry-over needs.
 
 use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::fs::File;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::stat::{fstat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use crate::log::Log;
 
 /// Bytes of a KEY kept in the file name; longer keys are cut (and hashed).
 const MAX_NAME_BYTES: usize = 100;
 
+/// How long a write waits for the file's `flock` (taken without blocking,
+/// and tried again) before it gives up with a warning: the holder and the
+/// waiters of a KEY hold it for a millisecond; anyone holding it longer
+/// costs this run its metrics, nothing else.
+const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// How long the end of a run waits for its last write (a hung mount must
+/// not keep redlock-run from exiting).
+const FINISH_PATIENCE: Duration = Duration::from_secs(3);
+
+/// A previous file longer than this is not read (it counts as empty).
+const MAX_FILE_BYTES: u64 = 1 << 20;
 /// How a run ended, as counted in `redlock_run_runs_total{outcome}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -108,41 +130,109 @@ pub struct Finished {
 }
 
 /// The metrics file of one KEY in one directory.
+///
+/// Every file in DIR is opened relative to a descriptor of DIR taken at
+/// start-up, never following a symbolic link (`O_NOFOLLOW`), never
+/// blocking on a FIFO or a device (`O_NONBLOCK`, and anything but a
+/// regular file is refused), and the temp file is created new
+/// (`O_EXCL`): a link planted in DIR by another user is replaced or
+/// refused, never written through.
 #[derive(Debug, Clone)]
 pub struct Metrics {
-    dir: PathBuf,
+    dir: Arc<OwnedFd>,
+    /// DIR as given, for messages.
+    shown: PathBuf,
     key: String,
-    path: PathBuf,
-    lock_path: PathBuf,
+    /// `redlock_run_<name>`: the file is `<stem>.prom`.
+    stem: String,
 }
 
 impl Metrics {
-    /// Checks that `dir` exists, is a directory and is writable by us
-    /// (`access(2)`: no probe file, as this is on every run's start-up
-    /// path). The error is one line naming `dir`.
+    /// Opens `dir` and checks it: a directory, writable by us (`access(2)`:
+    /// no probe file, as this is on every run's start-up path), and not
+    /// writable by every user unless sticky (there anyone could replace
+    /// our files between two runs). The error is one line naming `dir`.
     pub fn open(dir: &Path, key: &str) -> Result<Metrics, String> {
         let fail = |why: String| format!("metrics directory {}: {why}", dir.display());
-        match fs::metadata(dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(fail("not a directory".into())),
-            Err(e) => return Err(fail(e.to_string())),
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+        let fd = nix::fcntl::open(dir, flags, Mode::empty()).map_err(|e| match e {
+            Errno::ENOTDIR => fail("not a directory".into()),
+            e => fail(io::Error::from(e).to_string()),
+        })?;
+        let stat = fstat(fd.as_fd()).map_err(|e| fail(io::Error::from(e).to_string()))?;
+        let mode = Mode::from_bits_truncate(stat.st_mode);
+        if mode.contains(Mode::S_IWOTH) && !mode.contains(Mode::S_ISVTX) {
+            return Err(fail(
+                "writable by every user and not sticky, so anyone could replace the metrics \
+                 files (chmod o-w, or chmod +t)"
+                    .into(),
+            ));
         }
         let writable = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
         nix::unistd::access(dir, writable)
             .map_err(|e| fail(format!("cannot write there: {}", io::Error::from(e))))?;
-        let name = file_stem(key);
         Ok(Metrics {
-            dir: dir.to_path_buf(),
+            dir: Arc::new(fd),
+            shown: dir.to_path_buf(),
             key: key.to_string(),
-            path: dir.join(format!("{name}.prom")),
-            lock_path: dir.join(format!(".{name}.lock")),
+            stem: file_stem(key),
         })
     }
 
     /// The `.prom` file this KEY writes.
     #[cfg(test)]
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self) -> PathBuf {
+        self.shown.join(self.prom())
+    }
+
+    fn prom(&self) -> String {
+        format!("{}.prom", self.stem)
+    }
+
+    /// Starts the thread that writes this run's metrics: the run hands it
+    /// what to write and never waits for the file (see [`Writer`]). Made
+    /// before COMMAND is spawned. A thread that cannot start costs the
+    /// run its metrics, with a warning.
+    pub fn writer(&self, log: &Log) -> Writer {
+        let (tx, rx) = mpsc::channel::<Write>();
+        let (done_tx, done) = mpsc::channel();
+        let metrics = self.clone();
+        let thread_log = log.clone();
+        let started = std::thread::Builder::new()
+            .name("metrics".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                for write in rx {
+                    let last = matches!(write, Write::Finished(_));
+                    let written = match &write {
+                        Write::Acquired { start, wait, fence } => {
+                            metrics.acquired(*start, *wait, *fence)
+                        }
+                        Write::Finished(r) => metrics.finished(r),
+                    };
+                    if let Err(e) = written {
+                        thread_log.warn(format!("cannot write the metrics file: {e}"));
+                    }
+                    if last {
+                        let _ = done_tx.send(());
+                    }
+                }
+            });
+        let tx = match started {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                log.warn(format!(
+                    "cannot start the metrics thread ({e}); this run writes no metrics"
+                ));
+                None
+            }
+        };
+        Writer {
+            tx,
+            done,
+            shown: self.shown.clone(),
+            log: log.clone(),
+        }
     }
 
     /// Records that the lock was acquired at `start` after waiting `wait`,
@@ -165,42 +255,154 @@ impl Metrics {
 
     /// Read, change and write the file under the lock.
     fn update(&self, change: impl FnOnce(&mut State)) -> io::Result<()> {
-        let _lock = self.lock().map_err(|e| self.context(&self.lock_path, e))?;
-        let mut state = match fs::read_to_string(&self.path) {
+        let lock_name = format!(".{}.lock", self.stem);
+        let _lock = self
+            .lock(&lock_name)
+            .map_err(|e| self.context(&lock_name, e))?;
+        let mut state = match self.read(&self.prom()) {
             Ok(text) => State::parse(&text, &self.key),
             Err(_) => State::default(),
         };
         change(&mut state);
         self.write(&state.render(&self.key))
-            .map_err(|e| self.context(&self.path, e))
+            .map_err(|e| self.context(&self.prom(), e))
     }
 
-    fn lock(&self) -> io::Result<Flock<File>> {
-        let file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.lock_path)
-        {
+    /// `name` in DIR, opened without following a link or blocking; only a
+    /// regular file is accepted.
+    fn open_at(&self, name: &str, flags: OFlag, mode: u32) -> io::Result<File> {
+        let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let mode = Mode::from_bits_truncate(mode);
+        let fd = nix::fcntl::openat(self.dir.as_fd(), name, flags, mode).map_err(|e| match e {
+            Errno::ELOOP => io::Error::other("a symbolic link is in its place; not followed"),
+            e => e.into(),
+        })?;
+        let kind = SFlag::from_bits_truncate(fstat(fd.as_fd())?.st_mode) & SFlag::S_IFMT;
+        if kind != SFlag::S_IFREG {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok(File::from(fd))
+    }
+
+    /// The KEY's lock file, `flock`ed without blocking: a holder that does
+    /// not let go within [`LOCK_PATIENCE`] is an error.
+    fn lock(&self, name: &str) -> io::Result<Flock<File>> {
+        let rw = OFlag::O_RDWR | OFlag::O_CREAT;
+        let mut file = match self.open_at(name, rw, 0o644) {
             // Another user's lock file: flock needs no write access.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(&self.lock_path)?,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                self.open_at(name, OFlag::O_RDONLY, 0)?
+            }
             other => other?,
         };
-        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
+        let give_up = Instant::now() + LOCK_PATIENCE;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(locked) => return Ok(locked),
+                Err((back, Errno::EWOULDBLOCK)) if Instant::now() < give_up => {
+                    file = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((_, Errno::EWOULDBLOCK)) => {
+                    return Err(io::Error::other(format!(
+                        "held by another process for more than {}s; not written",
+                        LOCK_PATIENCE.as_secs()
+                    )))
+                }
+                Err((_, errno)) => return Err(errno.into()),
+            }
+        }
+    }
+
+    /// The previous file's text (at most [`MAX_FILE_BYTES`]).
+    fn read(&self, name: &str) -> io::Result<String> {
+        let file = self.open_at(name, OFlag::O_RDONLY, 0)?;
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES).read_to_string(&mut text)?;
+        Ok(text)
     }
 
     /// Temp file (hidden, not `*.prom`, so the collector skips it), then
-    /// rename. Only the lock holder uses the temp name.
+    /// rename. Only the lock holder uses the temp name, so one left there
+    /// is a crashed run's (or planted): it is removed (the name, never
+    /// what a link points to) and the temp file made anew.
     fn write(&self, text: &str) -> io::Result<()> {
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let tmp = self.dir.join(format!(".{name}.tmp"));
-        fs::write(&tmp, text)?;
-        fs::rename(&tmp, &self.path)
+        let prom = self.prom();
+        let tmp = format!(".{prom}.tmp");
+        let new = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        let mut file = match self.open_at(&tmp, new, 0o644) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                unlinkat(self.dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir)?;
+                self.open_at(&tmp, new, 0o644)?
+            }
+            other => other?,
+        };
+        let written = file.write_all(text.as_bytes()).and_then(|()| {
+            nix::fcntl::renameat(
+                self.dir.as_fd(),
+                tmp.as_str(),
+                self.dir.as_fd(),
+                prom.as_str(),
+            )
+            .map_err(io::Error::from)
+        });
+        if written.is_err() {
+            let _ = unlinkat(self.dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        written
     }
 
-    fn context(&self, path: &Path, e: io::Error) -> io::Error {
-        io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    fn context(&self, name: &str, e: io::Error) -> io::Error {
+        io::Error::new(
+            e.kind(),
+            format!("{}: {e}", self.shown.join(name).display()),
+        )
+    }
+}
+
+/// What the writer thread is asked to write.
+enum Write {
+    Acquired {
+        start: SystemTime,
+        wait: Duration,
+        fence: i64,
+    },
+    Finished(Finished),
+}
+
+/// A run's handle on its metrics thread: nothing here touches the file
+/// system, so the supervision path never waits on DIR (a held `flock`, a
+/// hung mount, a FIFO cost the run its metrics, never its lock).
+pub struct Writer {
+    tx: Option<mpsc::Sender<Write>>,
+    done: mpsc::Receiver<()>,
+    shown: PathBuf,
+    log: Log,
+}
+
+impl Writer {
+    /// "Running": queued, written by the thread.
+    pub fn acquired(&self, start: SystemTime, wait: Duration, fence: i64) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Write::Acquired { start, wait, fence });
+        }
+    }
+
+    /// The run's last write: queued, then waited for, at most
+    /// [`FINISH_PATIENCE`] (the lock is given back by then).
+    pub fn finished(self, r: Finished) {
+        let Some(tx) = self.tx else { return };
+        if tx.send(Write::Finished(r)).is_err() {
+            return;
+        }
+        drop(tx);
+        if let Err(mpsc::RecvTimeoutError::Timeout) = self.done.recv_timeout(FINISH_PATIENCE) {
+            self.log.warn(format!(
+                "the metrics file in {} was not written within {}s; exiting without it",
+                self.shown.display(),
+                FINISH_PATIENCE.as_secs()
+            ));
+        }
     }
 }
 
@@ -475,6 +677,7 @@ fn duration_ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn at(ms: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(ms)
