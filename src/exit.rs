@@ -34,6 +34,10 @@ pub enum Exit {
     CannotInvoke,
     /// COMMAND was not found.
     NotFound,
+    /// A resource of this host ran out (file descriptors, memory,
+    /// threads): neither Redis unavailable nor refused, and never a reason
+    /// to run COMMAND without the lock.
+    LocalFailure,
     /// An admin subcommand's "no" (a free key, nothing deleted).
     No,
     /// A bug in redlock-run.
@@ -56,6 +60,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::Unavailable => 69,
             Exit::LockLost => 70,
+            Exit::LocalFailure => 71,
             Exit::Refused => 77,
             Exit::MaxHold => 124,
             Exit::CannotInvoke => 126,
@@ -93,6 +98,10 @@ impl Exit {
         Row {
             code: "70",
             when: "lock lost while COMMAND ran; COMMAND was stopped",
+        },
+        Row {
+            code: "71",
+            when: "local failure: this host ran out of file descriptors, memory or threads (never counted as Redis unavailable)",
         },
         Row {
             code: "124",
@@ -140,6 +149,35 @@ impl fmt::Display for Failure {
     }
 }
 
+impl Failure {
+    /// `e` while doing `what`: [`Exit::LocalFailure`] if a resource of
+    /// this host ran out (see [`local_resource`]), else a bug.
+    pub fn local(e: std::io::Error, what: &str) -> Failure {
+        match local_resource(&e) {
+            Some(why) => Failure {
+                exit: Exit::LocalFailure,
+                error: anyhow::anyhow!("{what}: local failure: {why} ({e})"),
+            },
+            None => anyhow::Error::new(e).context(what.to_string()).into(),
+        }
+    }
+}
+
+/// What ran out, if `e` says a resource of this host did.
+pub fn local_resource(e: &std::io::Error) -> Option<&'static str> {
+    local_errno(e.raw_os_error()?)
+}
+
+/// [`local_resource`] by errno.
+pub fn local_errno(errno: i32) -> Option<&'static str> {
+    match errno {
+        nix::libc::EMFILE => Some("out of file descriptors (the process's limit: ulimit -n)"),
+        nix::libc::ENFILE => Some("the system is out of file descriptors (fs.file-max)"),
+        nix::libc::ENOMEM | nix::libc::ENOBUFS => Some("out of memory"),
+        _ => None,
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Failure {
         Failure {
@@ -159,6 +197,7 @@ mod tests {
         assert_eq!(Exit::Busy(75).code(), 75);
         assert_eq!(Exit::Unavailable.code(), 69);
         assert_eq!(Exit::LockLost.code(), 70);
+        assert_eq!(Exit::LocalFailure.code(), 71);
         assert_eq!(Exit::NotFound.code(), 127);
         assert_eq!(Exit::CannotInvoke.code(), 126);
         assert_eq!(Exit::Usage.code(), 2);
@@ -174,6 +213,7 @@ mod tests {
             Exit::Unavailable,
             Exit::Refused,
             Exit::LockLost,
+            Exit::LocalFailure,
             Exit::MaxHold,
             Exit::Internal,
         ];

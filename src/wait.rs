@@ -236,6 +236,8 @@ impl Waiter<'_> {
                 Ok(Next::Done(Waited::Acquired(lease, None)))
             }
             Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
+            // Not Redis's doing: never a reason to run without the lock.
+            Attempt::Local(error) => Err(failed(Exit::LocalFailure, error, "local failure")),
             Attempt::Unavailable(error) if !quorum.ever_answered() => Ok(Next::Done(
                 Waited::Unreachable(error.context(format!("cannot take lock '{key}': Redis unavailable"))),
             )),

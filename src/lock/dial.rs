@@ -52,7 +52,8 @@ fn on_helper<T: Send + 'static>(
         .name("connect".into())
         .spawn(move || {
             let _ = tx.send(work());
-        })?;
+        })
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", super::node::NO_THREAD)))?;
     rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
         .map_err(|_| timed_out("connecting"))
 }

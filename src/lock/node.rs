@@ -28,7 +28,15 @@ pub enum Fault {
     Refused,
     /// A signal arrived during the call (EINTR).
     Interrupted,
+    /// A resource of this host ran out (EMFILE, ENFILE, ENOMEM, ENOBUFS,
+    /// a thread that could not start): says nothing about Redis, so it is
+    /// never "unavailable".
+    Local,
 }
+
+/// The start of the error a helper thread that could not start gives
+/// (its errno, EAGAIN, is also what a read timeout gives).
+pub(super) const NO_THREAD: &str = "cannot start a thread";
 
 /// A node's error: its kind, and one readable line naming the node.
 #[derive(Debug)]
@@ -371,6 +379,9 @@ fn classify(e: &RedisError, answered: bool) -> Fault {
         if e.to_string().contains("os error 4)") {
             return Fault::Interrupted;
         }
+        if local_failure(e).is_some() {
+            return Fault::Local;
+        }
         return match answered {
             true => Fault::Dropped,
             false => Fault::Unreachable,
@@ -382,9 +393,26 @@ fn classify(e: &RedisError, answered: bool) -> Fault {
     Fault::Refused
 }
 
+/// What ran out on this host, if `e` is a local resource failure.
+/// redis-rs keeps the io::Error private; its text carries the errno.
+fn local_failure(e: &RedisError) -> Option<&'static str> {
+    if !e.is_io_error() {
+        return None;
+    }
+    let text = e.to_string();
+    if text.contains(NO_THREAD) {
+        return Some("cannot start a thread (a limit on processes or threads: ulimit -u)");
+    }
+    let errno = text.rsplit_once("(os error ")?.1.strip_suffix(')')?;
+    crate::exit::local_errno(errno.parse().ok()?)
+}
+
 /// A Redis error as one readable line: what to fix for the usual
 /// refusals, the OS error for I/O.
 fn describe(e: RedisError) -> anyhow::Error {
+    if let Some(why) = local_failure(&e) {
+        return anyhow!("{why}");
+    }
     if e.is_timeout() {
         return match e.to_string().contains("resolving") {
             true => anyhow!("timed out resolving the host name"),

@@ -31,6 +31,9 @@ pub enum Attempt {
     Busy(BusyInfo),
     /// Fewer than a quorum of nodes answered; none refused.
     Unavailable(anyhow::Error),
+    /// Fewer than a quorum answered, and a node's call failed for want of
+    /// a resource of this host (file descriptors, memory, threads).
+    Local(anyhow::Error),
     /// A node answered with an error (authentication, NOPERM, READONLY,
     /// OOM, a script error...): waiting will not help.
     Refused(anyhow::Error),
@@ -283,10 +286,12 @@ impl Quorum {
         }
         if self.nodes.len() - tally.errors.len() < self.needed() {
             let refused = tally.errors.iter().any(|e| e.fault == Fault::Refused);
+            let local = tally.errors.iter().any(|e| e.fault == Fault::Local);
             let error = join_node_errors(tally.errors, self.nodes.len());
-            return match refused {
-                true => Attempt::Refused(error),
-                false => Attempt::Unavailable(error),
+            return match (local, refused) {
+                (true, _) => Attempt::Local(error),
+                (false, true) => Attempt::Refused(error),
+                (false, false) => Attempt::Unavailable(error),
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())
