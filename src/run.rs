@@ -12,7 +12,7 @@ use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
 use crate::log::{field, ms, show, Ev, Log};
-use crate::metrics::{Finished, Metrics, Outcome};
+use crate::metrics::{Finished, Outcome, Writer};
 use crate::refresh::{Lease, Loss, Refresher};
 use crate::signals::Signals;
 use crate::supervise::{Guard, Supervisor};
@@ -25,17 +25,21 @@ const REFRESHER_AFTER: Duration = Duration::from_millis(20);
 
 pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
     let log = log.for_key(&cfg.key);
-    let mut record = Record::default();
+    // Its thread starts before anything else does, COMMAND included.
+    let mut record = Record {
+        metrics: cfg.metrics.as_ref().map(|m| m.writer(&log)),
+        ..Record::default()
+    };
     let result = run_recorded(&conn, &cfg, &log, &mut record);
-    if let Some(metrics) = &cfg.metrics {
-        record.finish(metrics, &result, &log);
-    }
+    record.finish(&result);
     result
 }
 
 /// What the metrics file is told about a run.
 #[derive(Default)]
 struct Record {
+    /// The metrics thread, with `--metrics-textfile`.
+    metrics: Option<Writer>,
     /// When the lock was acquired (or COMMAND started without it).
     start: Option<SystemTime>,
     wait: Duration,
@@ -50,19 +54,18 @@ impl Record {
         self.fence = Some(fence);
     }
 
-    /// Write "running" to the metrics file: once COMMAND has started, so
-    /// that the file's I/O overlaps COMMAND instead of delaying it.
-    fn running(&self, cfg: &RunConfig, log: &Log) {
-        let (Some(metrics), Some(start), Some(fence)) = (&cfg.metrics, self.start, self.fence)
+    /// "Running", once COMMAND has started: handed to the metrics thread,
+    /// so that no file I/O delays COMMAND or its supervision.
+    fn running(&self) {
+        let (Some(metrics), Some(start), Some(fence)) = (&self.metrics, self.start, self.fence)
         else {
             return;
         };
-        if let Err(e) = metrics.acquired(start, self.wait, fence) {
-            log.warn(format!("cannot write the metrics file: {e}"));
-        }
+        metrics.acquired(start, self.wait, fence);
     }
 
-    fn finish(self, metrics: &Metrics, result: &Result<Exit, Failure>, log: &Log) {
+    fn finish(self, result: &Result<Exit, Failure>) {
+        let Some(metrics) = self.metrics else { return };
         let exit = match result {
             Ok(exit) => *exit,
             Err(failure) => failure.exit,
@@ -76,7 +79,7 @@ impl Record {
             Exit::Signaled(_) => Outcome::Signaled,
             _ => Outcome::Failed,
         };
-        let finished = Finished {
+        metrics.finished(Finished {
             outcome,
             start: self.start,
             end: SystemTime::now(),
@@ -84,10 +87,7 @@ impl Record {
             wait: self.wait,
             fence: self.fence,
             refresh_failures: self.refresh_failures,
-        };
-        if let Err(e) = metrics.finished(&finished) {
-            log.warn(format!("cannot write the metrics file: {e}"));
-        }
+        });
     }
 }
 
@@ -97,7 +97,8 @@ fn run_recorded(
     log: &Log,
     record: &mut Record,
 ) -> Result<Exit, Failure> {
-    let signals = Signals::start().context("cannot set up signal handling")?;
+    let signals =
+        Signals::start().map_err(|e| Failure::local(e, "cannot set up signal handling"))?;
     let quorum = || quorum_for(conn, cfg);
     if let Some(token) = outer_token(cfg) {
         if quorum().holds(&token) {
@@ -237,7 +238,7 @@ impl Held<'_> {
         }
         let job = self.spawn(main)?;
         drop(subscription);
-        record.running(self.cfg, self.log);
+        record.running();
         let timing = self.cfg.timing;
         let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
         wake.set_nonblocking(true).context("cannot create a pipe")?;
@@ -429,9 +430,16 @@ fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Fai
     run_without_lease(cfg, &[], signals, log)
 }
 
-/// `--on-unavailable run`: COMMAND without a lock (and without a fence).
+/// `--on-unavailable run`: COMMAND without a lock, so without a token or
+/// a fence, whatever our environment had (inside another key's COMMAND,
+/// that lock's): a fence it does not hold would pass fenced storage.
 fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
-    run_without_lease(cfg, &[("REDLOCK_KEY", cfg.key.as_str())], signals, log)
+    let env = [
+        ("REDLOCK_KEY", cfg.key.as_str()),
+        ("REDLOCK_TOKEN", ""),
+        ("REDLOCK_FENCE", ""),
+    ];
+    run_without_lease(cfg, &env, signals, log)
 }
 
 /// COMMAND supervised with no lease of its own to enforce (`--max-hold`

@@ -65,7 +65,8 @@ pub enum Leader {
     Gone,
 }
 
-/// Start `argv` in a new process group with `env` added to its environment.
+/// Start `argv` in a new process group with `env` added to its environment
+/// (a name with an empty value is removed from it).
 pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
     let terminal_owner = foreground_terminal();
     let setup = spawn::Setup {

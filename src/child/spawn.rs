@@ -170,7 +170,8 @@ fn errno() -> c_int {
         .unwrap_or(libc::EIO)
 }
 
-/// Our environment with `env` set on top, as `NAME=value` strings.
+/// Our environment with `env` set on top, as `NAME=value` strings; a
+/// name given with an empty value is removed instead.
 fn environment(env: &[(&str, &str)]) -> io::Result<Vec<CString>> {
     let mut out = Vec::new();
     for (name, value) in std::env::vars_os() {
@@ -182,7 +183,7 @@ fn environment(env: &[(&str, &str)]) -> io::Result<Vec<CString>> {
         entry.push(value);
         out.push(c_string(&entry)?);
     }
-    for (name, value) in env {
+    for (name, value) in env.iter().filter(|(_, value)| !value.is_empty()) {
         out.push(c_string(OsStr::new(&format!("{name}={value}")))?);
     }
     Ok(out)
