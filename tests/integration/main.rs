@@ -14,6 +14,7 @@ mod fleet;
 mod generated;
 mod harness;
 mod limit;
+mod local_faults;
 mod lock_safety;
 mod metrics_file;
 mod nested;

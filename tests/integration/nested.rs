@@ -117,3 +117,32 @@ fn nesting_works_for_semaphores_and_redlock_quorums() {
     assert!(out.stdout.contains("inner=6"), "{out:?}");
     assert!(out.stderr.contains("nested in"), "{}", out.stderr);
 }
+
+#[test]
+fn an_unlocked_run_inside_another_keys_command_gets_no_token_and_no_fence() {
+    let server = RedisServer::start();
+    let dead = format!("redis://127.0.0.1:{}", free_port());
+    // Inside the COMMAND of a run for "outer": a run for "other" on a
+    // server that is down, which runs its COMMAND without a lock.
+    let show =
+        "echo \"key=$REDLOCK_KEY token=${REDLOCK_TOKEN-unset} fence=${REDLOCK_FENCE-unset}\"";
+    let inner = format!(
+        "echo \"outer fence=$REDLOCK_FENCE\"; {} --redis {dead} -k other --on-unavailable run -- sh -c '{show}'",
+        bin()
+    );
+    let out = outer(&[server.url()], "outer", &[], &inner);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let outer_fence = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("outer fence="));
+    assert!(
+        outer_fence.is_some_and(|f| f.parse::<i64>().is_ok()),
+        "the outer job has a fence: {out:?}"
+    );
+    assert!(out.stdout.contains("inner=0"), "{out:?}");
+    assert!(
+        out.stdout.contains("key=other token=unset fence=unset"),
+        "the unlocked job inherited the outer lock's token or fence: {out:?}"
+    );
+}
