@@ -23,6 +23,14 @@ use crate::wait::{self, Waited};
 /// no thread. Far below the shortest refresh period.
 const REFRESHER_AFTER: Duration = Duration::from_millis(20);
 
+/// Pauses before the `--min-hold` re-arm is tried again (the first retry
+/// at once: a connection the server closed while idle is simply remade).
+const MIN_HOLD_RETRIES: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(100),
+    Duration::from_millis(300),
+];
+
 pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
     let log = log.for_key(&cfg.key);
     // Its thread starts before anything else does, COMMAND included.
@@ -268,7 +276,7 @@ impl Held<'_> {
             refresher.stop();
         }
         record.refresh_failures = lease.refresh_failures();
-        self.finish(main, ended)
+        self.finish(main, ended, lease.valid_until())
     }
 
     /// A signal while acquiring, or a lease used up before COMMAND could
@@ -304,7 +312,13 @@ impl Held<'_> {
     }
 
     /// After COMMAND: release (or keep for `--min-hold`), and the exit code.
-    fn finish(&self, main: &mut Quorum, ended: crate::supervise::Ended) -> Result<Exit, Failure> {
+    /// `valid_until`: the end of the lease as last refreshed.
+    fn finish(
+        &self,
+        main: &mut Quorum,
+        ended: crate::supervise::Ended,
+        valid_until: Instant,
+    ) -> Result<Exit, Failure> {
         match ended.lost {
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
             // Revoked by force-release: the marker keeps waiters out until
@@ -321,7 +335,7 @@ impl Held<'_> {
             None => {}
         }
         // A job stopped by --max-hold gets no --min-hold on top.
-        if ended.max_hold || !self.hold_on(main) {
+        if ended.max_hold || !self.hold_on(main, valid_until) {
             self.release(main);
         }
         Ok(if ended.max_hold {
@@ -333,38 +347,48 @@ impl Held<'_> {
 
     /// `--min-hold`: if COMMAND ended early, keep the lock until `min-hold`
     /// after acquiring it, by setting its expiry to the rest. Whether it did.
-    fn hold_on(&self, main: &mut Quorum) -> bool {
+    ///
+    /// The acquire connection has been idle while COMMAND ran, and the
+    /// server may have closed it (its `timeout`): a failed re-arm is tried
+    /// again on a new connection, a few times, while the lease (ending at
+    /// `valid_until`) still holds.
+    fn hold_on(&self, main: &mut Quorum, valid_until: Instant) -> bool {
         let key = &self.cfg.key;
-        let Some(rest) = self
-            .cfg
-            .min_hold
-            .and_then(|min| min.checked_sub(self.acquired.acquired_at.elapsed()))
-            .filter(|rest| *rest >= Duration::from_millis(1))
-        else {
-            return false;
+        let rest = || {
+            self.cfg
+                .min_hold
+                .and_then(|min| min.checked_sub(self.acquired.acquired_at.elapsed()))
+                .filter(|rest| *rest >= Duration::from_millis(1))
         };
-        match main.extend_for(self.token, rest) {
-            Extend::Extended(_) => {
-                self.log.emit(
-                    Ev::MinHold,
-                    format!("keeping lock '{key}' for {} more (--min-hold)", show(rest)),
-                    &[ms("hold_ms", rest)],
-                );
-                true
-            }
-            Extend::Lost(_) => {
+        let mut pauses = MIN_HOLD_RETRIES.iter();
+        while let Some(rest) = rest() {
+            let error = match main.extend_for(self.token, rest) {
+                Extend::Extended(_) => {
+                    self.log.emit(
+                        Ev::MinHold,
+                        format!("keeping lock '{key}' for {} more (--min-hold)", show(rest)),
+                        &[ms("hold_ms", rest)],
+                    );
+                    return true;
+                }
+                Extend::Lost(_) => {
+                    self.log.warn(format!(
+                        "lock '{key}' was already gone at exit; --min-hold cannot keep it"
+                    ));
+                    return true;
+                }
+                Extend::Failed(e) => e,
+            };
+            let retry_at = pauses.next().map(|pause| Instant::now() + *pause);
+            let Some(at) = retry_at.filter(|at| *at < valid_until) else {
                 self.log.warn(format!(
-                    "lock '{key}' was already gone at exit; --min-hold cannot keep it"
+                    "cannot keep lock '{key}' for --min-hold ({error:#}); releasing it"
                 ));
-                true
-            }
-            Extend::Failed(e) => {
-                self.log.warn(format!(
-                    "cannot keep lock '{key}' for --min-hold ({e:#}); releasing it"
-                ));
-                false
-            }
+                return false;
+            };
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
         }
+        false
     }
 
     /// Release on every node and say so if anything was not as expected.

@@ -300,3 +300,41 @@ fn min_hold_with_redis_gone_at_exit_warns_and_keeps_the_jobs_code() {
         "says it could not keep the lock: {out:?}"
     );
 }
+
+#[test]
+fn min_hold_survives_the_server_closing_the_idle_acquire_connection() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("timeout")
+        .arg("1")
+        .query::<()>(&mut conn)
+        .unwrap();
+    drop(conn);
+    // The job ends once the server has closed the connection that took
+    // the lock (the only one whose last command was EVAL), idle since.
+    let script = format!(
+        "i=0; while '{cli}' -p {port} client list | grep -q 'cmd=eval'; do \
+         i=$((i+1)); [ $i -gt 300 ] && exit 9; sleep 0.1; done",
+        cli = redis_cli_bin(),
+        port = server.port()
+    );
+    let out = run_with_timeout(
+        &mut server
+            .job("idle")
+            .args(["--ttl", "30s", "--min-hold", "20s", "-v"])
+            .sh(script),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("keeping lock 'idle'"), "{}", out.stderr);
+    let mut conn = server.conn();
+    assert!(
+        pttl(&mut conn, "redlock:{idle}") > 1000,
+        "released early: {}",
+        out.stderr
+    );
+    let next = run_with_timeout(&mut server.job("idle").args(["-n"]).sh("echo ran"), LONG);
+    assert_eq!(next.code, Some(75), "the next run went ahead: {next:?}");
+}
