@@ -48,12 +48,23 @@ fn dispatch(cli: Cli) -> Exit {
         Err(e) => return usage(e),
     };
     let log = conn.log();
-    let result = match cli.cmd {
+    let (result, log) = match cli.cmd {
         None => match config::run(cli.run, &conn) {
-            Ok(cfg) => run::run(conn, cfg, &log),
+            Ok(cfg) => {
+                let log = log.for_key(&cfg.key);
+                (run::run(conn, cfg, &log), log)
+            }
             Err(e) => return usage(e),
         },
-        Some(cmd) => status::run(conn, cmd),
+        Some(cmd) => {
+            // Every event names the key it is about, when there is one.
+            let log = match &cmd {
+                Cmd::ForceRelease { key, .. } => log.for_key(key),
+                Cmd::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
+                _ => log,
+            };
+            (status::run(conn, cmd), log)
+        }
     };
     report(result, &log)
 }

@@ -524,16 +524,10 @@ fn holder(cfg: &RunConfig) -> Holder {
 
 /// COMMAND as the holder record keeps it, which anyone who can run
 /// `status` reads: every URL's password redacted (`redis://u:pw@h` in a
-/// job's arguments), and any password we know scrubbed.
+/// job's arguments, each of a comma-separated list), and any password we
+/// know scrubbed.
 fn recorded(command: &str) -> String {
-    let words: Vec<String> = command
-        .split(' ')
-        .map(|word| match word.contains("://") {
-            true => crate::secrets::redact(word),
-            false => word.to_string(),
-        })
-        .collect();
-    crate::secrets::scrub(&words.join(" "))
+    crate::secrets::scrub(&crate::secrets::redact_urls(command))
 }
 
 /// Who we run as, without an NSS lookup on the start-up path (it costs

@@ -80,6 +80,32 @@ pub fn redact(url: &str) -> String {
     format!("{}{shown}@{}", info.before, info.after)
 }
 
+/// `text` with the password of every URL in it redacted ([`redact`]). A
+/// URL starts at its scheme (letters, digits, `+`, `-`, `.` before `://`)
+/// and ends at white space, a comma, a semicolon or a quote, so each URL
+/// of a list (`redis://:a@h1,redis://:b@h2`) is one of its own.
+pub fn redact_urls(text: &str) -> String {
+    let is_scheme = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.');
+    let ends = |c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"' | '\'' | '`');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(sep) = rest.find("://") {
+        let start = rest[..sep]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| is_scheme(*c))
+            .last()
+            .map_or(sep, |(i, _)| i);
+        let len = rest[sep..].find(ends).unwrap_or(rest.len() - sep);
+        let end = sep + len;
+        out.push_str(&rest[..start]);
+        out.push_str(&redact(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
 
 fn secrets() -> std::sync::MutexGuard<'static, Vec<String>> {
@@ -154,6 +180,21 @@ fn is_bidi(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_url_of_a_list_is_redacted() {
+        let line = "job --redis=redis://u:first@h1:1,rediss://:second@h2/0;x 'redis://third@h3' \
+                    redis://h4 plain://";
+        let shown = redact_urls(line);
+        for secret in ["first", "second", "third"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert_eq!(
+            shown,
+            "job --redis=redis://u:***@h1:1,rediss://:***@h2/0;x 'redis://***@h3' \
+             redis://h4 plain://"
+        );
+    }
 
     #[test]
     fn redaction() {

@@ -423,3 +423,56 @@ fn twenty_concurrent_runs_count_twenty() {
     });
     assert_eq!(runs(&metrics(dir.path(), "many"), "many", "ok"), 20.0);
 }
+
+#[test]
+fn status_shows_no_password_of_a_url_list_in_a_jobs_command_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    // Passwords redlock-run was never given: only the URL syntax tells.
+    let list = "redis://app:first-pw@db1:6380,redis://app:second-pw@db2:6380";
+    let mut run = hold.spawn(
+        &mut server
+            .job("list")
+            .sh(format!("{}; : --upstream={list}", hold.script("true"))),
+        LONG,
+    );
+    let out = run_with_timeout(redlock(&server.url()).args(["status", "list"]), LONG);
+    let json = run_with_timeout(
+        redlock(&server.url()).args(["status", "--json", "list"]),
+        LONG,
+    );
+    hold.go();
+    assert_eq!(run.wait_timeout(LONG).code, Some(0));
+    for out in [&out, &json] {
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(out.stdout.contains("db2:6380"), "{out:?}");
+        for secret in ["first-pw", "second-pw"] {
+            assert!(
+                !out.stdout.contains(secret),
+                "{secret} shown: {}",
+                out.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn a_refusal_is_an_event_that_names_its_key() {
+    let server = RedisServer::builder().requirepass("right-pw").start();
+    let wrong = server.url_with(None, "wrong-pw");
+    let out = run_with_timeout(&mut job(&wrong, "refused-key").sh("true"), LONG);
+    assert_eq!(out.code, Some(77), "{out:?}");
+    let admin = run_with_timeout(
+        redlock(&wrong).args(["--log-format", "json", "force-release", "refused-key"]),
+        LONG,
+    );
+    assert_eq!(admin.code, Some(77), "{admin:?}");
+    for out in [&out, &admin] {
+        let all = events(out);
+        assert!(names(&all).contains(&"refused"), "{}", out.stderr);
+        for event in &all {
+            assert_eq!(event["key"], "refused-key", "{event}");
+        }
+    }
+}
