@@ -156,7 +156,7 @@ impl Failure {
         match local_resource(&e) {
             Some(why) => Failure {
                 exit: Exit::LocalFailure,
-                error: anyhow::anyhow!("{what}: local failure: {why} ({e})"),
+                error: anyhow::anyhow!("{what}: local failure: {why}: {e}"),
             },
             None => anyhow::Error::new(e).context(what.to_string()).into(),
         }
