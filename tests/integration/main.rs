@@ -17,6 +17,7 @@ mod limit;
 mod local_faults;
 mod lock_safety;
 mod metrics_file;
+mod monitoring;
 mod nested;
 mod observe;
 mod promise;
