@@ -51,6 +51,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_fleet as fleet  # noqa: E402  (sections 7-9)
+
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
 MUSL = "x86_64-unknown-linux-musl"
@@ -1201,7 +1204,7 @@ def targets(u, c, r, p, v):
     return out
 
 
-def report(args, params, u, c, r, w, p, v, tools, elapsed):
+def report(args, params, u, c, r, w, p, v, f, tools, elapsed):
     rounds, workers, runs, waiters, idle = params
     mode = "quick" if args.quick else "full"
     print(f"redlock-run bench ({mode}), {time.strftime('%Y-%m-%d')}: {machine()}")
@@ -1215,8 +1218,14 @@ def report(args, params, u, c, r, w, p, v, tools, elapsed):
     report_processes(p)
     if v is not None:
         report_variants(v, workers, runs)
-    print("Targets (issue 13), ratios against flock in this run" + (" (quick: not asserted)" if args.quick else "") + ":")
-    for text, ok in targets(u, c, r, p, v):
+    fleet.report_herd(f["herd"])
+    fleet.report_holders(f["holders"])
+    fleet.report_fanout(f["fanout"])
+    ours = w.get("redlock-run")
+    if ours is not None:
+        ours = dict(ours, waiters=waiters)
+    print("Targets (issues 13 and 27), ratios against flock in this run" + (" (quick: not asserted)" if args.quick else "") + ":")
+    for text, ok in targets(u, c, r, p, v) + fleet.fleet_targets(ours, f["herd"], f["holders"], f["fanout"]):
         mark = "info" if ok == "info" else "n/a" if ok is None else "met" if ok else "MISSED"
         print(f"   [{mark}] {text}")
     overlaps = [f for f in tools.failures if "overlapped" in f]
@@ -1279,7 +1288,8 @@ def main():
 
     args.load = os.getloadavg()[0]
     q = args.quick
-    params = (40, 8, 5, 50, 2.0) if q else (300, 8, 10, 200, 4.0)
+    params = (40, 8, 5, 50, 2.0) if q else (300, 8, 10, 1000, 4.0)
+    herd_runs, holder_count = (100, 100) if q else (1000, 2000)
     rounds, workers, runs, waiters, idle = params
     idle_count = args.idle if args.idle is not None else (500 if q else 5000)
     began = time.monotonic()
@@ -1303,9 +1313,17 @@ def main():
             v = None
             if not args.no_topologies:
                 v = variants(tools, servers, section, rounds // 2 if q else rounds, workers, runs, True)
+            fleet.raise_nofile()
+            gate = fleet.build_gate(tmp)
+            f = dict(
+                herd=fleet.herd(tools, redis, section, gate, herd_runs, sections),
+                holders=fleet.holders(tools, redis, holder_count, 2.0 if q else 10.0, spawn, reap),
+                fanout=fleet.fanout(tools, servers, section, rounds // 2 if q else rounds, workers, runs,
+                                    0.001, free_port, time_runs, summarize, contended),
+            )
         finally:
             servers.stop()
-    report(args, params, u, c, r, w, p, v, tools, time.monotonic() - began)
+    report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
     return 1 if tools.failures else 0
 
 

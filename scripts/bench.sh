@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark redlock-run against true, flock(1) and a redis-cli wrapper.
 # Usage: scripts/bench.sh [--quick] [--no-topologies] [--idle N]
+# Sections 7-9 (scripts/bench_fleet.py): a herd of 1,000 runs, 2,000 holders,
+# Redlock fan-out behind a latency proxy.
 # Builds the static musl binary, the one the .deb and the tarball carry and
 # the "redlock-run" of every row, and the glibc build (`cargo build
 # --release`), a row of the uncontended section only. Starts throwaway

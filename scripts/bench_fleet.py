@@ -1,0 +1,362 @@
+"""Fleet-scale sections of the benchmark (scripts/bench.py imports this):
+
+  7. a herd: N runs of `redlock-run -n -k K -- section` let go at the same
+     instant (a fleet's cron at the top of the minute), through a gate that
+     each process waits on before it execs redlock-run;
+  8. many locks at once: N holders on distinct keys, each `--ttl 30s`, while
+     their jobs sleep: Redis CPU and commands per second, the holders' CPU,
+     their largest RSS;
+  9. Redlock fan-out under latency: a small TCP proxy adds a delay in front
+     of each node; an uncontended run and a hand-over over 5 proxied nodes
+     against one proxied node, and the client's own CPU per run without
+     added latency.
+
+Only the Python standard library is used; nothing here asserts timing.
+"""
+
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+# Waits until its inherited pipe (fd 3) reaches end of file, then execs the
+# rest of its arguments: N processes started one by one are let go at once
+# by closing the pipe's write end.
+GATE_C = r"""
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char c;
+    while (read(3, &c, 1) > 0) {}
+    close(3);
+    if (argc < 2) return 2;
+    execv(argv[1], argv + 1);
+    return 127;
+}
+"""
+
+
+def build_gate(tmp: Path):
+    gate = tmp / "gate"
+    (tmp / "gate.c").write_text(GATE_C)
+    subprocess.run(["cc", "-O2", "-o", str(gate), str(tmp / "gate.c")], check=True)
+    return str(gate)
+
+
+def _info(redis, section):
+    out = {}
+    for line in redis.cmd("INFO", section).splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def commands_processed(redis):
+    """Commands served so far, this bench's own sampling included."""
+    return int(_info(redis, "stats")["total_commands_processed"])
+
+
+def redis_cpu(redis):
+    i = _info(redis, "cpu")
+    return float(i["used_cpu_user"]) + float(i["used_cpu_sys"])
+
+
+def proc_cpu(pid):
+    """utime + stime of pid (and its threads) in seconds; None once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_kb(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def raise_nofile():
+    """The bench holds a pipe or a log per process: lift the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# ---------------------------------------------------------------------------
+# Section 7: the herd
+
+
+def herd(tools, redis, section, gate, runs, sections):
+    """`runs` processes of `redlock-run -n` let go within a few ms."""
+    key = "herd"
+    log = tools.tmp / "herd.log"
+    r, w = os.pipe()
+    os.set_inheritable(r, True)
+    argv = [gate, tools.binary, *tools.variants["redlock-run"], "--key", key, "-n", "--",
+            section, str(log), "2000"]
+    pids = []
+    for _ in range(runs):
+        pid = os.posix_spawn(
+            argv[0], argv, os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_DUP2, r, 3),
+                (os.POSIX_SPAWN_CLOSE, w),
+            ],
+        )
+        pids.append(pid)
+    os.close(r)
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        last, at = commands_processed(redis), time.monotonic()
+        while not stop.is_set():
+            time.sleep(0.05)
+            now_n, now = commands_processed(redis), time.monotonic()
+            samples.append((now_n - last - 1) / (now - at))
+            last, at = now_n, now
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    os.close(w)
+    walls, codes = [], {}
+    left = set(pids)
+    while left:
+        pid, status = os.wait()
+        if pid in left:
+            left.discard(pid)
+            walls.append(time.monotonic() - start)
+            code = os.waitstatus_to_exitcode(status)
+            codes[code] = codes.get(code, 0) + 1
+    stop.set()
+    sampler.join()
+    spans, _, overlaps = sections(log)
+    unexpected = {c: n for c, n in codes.items() if c not in (0, 75)}
+    if unexpected:
+        tools.failures.append(f"herd: exits {unexpected}")
+    if overlaps:
+        tools.failures.append(f"redlock-run: {overlaps} sections overlapped (herd)")
+    return dict(
+        runs=runs,
+        codes=codes,
+        ran=len(spans),
+        overlaps=overlaps,
+        slowest=max(walls),
+        p50=statistics.median(walls),
+        p99=sorted(walls)[max(0, int(len(walls) * 0.99) - 1)],
+        peak=max(samples) if samples else 0.0,
+    )
+
+
+def report_herd(h):
+    print(f"7. A herd: {h['runs']} runs of `redlock-run -n -k herd -- section` let go at one instant")
+    codes = ", ".join(f"exit {c}: {n}" for c, n in sorted(h["codes"].items()))
+    print(f"   {codes}; {h['ran']} ran (sections of 2 ms), overlaps {h['overlaps']}")
+    print(f"   wall time per run: p50 {h['p50'] * 1000:.0f} ms, p99 {h['p99'] * 1000:.0f} ms, "
+          f"slowest {h['slowest'] * 1000:.0f} ms; Redis peak {h['peak']:.0f} commands/s (50 ms windows)")
+    print()
+
+
+# ---------------------------------------------------------------------------
+# Section 8: many holders
+
+
+def holders(tools, redis, count, window, spawn, reap):
+    """`count` holders on distinct keys (`--ttl 30s`) with sleeping jobs."""
+    go = tools.tmp / "holders-go"
+    ready = tools.tmp / "holders-ready"
+    ready.mkdir()
+    job = ["/bin/sh", "-c", f'touch {ready}/$$; while [ ! -e {go} ]; do sleep 1; done']
+    pids = []
+    started = time.monotonic()
+    for i in range(count):
+        argv = [tools.binary, *tools.variants["redlock-run"], "--key", f"holder-{i}",
+                "--ttl", "30s", "--"] + job
+        pids.append(spawn(argv, True, None))
+    deadline = time.monotonic() + 120
+    while len(os.listdir(ready)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    up = len(os.listdir(ready))
+    setup = time.monotonic() - started
+    time.sleep(1)  # every first refresh timer armed
+    cpu0 = {p: proc_cpu(p) for p in pids}
+    n0, r0, t0 = commands_processed(redis), redis_cpu(redis), time.monotonic()
+    time.sleep(window)
+    n1, r1, t1 = commands_processed(redis), redis_cpu(redis), time.monotonic()
+    cpu1 = {p: proc_cpu(p) for p in pids}
+    rss = [x for x in (proc_rss_kb(p) for p in pids) if x is not None]
+    elapsed = t1 - t0
+    used = sum(cpu1[p] - cpu0[p] for p in pids if cpu0[p] is not None and cpu1[p] is not None)
+    go.touch()
+    for pid in pids:
+        tools.check("holder", reap(pid))
+    return dict(
+        count=count,
+        up=up,
+        setup=setup,
+        window=elapsed,
+        commands=(n1 - n0 - 2) / elapsed,
+        redis_cpu=(r1 - r0) / elapsed,
+        holders_cpu=used / elapsed,
+        rss_max=max(rss) if rss else None,
+        rss_median=statistics.median(rss) if rss else None,
+    )
+
+
+def report_holders(h):
+    print(f"8. Many locks: {h['count']} holders on distinct keys (--ttl 30s, refresh every 10 s), jobs asleep")
+    print(f"   {h['up']} of {h['count']} holding after {h['setup']:.1f} s; over {h['window']:.1f} s:")
+    print(f"   Redis {h['commands']:.0f} commands/s, {h['redis_cpu'] * 100:.1f}% of a CPU; "
+          f"all holders together {h['holders_cpu'] * 100:.2f}% of a CPU "
+          f"({h['holders_cpu'] / max(h['count'], 1) * 1e6:.1f} µs/s each)")
+    if h["rss_max"] is not None:
+        print(f"   holder RSS: median {h['rss_median'] / 1024:.2f} MB, largest {h['rss_max'] / 1024:.2f} MB")
+    print()
+
+
+# ---------------------------------------------------------------------------
+# Section 9: Redlock fan-out under latency
+
+
+class DelayProxy:
+    """A TCP proxy on a free loopback port in front of `port`: every chunk
+    is forwarded `delay` seconds after it arrived, in each direction (as
+    `tc netem delay` on an interface would; this kernel has no netem)."""
+
+    def __init__(self, port, delay, free_port):
+        self.target, self.delay = port, delay
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.port = free_port()
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(256)
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
+
+    def _pipe(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                due = time.monotonic() + self.delay
+                while (left := due - time.monotonic()) > 0:
+                    time.sleep(left)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+
+
+def fanout(tools, servers, section, rounds, workers, runs, delay, free_port, time_runs,
+           summarize, contended):
+    """Uncontended runs and hand-overs over 5 proxied nodes against one
+    proxied node (same delay), and the client CPU per run without delay."""
+    nodes = [servers.start(f"fanout{i}") for i in range(5)]
+    proxies = [DelayProxy(n.port, delay, free_port) for n in nodes]
+    try:
+        urls = lambda ports: [a for p in ports for a in ("--redis", f"redis://127.0.0.1:{p}")]
+        tools.variants["1 node +delay"] = urls([proxies[0].port])
+        tools.variants["5 nodes +delay"] = urls(p.port for p in proxies)
+        tools.variants["1 node"] = urls([nodes[0].port])
+        tools.variants["5 nodes"] = urls(n.port for n in nodes)
+        delayed = ["1 node +delay", "5 nodes +delay"]
+        stats = summarize(time_runs(tools, ["true"] + delayed, rounds, key="fanout"))
+        hand = contended(tools, section, workers, runs, 10, names=delayed, tag="fanout")
+        cpu = {name: run_cpu(tools, name, rounds) for name in ("1 node", "5 nodes")}
+    finally:
+        for p in proxies:
+            p.close()
+    return dict(delay=delay, stats=stats, hand=hand, cpu=cpu)
+
+
+def run_cpu(tools, name, rounds):
+    """Median user+system CPU of one uncontended run (os.wait4's rusage)."""
+    cpu = []
+    for _ in range(rounds):
+        pid = tools.spawn(name, "fanout-cpu", ["/bin/true"])
+        _, status, usage = os.wait4(pid, 0)
+        tools.check(name, os.waitstatus_to_exitcode(status))
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    return statistics.median(cpu)
+
+
+def report_fanout(f):
+    s, h, c = f["stats"], f["hand"], f["cpu"]
+    d = f["delay"] * 1000
+    print(f"9. Redlock fan-out: a proxy adds {d:.1f} ms each way in front of every node")
+    print("   variant            median       p95   overhead  hand-over median       p99")
+    for name in ("1 node +delay", "5 nodes +delay"):
+        med, p95 = s[name]
+        print(f"   {name:<16} {med * 1000:7.2f} ms {p95 * 1000:6.2f} ms {(med - s['true'][0]) * 1000:+8.2f} ms"
+              f"        {h[name]['median'] * 1000:7.2f} ms {h[name]['p99'] * 1000:6.2f} ms")
+    print(f"   client CPU per uncontended run, no delay: 1 node {c['1 node'] * 1000:.2f} ms, "
+          f"5 nodes {c['5 nodes'] * 1000:.2f} ms ({c['5 nodes'] / max(c['1 node'], 1e-9):.2f}x)")
+    print()
+
+
+def fleet_targets(w, herd_r, hold, fan):
+    """[(text, met?)] for issue 27's targets measured here; `w` is section
+    4's result for redlock-run (waiters on one held lock)."""
+    out = []
+    if w is not None:
+        per_s = max(r[1] for r in w["rates"])
+        out.append((f"{w['waiters']} waiters cost Redis <= 100 commands/s in total ({per_s:.0f})", per_s <= 100))
+        out.append((f"a release wakes the next waiter within 1 ms median ({w['median'] * 1000:.2f} ms)", w["median"] <= 0.001))
+    if herd_r is not None:
+        ok = set(herd_r["codes"]) <= {0, 75} and herd_r["overlaps"] == 0
+        out.append((f"herd of {herd_r['runs']}: every run exits 0 or 75, one at a time", ok))
+        out.append((f"herd of {herd_r['runs']}: the slowest ends within 2 s ({herd_r['slowest']:.2f} s)", herd_r["slowest"] <= 2.0))
+    if hold is not None:
+        out.append((f"{hold['count']} idle holders use no CPU between refreshes "
+                    f"(all together {hold['holders_cpu'] * 100:.2f}% of a CPU, <= 1%)", hold["holders_cpu"] <= 0.01))
+        if hold["rss_max"] is not None:
+            out.append((f"holder RSS <= 2.5 MB (largest {hold['rss_max'] / 1024:.2f} MB)", hold["rss_max"] <= 2.5 * 1024))
+    if fan is not None:
+        s, h = fan["stats"], fan["hand"]
+        one = s["1 node +delay"][0] - s["true"][0]
+        five = s["5 nodes +delay"][0] - s["true"][0]
+        out.append((f"Redlock 5 nodes under latency <= 1.2x one node's run ({five * 1000:.2f} vs {one * 1000:.2f} ms = "
+                    f"{five / max(one, 1e-9):.2f}x)", five <= 1.2 * one))
+        h1, h5 = h["1 node +delay"]["median"], h["5 nodes +delay"]["median"]
+        out.append((f"Redlock 5 nodes hand-over under latency <= 1.2x one node's ({h5 * 1000:.2f} vs {h1 * 1000:.2f} ms = "
+                    f"{h5 / max(h1, 1e-9):.2f}x)", h5 <= 1.2 * h1))
+    return out
