@@ -127,6 +127,8 @@ pub struct Finished {
     pub fence: Option<i64>,
     /// Refreshes that failed during this run.
     pub refresh_failures: u64,
+    /// COMMAND ran without the lock (`--on-unavailable run`).
+    pub unlocked: bool,
 }
 
 /// The metrics file of one KEY in one directory.
@@ -438,6 +440,7 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 struct State {
     runs: [u64; 7],
     refresh_failures: u64,
+    unlocked_runs: u64,
     running: u8,
     start_ms: u64,
     end_ms: u64,
@@ -453,6 +456,7 @@ impl State {
         let slot = &mut self.runs[r.outcome.index()];
         *slot = slot.saturating_add(1);
         self.refresh_failures = self.refresh_failures.saturating_add(r.refresh_failures);
+        self.unlocked_runs = self.unlocked_runs.saturating_add(u64::from(r.unlocked));
         self.end_ms = epoch_ms(r.end);
         self.exit_code = i64::from(r.exit_code);
         if r.outcome == Outcome::Ok {
@@ -490,6 +494,8 @@ impl State {
         };
         header(&mut out, REFRESH, "counter", HELP_REFRESH);
         let _ = writeln!(out, "{REFRESH}{{key=\"{key}\"}} {}", self.refresh_failures);
+        header(&mut out, UNLOCKED, "counter", HELP_UNLOCKED);
+        let _ = writeln!(out, "{UNLOCKED}{{key=\"{key}\"}} {}", self.unlocked_runs);
         gauge(&mut out, RUNNING, HELP_RUNNING, &self.running.to_string());
         gauge(&mut out, START, HELP_START, &seconds(self.start_ms));
         gauge(&mut out, END, HELP_END, &seconds(self.end_ms));
@@ -529,6 +535,7 @@ impl State {
                 self.runs[o.index()] = value.parse().ok()?;
             }
             REFRESH => self.refresh_failures = value.parse().ok()?,
+            UNLOCKED => self.unlocked_runs = value.parse().ok()?,
             RUNNING => self.running = value.parse::<u8>().ok()?.min(1),
             START => self.start_ms = parse_ms(value)?,
             END => self.end_ms = parse_ms(value)?,
@@ -545,6 +552,7 @@ impl State {
 
 const RUNS: &str = "redlock_run_runs_total";
 const REFRESH: &str = "redlock_run_refresh_failures_total";
+const UNLOCKED: &str = "redlock_run_unlocked_runs_total";
 const RUNNING: &str = "redlock_run_running";
 const START: &str = "redlock_run_last_start_timestamp_seconds";
 const END: &str = "redlock_run_last_end_timestamp_seconds";
@@ -555,6 +563,8 @@ const WAIT: &str = "redlock_run_last_acquire_wait_seconds";
 const FENCE: &str = "redlock_run_last_fence";
 
 const HELP_RUNS: &str = "Runs of redlock-run for this key on this host, by outcome.";
+const HELP_UNLOCKED: &str =
+    "Runs whose command ran without the lock (--on-unavailable run), over all runs of this key on this host.";
 const HELP_REFRESH: &str = "Lock refreshes that failed, over all runs of this key on this host.";
 const HELP_RUNNING: &str = "1 while a run holds the lock and runs its command, else 0.";
 const HELP_START: &str = "Unix time the last run acquired the lock (0: never).";
@@ -692,6 +702,7 @@ mod tests {
             wait: Duration::from_millis(250),
             fence: start_ms.map(|_| 7),
             refresh_failures: 2,
+            unlocked: start_ms.is_none() && outcome == Outcome::Ok,
         }
     }
 
@@ -874,6 +885,7 @@ mod tests {
         let state = State {
             runs: [3, 1, 0, 2, 0, 0, 1],
             refresh_failures: 4,
+            unlocked_runs: 5,
             running: 1,
             start_ms: 1_700_000_000_123,
             end_ms: 1_699_999_000_000,
@@ -899,6 +911,9 @@ redlock_run_runs_total{key="db \"main\"",outcome="signaled"} 1
 # HELP redlock_run_refresh_failures_total Lock refreshes that failed, over all runs of this key on this host.
 # TYPE redlock_run_refresh_failures_total counter
 redlock_run_refresh_failures_total{key="db \"main\""} 4
+# HELP redlock_run_unlocked_runs_total Runs whose command ran without the lock (--on-unavailable run), over all runs of this key on this host.
+# TYPE redlock_run_unlocked_runs_total counter
+redlock_run_unlocked_runs_total{key="db \"main\""} 5
 # HELP redlock_run_running 1 while a run holds the lock and runs its command, else 0.
 # TYPE redlock_run_running gauge
 redlock_run_running{key="db \"main\""} 1

@@ -53,6 +53,8 @@ struct Record {
     wait: Duration,
     fence: Option<i64>,
     refresh_failures: u64,
+    /// COMMAND ran without the lock (`--on-unavailable run`).
+    unlocked: bool,
 }
 
 impl Record {
@@ -95,6 +97,7 @@ impl Record {
             wait: self.wait,
             fence: self.fence,
             refresh_failures: self.refresh_failures,
+            unlocked: self.unlocked,
         });
     }
 }
@@ -216,6 +219,7 @@ fn not_acquired(
                 &[],
             );
             record.start = Some(SystemTime::now());
+            record.unlocked = true;
             run_unlocked(cfg, signals, log)
         }
     }

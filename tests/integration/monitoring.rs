@@ -13,7 +13,9 @@ use std::time::Duration;
 const LONG: Duration = Duration::from_secs(30);
 
 fn contrib(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("contrib")
+        .join(path)
 }
 
 /// Every `redlock_run_*` name in `text`.
@@ -58,6 +60,11 @@ fn written_metric_names() -> BTreeSet<String> {
         LONG,
     );
     assert_eq!(unlocked.code, Some(0), "{}", unlocked.stderr);
+    let unlocked = "redlock_run_unlocked_runs_total";
+    let u = parse_prom(&dir.path().join("redlock_run_u.prom"));
+    assert_eq!(prom_value(&u, unlocked, &[("key", "u")]), Some(1.0));
+    let k = parse_prom(&dir.path().join("redlock_run_k.prom"));
+    assert_eq!(prom_value(&k, unlocked, &[("key", "k")]), Some(0.0));
     let mut names = BTreeSet::new();
     for entry in fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();
@@ -120,10 +127,7 @@ fn dashboard_queries() -> Vec<String> {
         assert!(!targets.is_empty(), "panel {} has no query", panel["title"]);
         for target in targets {
             let expr = target["expr"].as_str().expect("expr");
-            exprs.push(
-                expr.replace("$__rate_interval", "5m")
-                    .replace("$key", ".*"),
-            );
+            exprs.push(expr.replace("$__rate_interval", "5m").replace("$key", ".*"));
         }
     }
     exprs
