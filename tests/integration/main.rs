@@ -13,6 +13,7 @@ mod faults;
 mod fleet;
 mod generated;
 mod harness;
+mod layout;
 mod limit;
 mod lock_safety;
 mod metrics_file;
