@@ -36,6 +36,7 @@ redlock_prereqs_packages=(
     "ca-certificates -"          # pip's HTTPS to PyPI
     "gcc cc"                     # the linker cargo uses; the benchmark's helper
     "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
+    "git git"                    # the source layout check (git ls-files src)
 )
 redlock_prereqs_release=(
     "lintian lintian"

@@ -13,6 +13,7 @@ mod faults;
 mod fleet;
 mod generated;
 mod harness;
+mod layout;
 mod limit;
 mod local_faults;
 mod lock_safety;

@@ -1,8 +1,9 @@
-//! The README promises things the binary and CI must keep: the test
-//! command CI runs, the exit codes, the options of `--help`, the ACL
-//! command, and the shell examples marked to run (as `just` checks its
-//! README against its binary).
+//! The README and `docs/` promise things the binary and CI must keep: the
+//! test command CI runs, the exit codes, the options of `--help`, the ACL
+//! command, the shell examples marked to run (as `just` checks its README
+//! against its binary), and links that lead somewhere.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -134,31 +135,45 @@ fn the_readmes_exit_codes_are_the_binarys() {
 }
 
 #[test]
-fn the_readmes_acl_command_is_the_man_pages() {
-    let readme = readme();
+fn the_docs_acl_command_is_the_man_pages() {
+    let security = source_file("docs/security.md");
     let man = man_page_text();
     assert_eq!(
-        acl_command_in(&readme, "README"),
+        acl_command_in(&security, "docs/security.md"),
         acl_command_in(&man, "man page"),
-        "the README's ACL SETUSER command differs from the man page's"
+        "the ACL SETUSER command of docs/security.md differs from the man page's"
     );
     // And the extra rules for a semaphore.
     let marker = "For `--limit N` above 1 also grant `";
-    let extra = readme
+    let extra = security
         .split_once(marker)
         .and_then(|(_, rest)| rest.split_once('`'))
         .map(|(rules, _)| rules.split_whitespace().map(String::from))
-        .expect("the README names the semaphore's rules");
+        .expect("docs/security.md names the semaphore's rules");
     let extra: Vec<String> = extra.collect();
     assert_eq!(extra, documented_semaphore_rules());
 }
 
+/// Whether `text` mentions `option` as an option, not as the start of a
+/// longer one (`--limit` is not mentioned by `--limits`).
+fn mentions(text: &str, option: &str) -> bool {
+    text.match_indices(option).any(|(at, _)| {
+        text[at + option.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric() && c != '-')
+    })
+}
+
 #[test]
-fn every_long_option_of_help_is_in_the_readme() {
+fn every_long_option_of_help_is_in_the_man_page_and_the_docs() {
+    // The man page is the reference for every option; the README and
+    // docs/ mention each at least once (the README's options table).
     let help = run_with_timeout(redlock_bare().arg("--help"), T);
     assert_eq!(help.code, Some(0));
-    let readme = readme();
-    let options: Vec<&str> = help
+    let man = man_page_text();
+    let docs = user_docs();
+    let options: BTreeSet<&str> = help
         .stdout
         .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
         .filter(|w| {
@@ -167,22 +182,26 @@ fn every_long_option_of_help_is_in_the_readme() {
                 && w[2..].chars().all(|c| c.is_ascii_lowercase() || c == '-')
         })
         .collect();
-    assert!(options.contains(&"--key"), "{options:?}");
+    assert!(options.contains("--key"), "{options:?}");
     for option in options {
         if ["--help", "--version"].contains(&option) {
             continue;
         }
-        let documented = [" ", "`", "="]
-            .iter()
-            .any(|end| readme.contains(&format!("{option}{end}")));
-        assert!(documented, "README does not document {option}");
+        assert!(
+            mentions(&man, option),
+            "the man page does not document {option}"
+        );
+        assert!(
+            docs.iter().any(|(_, text)| mentions(text, option)),
+            "neither README.md nor docs/*.md mentions {option} (a line in the README's options table is enough)"
+        );
     }
 }
 
-/// The code blocks whose fence follows a `RUNS_IN_TESTS` line, with the
-/// line number of their fence.
-fn runnable_blocks(readme: &str) -> Vec<(usize, String)> {
-    let lines: Vec<&str> = readme.lines().collect();
+/// The code blocks whose fence follows a `RUNS_IN_TESTS` line in `text`
+/// (the file `path`), with the line number of their fence.
+fn runnable_blocks(path: &str, text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
     let mut blocks = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         if line.trim() != RUNS_IN_TESTS {
@@ -191,7 +210,7 @@ fn runnable_blocks(readme: &str) -> Vec<(usize, String)> {
         let fence = lines.get(i + 1).copied().unwrap_or_default();
         assert!(
             fence.starts_with("```"),
-            "README line {}: {RUNS_IN_TESTS} is not right before a code fence",
+            "{path} line {}: {RUNS_IN_TESTS} is not right before a code fence",
             i + 1
         );
         let body: Vec<&str> = lines[i + 2..]
@@ -205,9 +224,20 @@ fn runnable_blocks(readme: &str) -> Vec<(usize, String)> {
 }
 
 #[test]
-fn the_readmes_marked_examples_run() {
-    let blocks = runnable_blocks(&readme());
+fn the_docs_marked_examples_run() {
+    let blocks: Vec<(String, usize, String)> = user_docs()
+        .into_iter()
+        .flat_map(|(path, text)| {
+            runnable_blocks(&path, &text)
+                .into_iter()
+                .map(move |(line, block)| (path.clone(), line, block))
+        })
+        .collect();
     assert!(blocks.len() >= 3, "only {} marked blocks", blocks.len());
+    assert!(
+        blocks.iter().any(|(path, ..)| path == "README.md"),
+        "no marked block in the README"
+    );
     // `redlock-run` in the examples is the binary under test.
     let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -215,7 +245,7 @@ fn the_readmes_marked_examples_run() {
         std::iter::once(bin_dir.to_path_buf()).chain(std::env::split_paths(&path)),
     )
     .expect("PATH");
-    for (line, block) in blocks {
+    for (file, line, block) in blocks {
         let server = RedisServer::start();
         let dir = TestDir::new();
         let mut sh = Command::new("sh");
@@ -230,7 +260,7 @@ fn the_readmes_marked_examples_run() {
         assert_eq!(
             out.code,
             Some(0),
-            "the README's block at line {line} failed:\n{block}\n{out:?}"
+            "the block of {file} at line {line} failed:\n{block}\n{out:?}"
         );
     }
 }
@@ -283,4 +313,161 @@ fn short_help_shows_what_a_first_user_needs_and_long_help_all() {
     for code in ["124", "69", "70", "75", "77", "126 / 127"] {
         assert!(long.stdout.contains(code), "--help lacks exit code {code}");
     }
+}
+
+/// `text` without its fenced code blocks and inline code spans, where a
+/// `[...](...)` is not a link; each kept line with its number.
+fn prose_lines(text: &str) -> Vec<(usize, String)> {
+    let mut in_fence = false;
+    let mut kept = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        // Every other run between backticks is a code span.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        kept.push((i + 1, prose));
+    }
+    kept
+}
+
+/// The anchors GitHub makes for the headings of a Markdown `text`:
+/// lower case, punctuation other than `-` and `_` dropped, spaces made
+/// `-`, and `-1`, `-2` ... appended to repeats.
+fn heading_anchors(text: &str) -> BTreeSet<String> {
+    let mut anchors = BTreeSet::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !in_fence) else {
+            continue;
+        };
+        let title = heading.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .trim_end_matches('#')
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || ['-', '_', ' '].contains(c))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let mut anchor = slug.clone();
+        let mut n = 0;
+        while !anchors.insert(anchor.clone()) {
+            n += 1;
+            anchor = format!("{slug}-{n}");
+        }
+    }
+    anchors
+}
+
+/// The relative link targets in a Markdown `text` (inline links and
+/// reference definitions; not URLs with a scheme), with their line.
+fn relative_links(text: &str) -> Vec<(usize, String)> {
+    let mut links = Vec::new();
+    for (line, prose) in prose_lines(text) {
+        let mut targets: Vec<&str> = prose
+            .split("](")
+            .skip(1)
+            .filter_map(|rest| rest.split_once(')').map(|(target, _)| target))
+            .collect();
+        if let Some((_, target)) = prose
+            .trim_start()
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once("]: "))
+        {
+            targets.push(target);
+        }
+        for target in targets {
+            // A title after the target: `[x](path "title")`.
+            let target = target.split_whitespace().next().unwrap_or_default();
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            links.push((line, target.to_string()));
+        }
+    }
+    links
+}
+
+#[test]
+fn every_relative_link_in_the_docs_leads_somewhere() {
+    let root = source_root();
+    let mut files = vec!["README.md".to_string(), "CONTRIBUTING.md".to_string()];
+    files.extend(docs_pages());
+    let mut broken = Vec::new();
+    let mut count = 0;
+    for file in &files {
+        let text = source_file(file);
+        let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+        for (line, target) in relative_links(&text) {
+            count += 1;
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let linked = if path.is_empty() {
+                Path::new(file).to_path_buf()
+            } else {
+                dir.join(path)
+            };
+            let full = root.join(&linked);
+            if !full.exists() {
+                broken.push(format!(
+                    "{file}:{line}: {target}: no such file {}",
+                    linked.display()
+                ));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            let heads = std::fs::read_to_string(&full)
+                .map(|t| heading_anchors(&t))
+                .unwrap_or_default();
+            if !heads.contains(anchor) {
+                broken.push(format!(
+                    "{file}:{line}: {target}: no heading #{anchor} in {} (it has {heads:?})",
+                    linked.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        count >= 20,
+        "only {count} relative links found: is the parser blind?"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn github_anchors_are_made_as_github_makes_them() {
+    let anchors = heading_anchors(
+        "# Safety model\n## Why `--replicas auto` is the default here\n```\n# not a heading\n```\n## Notes\n## Notes\n#hashtag\n",
+    );
+    let expected: BTreeSet<String> = [
+        "safety-model",
+        "why---replicas-auto-is-the-default-here",
+        "notes",
+        "notes-1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(anchors, expected);
+    let links = relative_links(
+        "see [a](docs/a.md#x) and `[not](b.md)`, [web](https://x.org)\n```\n[c](c.md)\n```\n[ref]: d.md\n",
+    );
+    assert_eq!(
+        links,
+        vec![(1, "docs/a.md#x".to_string()), (5, "d.md".to_string())]
+    );
 }

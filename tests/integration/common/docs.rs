@@ -1,7 +1,8 @@
-//! What the man page and the README document, read back (the man page
-//! from `redlock-run generate man`) so that tests check the documentation
-//! users copy from.
+//! What the man page, the README and `docs/*.md` document, read back (the
+//! man page from `redlock-run generate man`) so that tests check the
+//! documentation users copy from.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::{redlock_bare, run_with_timeout};
@@ -19,9 +20,49 @@ pub fn man_page_text() -> String {
         .replace(r"\\", "\\")
 }
 
+/// The source tree's root.
+pub fn source_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A file of the source tree, by its path from the root (`docs/safety.md`).
+pub fn source_file(path: &str) -> String {
+    let full = source_root().join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
 /// The README as it is in the source tree.
 pub fn readme_text() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+    source_file("README.md")
+}
+
+/// The pages of `docs/` (`docs/NAME.md`, sorted), by path from the root.
+pub fn docs_pages() -> Vec<String> {
+    let dir = source_root().join("docs");
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a docs/ entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .map(|path: PathBuf| {
+            let name = path.file_name().expect("a file name").to_string_lossy();
+            format!("docs/{name}")
+        })
+        .collect();
+    pages.sort();
+    assert!(!pages.is_empty(), "no pages in {}", dir.display());
+    pages
+}
+
+/// What users read beside the man page: README.md and every page of
+/// `docs/`, each as (path from the root, text).
+pub fn user_docs() -> Vec<(String, String)> {
+    std::iter::once("README.md".to_string())
+        .chain(docs_pages())
+        .map(|path| {
+            let text = source_file(&path);
+            (path, text)
+        })
+        .collect()
 }
 
 /// The words of the `redis-cli ACL SETUSER redlock on '>PASSWORD' ...`
