@@ -67,7 +67,8 @@ if [ -z "$deb_only" ]; then
     cp "$target_dir/$musl/release/redlock-run" "$stage/$name/"
     cp man/redlock-run.1 "$stage/$name/man/"
     cp completions/* "$stage/$name/completions/"
-    cp README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$stage/$name/"
+    cp README.md CHANGELOG.md CONTRIBUTING.md LICENSE-MIT LICENSE-APACHE "$stage/$name/"
+    cp -r docs contrib "$stage/$name/"
     # Reproducible: sorted, owned by root, dated by the last commit.
     mtime=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
     tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" \
