@@ -180,9 +180,14 @@ impl Quorum {
 
     /// Ask every node at once; one node is asked on this thread.
     fn each<R: Send>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
+        self.each_at(|_, node, keys| f(node, keys))
+    }
+
+    /// [`Quorum::each`], telling `f` each node's place in the list.
+    fn each_at<R: Send>(&mut self, f: impl Fn(usize, &mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
         let keys = &self.keys;
         if let [node] = self.nodes.as_mut_slice() {
-            return vec![f(node, keys)];
+            return vec![f(0, node, keys)];
         }
         // The first node is asked on this thread, the others on small
         // threads of their own, all at once.
@@ -193,13 +198,14 @@ impl Quorum {
             let f = &f;
             let handles: Vec<_> = rest
                 .iter_mut()
-                .map(|node| {
+                .enumerate()
+                .map(|(i, node)| {
                     std::thread::Builder::new()
                         .stack_size(128 * 1024)
-                        .spawn_scoped(s, move || f(node, keys))
+                        .spawn_scoped(s, move || f(i + 1, node, keys))
                 })
                 .collect();
-            let mut answers = vec![f(first, keys)];
+            let mut answers = vec![f(0, first, keys)];
             for handle in handles {
                 answers.push(match handle {
                     Ok(h) => h
@@ -216,6 +222,8 @@ impl Quorum {
 /// The answers of one acquire round, sorted.
 #[derive(Default)]
 struct Tally {
+    /// The fence each node that granted the lock gave, by node.
+    granted: Vec<Option<i64>>,
     fences: Vec<i64>,
     reset: bool,
     busy: Option<BusyInfo>,
@@ -227,6 +235,11 @@ impl Tally {
     fn of(answers: Vec<NodeResult<Acquire>>) -> Tally {
         let mut tally = Tally::default();
         for answer in answers {
+            let fence = match &answer {
+                Ok(Acquire::Held { fence, .. }) => Some(*fence),
+                _ => None,
+            };
+            tally.granted.push(fence);
             match answer {
                 Ok(Acquire::Held { fence, reset }) => {
                     tally.fences.push(fence);
@@ -253,11 +266,24 @@ impl Quorum {
         let start = Instant::now();
         let answers = self.each(|node, keys| kind.acquire(node, keys, token, ttl, holder, queue));
         let valid_until = timing::valid_until(start, ttl);
-        let tally = Tally::of(answers);
-        if tally.fences.len() >= self.needed() && Instant::now() < valid_until {
+        let mut tally = Tally::of(answers);
+        let mut granted = tally.fences.len() >= self.needed() && Instant::now() < valid_until;
+        let fence = tally.fences.iter().copied().max().unwrap_or_default();
+        if granted {
+            match self.raise_fence(token, fence, &tally.granted) {
+                Ok(()) => granted = Instant::now() < valid_until,
+                Err(errors) => {
+                    // Not raised on a majority: a later majority might count
+                    // from below this fence. Fail like a lost quorum.
+                    tally.errors.extend(errors);
+                    granted = false;
+                }
+            }
+        }
+        if granted {
             return match self.confirm_replicas() {
                 Ok(()) => Attempt::Acquired(Lease {
-                    fence: tally.fences.iter().copied().max().unwrap_or_default(),
+                    fence,
                     acquired_at: start,
                     valid_until,
                     reset: tally.reset,
@@ -290,6 +316,56 @@ impl Quorum {
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())
+    }
+
+    /// Make `fence` (the largest a node of the majority gave) the next
+    /// value of one sequence across every majority: raise the counter to
+    /// it on every node that granted the lock with a smaller one (all at
+    /// once), while that node still holds our token. Nodes that gave
+    /// `fence` itself have it already. Ok when a majority's counters are
+    /// now at least `fence`: every later majority shares a node with it,
+    /// so counts on from above. Nothing is sent when a majority already
+    /// agreed (one node always does); else the errors of the nodes that
+    /// failed, or one saying that too few still held the lock.
+    fn raise_fence(
+        &mut self,
+        token: &str,
+        fence: i64,
+        granted: &[Option<i64>],
+    ) -> Result<(), Vec<NodeError>> {
+        let at = granted.iter().filter(|f| **f == Some(fence)).count();
+        if at >= self.needed() {
+            return Ok(());
+        }
+        let (limit, fence_arg) = (self.kind.limit().to_string(), fence.to_string());
+        let args = [token, fence_arg.as_str(), limit.as_str()];
+        let answers = self.each_at(|i, node, keys| match granted.get(i) {
+            Some(Some(f)) if *f < fence => Some(node.raise_fence(keys, &args)),
+            _ => None,
+        });
+        let mut raised = at;
+        let mut errors = Vec::new();
+        for answer in answers.into_iter().flatten() {
+            match answer {
+                Ok(true) => raised += 1,
+                Ok(false) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if raised >= self.needed() {
+            return Ok(());
+        }
+        if errors.is_empty() {
+            errors.push(NodeError {
+                fault: Fault::Dropped,
+                error: anyhow!(
+                    "the fence was raised on only {raised} of {} nodes (a majority is {}):                      the lock expired meanwhile",
+                    self.nodes.len(),
+                    self.needed()
+                ),
+            });
+        }
+        Err(errors)
     }
 
     /// Refresh the lock for another TTL.
@@ -387,7 +463,12 @@ impl Quorum {
             .flatten()
             .filter(|seen| {
                 let plain = seen.token.as_deref() == Some(token) && !seen.revoked;
-                plain || seen.slots.iter().any(|slot| slot.token == token)
+                let revoked = |slot: &super::reply::Slot| slot.field("revoked") == Some("1");
+                plain
+                    || seen
+                        .slots
+                        .iter()
+                        .any(|slot| slot.token == token && !revoked(slot))
             })
             .count();
         holding >= self.needed()

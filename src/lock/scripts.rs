@@ -401,3 +401,31 @@ if live then return 1 end
 return -1
 "#
 );
+
+/// Redlock: raise the fence counter to the fence a majority handed out,
+/// on a node that granted us the lock, so that every later majority
+/// (which shares a node with ours) counts on from above it.
+///
+/// ARGV: token, fence (a decimal integer), limit (1: a plain lock).
+/// Returns 1 when the node still holds our lock (or slot) and its counter
+/// is now at least `fence` (a semaphore's holder record then carries
+/// `fence`), 0 when it does not hold it (nothing changed). Counters are
+/// compared as decimal strings (length, then digits), never as Lua
+/// numbers, whose doubles are exact only up to 2^53.
+pub const RAISE_FENCE: &str = r#"
+local ours
+if ARGV[3] == '1' then
+  ours = redis.call('GET', KEYS[1]) == ARGV[1]
+else
+  ours = redis.call('ZSCORE', KEYS[4], ARGV[1]) ~= false
+end
+if not ours then return 0 end
+local cur = redis.call('GET', KEYS[3]) or '0'
+if #cur < #ARGV[2] or (#cur == #ARGV[2] and cur < ARGV[2]) then
+  redis.call('SET', KEYS[3], ARGV[2])
+end
+if ARGV[3] ~= '1' then
+  redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'fence', ARGV[2])
+end
+return 1
+"#;
