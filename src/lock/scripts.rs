@@ -296,11 +296,18 @@ if ARGV[3] == '1' then
   return {1, token, pttl, fence, holder, 0, {}, 0}
 end
 if not revoked then
-  -- Until the holder has stopped COMMAND (its next refresh finds this,
-  -- then it stops within kill-after) or is presumed dead.
-  local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
-  local ttl = tonumber(h[3]) or math.max(pttl, 1)
-  local px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  -- Until the holder has given it back (it hears of this at once, or at
+  -- its next refresh, and stops COMMAND), or until its lease could have
+  -- ended: the lock's time left now. A holder cut off from Redis hears
+  -- nothing, but its own deadline stops COMMAND before that. Only a lock
+  -- without an expiry (set by hand) falls back to the holder's refresh
+  -- period plus its kill-after.
+  local px = pttl
+  if px <= 0 then
+    local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
+    local ttl = tonumber(h[3]) or 30000
+    px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  end
   redis.call('SET', KEYS[1], 'revoked:' .. token, 'PX', px)
   redis.call('PEXPIRE', KEYS[2], px)
   redis.call('PUBLISH', KEYS[1], 'revoked')

@@ -370,6 +370,63 @@ fn force_release_now_deletes_at_once() {
     assert_eq!(held.wait_timeout(LONG).code, Some(70));
 }
 
+/// A holder alive but cut off from Redis (its connections go through a
+/// proxy that stops forwarding) does not hear of a force-release and runs
+/// its job until its own deadline stops it. No waiter may get the lock
+/// before then: the revocation lasts as long as the lock had left.
+#[test]
+fn force_release_of_a_partitioned_holder_lets_no_waiter_in_beside_it() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let dir = TestDir::new();
+    let beats = dir.file("beats");
+    // The job ignores SIGTERM, so it runs until redlock-run's SIGKILL,
+    // which comes no later than the holder's lease ends.
+    let script = format!(
+        "trap '' TERM; touch '{started}'; while :; do date +%s%N >> '{beats}'; sleep 0.02; done",
+        started = dir.file("started").display(),
+        beats = beats.display(),
+    );
+    let extra = ["--ttl", "6s", "--refresh", "1s", "--kill-after", "1s"];
+    let mut held = spawn_started(
+        &mut Job::new(&proxy.url(), "cut").args(extra).line(&script),
+        &dir.file("started"),
+        LONG,
+    );
+    proxy.pause();
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "cut"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("revoked 'cut'"), "{out:?}");
+    let started = dir.file("waiter");
+    let out = run_with_timeout(
+        &mut server
+            .job("cut")
+            .args(["--wait", "30s"])
+            .line(format!("date +%s%N > '{}'", started.display())),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = held.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    let last_beat: u128 = std::fs::read_to_string(&beats)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("the holder's job ran");
+    let waiter: u128 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("the waiter's start time");
+    assert!(
+        waiter > last_beat,
+        "the waiter started {} ms before the cut-off holder's job stopped",
+        (last_beat - waiter) / 1_000_000
+    );
+    proxy.resume();
+}
+
 /// A usage error (exit 2) before anything is sent to Redis, whose first
 /// line contains `says`.
 fn assert_usage(server: &RedisServer, args: &[&str], says: &str) {
