@@ -464,11 +464,54 @@ fn the_same_server_twice_is_not_two_redlock_nodes() {
     for [a, b] in &cases {
         assert_usage(&server, &["--redis", a, "--redis", b], "same server");
     }
-    // Another database of the same server is another lock space: fine.
+    // Another database of the same server is still the same server: one
+    // restart would lose the lock on both "nodes" at once.
+    assert_usage(
+        &server,
+        &["--redis", &url, "--redis", &format!("{url}/1")],
+        "same server",
+    );
+}
+
+/// One server under three spellings of its address is not a quorum of
+/// three: what is compared is where the names lead, not how they read.
+#[test]
+fn one_server_under_three_names_is_refused() {
+    let server = RedisServer::start();
+    let others = RedisServer::many(2);
+    let port = server.port();
+    let names = [
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://localhost:{port}"),
+        format!("redis://127.1:{port}"),
+    ];
+    let args: Vec<&str> = names.iter().flat_map(|u| ["--redis", u.as_str()]).collect();
+    assert_usage(&server, &args, "same server");
+    let out = run_with_timeout(
+        redlock_bare().args(&args).args(["-k", "x", "--", "true"]),
+        LONG,
+    );
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(&names[1]) && first.contains(&names[0]),
+        "names both URLs: {out:?}"
+    );
+    // Each spelling beside two other servers: still refused.
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        let mut args = vec!["--redis", &names[a], "--redis", &names[b]];
+        let urls: Vec<String> = others.iter().map(RedisServer::url).collect();
+        args.extend(urls.iter().flat_map(|u| ["--redis", u.as_str()]));
+        assert_usage(&server, &args, "same server");
+        for other in &others {
+            assert_eq!(dbsize(&mut other.conn()), 0, "{args:?} wrote to Redis");
+        }
+    }
+    // Three servers, whatever the spelling, are three nodes.
     let out = run_with_timeout(
         redlock_bare()
-            .args(["--redis", &url, "--redis", &format!("{url}/1"), "-k", "x"])
-            .args(["--", "true"]),
+            .args(["--redis", &names[2]])
+            .args(others.iter().flat_map(|s| ["--redis".to_string(), s.url()]))
+            .args(["-k", "x", "--", "true"]),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
