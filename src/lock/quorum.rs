@@ -349,7 +349,10 @@ impl Quorum {
             match answer {
                 Ok(true) => raised += 1,
                 Ok(false) => {}
-                Err(e) => errors.push(e),
+                Err(NodeError { fault, error }) => errors.push(NodeError {
+                    fault,
+                    error: error.context("raising the fence counter to the majority's"),
+                }),
             }
         }
         if raised >= self.needed() {

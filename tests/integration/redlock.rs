@@ -306,3 +306,45 @@ fn the_fence_never_goes_back_when_the_majority_moves() {
     }
     assert_eq!(fences.len(), schedule.len());
 }
+
+/// The counters disagree, so the fence must be raised on a majority
+/// before COMMAND starts; two of three nodes answer the acquire but never
+/// the raise (their proxies forward one request per connection). Without
+/// the raise on a majority the fence could go back later: COMMAND must
+/// not run, and nothing is left held.
+#[test]
+fn a_fence_not_raised_on_a_majority_is_no_lock() {
+    let servers = RedisServer::many(3);
+    // Far ahead of the others' counters, which start from their clocks.
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{raise}:fence")
+        .arg(8_000_000_000_000_000_i64)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let proxies: Vec<Proxy> = servers[1..]
+        .iter()
+        .map(|s| Proxy::first_request_only(s.port()))
+        .collect();
+    let urls = [servers[0].url(), proxies[0].url(), proxies[1].url()];
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        &mut Job::using(redlock_on(&urls), "raise")
+            .args(["-n", "--ttl", "3s"])
+            .sh(format!("touch '{}'", ran.display())),
+        LONG,
+    );
+    assert!(
+        !ran.exists(),
+        "COMMAND ran with a fence not raised on a majority: {out:?}"
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("2 of 3 Redis nodes failed"), "{out:?}");
+    assert!(out.stderr.contains("raising the fence"), "{out:?}");
+    for s in &servers {
+        assert!(
+            !exists(&mut s.conn(), "redlock:{raise}"),
+            "lock left behind"
+        );
+    }
+}

@@ -14,19 +14,23 @@ use super::server::free_port;
 
 const SCRIPT: &str = r#"
 import socket, sys, threading
-listen, target = int(sys.argv[1]), int(sys.argv[2])
+listen, target, once = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "once"
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 server.bind(("127.0.0.1", listen))
 server.listen(128)
 print("ready", flush=True)
-def pipe(a, b):
+def pipe(a, b, first_only=False):
+    sent = False
     try:
         while True:
             data = a.recv(65536)
             if not data:
                 break
+            if first_only and sent:
+                continue
             b.sendall(data)
+            sent = True
     except OSError:
         pass
     for s in (a, b):
@@ -37,7 +41,7 @@ def pipe(a, b):
 while True:
     client, _ = server.accept()
     upstream = socket.create_connection(("127.0.0.1", target))
-    threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pipe, args=(client, upstream, once), daemon=True).start()
     threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
 "#;
 
@@ -49,10 +53,21 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn start(target: u16) -> Proxy {
+        Proxy::spawn(target, "all")
+    }
+
+    /// A proxy that forwards only the first request of each connection
+    /// (what the client sends before the server's first reply, in one
+    /// piece on loopback); later ones are swallowed, so they time out.
+    pub fn first_request_only(target: u16) -> Proxy {
+        Proxy::spawn(target, "once")
+    }
+
+    fn spawn(target: u16, mode: &str) -> Proxy {
         let python = std::env::var("REDLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
         let port = free_port();
         let mut child = Command::new(&python)
-            .args(["-c", SCRIPT, &port.to_string(), &target.to_string()])
+            .args(["-c", SCRIPT, &port.to_string(), &target.to_string(), mode])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
