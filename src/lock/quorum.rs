@@ -1,6 +1,7 @@
 //! The lock across N nodes (Redlock): a majority must agree, within the
 //! lock's validity. One node is simply a quorum of one: same code path.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -43,6 +44,9 @@ pub enum Attempt {
     Mismatch {
         limit: u32,
     },
+    /// Two of the nodes are one server (the same `run_id`), reached under
+    /// two addresses: not a quorum. Nothing taken.
+    SameServer(anyhow::Error),
 }
 
 /// The result of one refresh.
@@ -84,6 +88,9 @@ pub struct Quorum {
     replicas: Replicas,
     kind: LockKind,
     timeout: Duration,
+    /// With several nodes: each node's `run_id` once it was asked (`None`
+    /// inside: it did not say), to refuse one server counted twice.
+    run_ids: Vec<Option<Option<String>>>,
 }
 
 impl Quorum {
@@ -98,6 +105,7 @@ impl Quorum {
             replicas: Replicas::Default,
             kind: LockKind::Plain,
             timeout,
+            run_ids: vec![None; endpoints.len()],
         }
     }
 
@@ -263,8 +271,19 @@ impl Quorum {
     pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
         let (ttl, kind) = (self.ttl, self.kind);
         let queue = waiting && self.queues_waiters();
+        let skipped = match self.distinct_servers() {
+            Ok(skipped) => skipped,
+            Err(same) => return Attempt::SameServer(same),
+        };
         let start = Instant::now();
-        let answers = self.each(|node, keys| kind.acquire(node, keys, token, ttl, holder, queue));
+        let answers = self.each_at(|i, node, keys| {
+            // A node that did not answer INFO just now is not asked again.
+            let failed = skipped.get(i).and_then(|m| m.lock().ok()?.take());
+            match failed {
+                Some(error) => Err(error),
+                None => kind.acquire(node, keys, token, ttl, holder, queue),
+            }
+        });
         let valid_until = timing::valid_until(start, ttl);
         let mut tally = Tally::of(answers);
         let mut granted = tally.fences.len() >= self.needed() && Instant::now() < valid_until;
@@ -316,6 +335,51 @@ impl Quorum {
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())
+    }
+
+    /// With several nodes, before anything is written to a node: ask each
+    /// node not asked yet for its `run_id` (all at once), and refuse two
+    /// nodes that are one server under two addresses (a socket and a TCP
+    /// port, two interfaces). A node that refuses INFO (no `+info`) is not
+    /// checked. Ok: the nodes that did not answer, with their errors, not
+    /// to be asked again in this attempt (so a dead node costs one
+    /// timeout, not two).
+    fn distinct_servers(&mut self) -> anyhow::Result<Vec<Mutex<Option<NodeError>>>> {
+        if self.nodes.len() < 2 || self.run_ids.iter().all(Option::is_some) {
+            return Ok(Vec::new());
+        }
+        let asked: Vec<bool> = self.run_ids.iter().map(Option::is_some).collect();
+        let answers = self.each_at(|i, node, _| match asked.get(i) {
+            Some(false) => Some(node.run_id()),
+            _ => None,
+        });
+        let mut skipped = Vec::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let (id, failed) = match answer {
+                None => (self.run_ids[i].clone(), None),
+                Some(Ok(id)) => (Some(id), None),
+                Some(Err(e)) if e.fault == Fault::Refused => (Some(None), None),
+                Some(Err(e)) => (None, Some(e)),
+            };
+            self.run_ids[i] = id;
+            skipped.push(Mutex::new(failed));
+        }
+        for (i, id) in self.run_ids.iter().enumerate() {
+            let Some(Some(id)) = id else { continue };
+            let first = self.run_ids[..i]
+                .iter()
+                .position(|other| matches!(other, Some(Some(o)) if o == id));
+            if let Some(first) = first {
+                return Err(anyhow!(
+                    "'{}' names the same server as '{}' (run_id {}): each Redlock node must \
+                     be an independent server",
+                    self.nodes[i].shown(),
+                    self.nodes[first].shown(),
+                    crate::secrets::untrusted(id)
+                ));
+            }
+        }
+        Ok(skipped)
     }
 
     /// Make `fence` (the largest a node of the majority gave) the next

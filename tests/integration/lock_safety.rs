@@ -475,6 +475,68 @@ fn the_same_server_twice_is_not_two_redlock_nodes() {
 
 /// One server under three spellings of its address is not a quorum of
 /// three: what is compared is where the names lead, not how they read.
+/// A unix socket and a TCP port of one server cannot be told apart by
+/// their addresses: the server's `run_id` tells, before anything is
+/// written.
+#[test]
+fn one_server_by_socket_and_by_port_is_refused() {
+    let dir = TestDir::new();
+    let socket = dir.file("redis.sock");
+    let server = RedisServer::builder()
+        .arg("--unixsocket")
+        .arg(&socket.display().to_string())
+        .start();
+    let other = RedisServer::start();
+    let by_socket = format!("redis+unix://{}", socket.display());
+    let urls = [server.url(), other.url(), by_socket.clone()];
+    let args: Vec<&str> = urls.iter().flat_map(|u| ["--redis", u.as_str()]).collect();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        redlock_bare()
+            .args(&args)
+            .args(["-k", "x", "--", "touch"])
+            .arg(&ran),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(!ran.exists(), "COMMAND ran");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("same server")
+            && first.contains(&by_socket)
+            && first.contains(&server.url()),
+        "one line naming both URLs: {out:?}"
+    );
+    for s in [&server, &other] {
+        assert_eq!(dbsize(&mut s.conn()), 0, "something was written");
+    }
+}
+
+/// With the documented least-privilege ACL (no `+info`), the `run_id`
+/// check is skipped, and Redlock works as before.
+#[test]
+fn redlock_without_info_permission_still_works() {
+    let rules = documented_acl_rules().join(" ");
+    assert!(!rules.contains("+info"), "{rules}");
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| {
+            RedisServer::builder()
+                .acl_user("lock", "pw", &rules)
+                .start()
+        })
+        .collect();
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| s.url_with(Some("lock"), "pw"))
+        .collect();
+    let out = run_with_timeout(
+        &mut Job::using(redlock_on(&urls), "noinfo").sh("echo ran"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran");
+}
+
 #[test]
 fn one_server_under_three_names_is_refused() {
     let server = RedisServer::start();
