@@ -14,23 +14,24 @@ use super::server::free_port;
 
 const SCRIPT: &str = r#"
 import socket, sys, threading
-listen, target, once = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "once"
+listen, target = int(sys.argv[1]), int(sys.argv[2])
+limit = None if sys.argv[3] == "all" else int(sys.argv[3])
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 server.bind(("127.0.0.1", listen))
 server.listen(128)
 print("ready", flush=True)
-def pipe(a, b, first_only=False):
-    sent = False
+def pipe(a, b, limit=None):
+    sent = 0
     try:
         while True:
             data = a.recv(65536)
             if not data:
                 break
-            if first_only and sent:
+            if limit is not None and sent >= limit:
                 continue
             b.sendall(data)
-            sent = True
+            sent += 1
     except OSError:
         pass
     for s in (a, b):
@@ -41,7 +42,7 @@ def pipe(a, b, first_only=False):
 while True:
     client, _ = server.accept()
     upstream = socket.create_connection(("127.0.0.1", target))
-    threading.Thread(target=pipe, args=(client, upstream, once), daemon=True).start()
+    threading.Thread(target=pipe, args=(client, upstream, limit), daemon=True).start()
     threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
 "#;
 
@@ -56,11 +57,12 @@ impl Proxy {
         Proxy::spawn(target, "all")
     }
 
-    /// A proxy that forwards only the first request of each connection
-    /// (what the client sends before the server's first reply, in one
-    /// piece on loopback); later ones are swallowed, so they time out.
-    pub fn first_request_only(target: u16) -> Proxy {
-        Proxy::spawn(target, "once")
+    /// A proxy that forwards only the first `n` requests of each
+    /// connection (a request: what the client sends before the server's
+    /// reply, one piece on loopback); later ones are swallowed, so they
+    /// time out.
+    pub fn first_requests_only(target: u16, n: usize) -> Proxy {
+        Proxy::spawn(target, &n.to_string())
     }
 
     fn spawn(target: u16, mode: &str) -> Proxy {
