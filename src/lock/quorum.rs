@@ -426,7 +426,8 @@ impl Quorum {
             errors.push(NodeError {
                 fault: Fault::Dropped,
                 error: anyhow!(
-                    "the fence was raised on only {raised} of {} nodes (a majority is {}):                      the lock expired meanwhile",
+                    "the fence was raised on only {raised} of {} nodes (a majority is {}): \
+                     the lock expired meanwhile",
                     self.nodes.len(),
                     self.needed()
                 ),
