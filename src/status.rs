@@ -433,7 +433,11 @@ impl View {
     /// "web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump".
     fn describe_slot(&self, slot: &SlotView, expiry: bool) -> String {
         let r = &slot.record;
-        let mut line = who(|f| r.field(f), Some(&slot.token));
+        let mut line = match r.field("revoked") {
+            Some("1") => "being force-released: ".to_string(),
+            _ => String::new(),
+        };
+        line.push_str(&who(|f| r.field(f), Some(&slot.token)));
         line.push_str(&details(
             |f| r.field(f),
             slot.pttl.filter(|_| expiry),

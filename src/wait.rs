@@ -269,6 +269,11 @@ impl Waiter<'_> {
                     quorum.limit()
                 ),
             }),
+            // One server counted as two nodes: a configuration error.
+            Attempt::SameServer(error) => Err(Failure {
+                exit: Exit::Usage,
+                error,
+            }),
             // Held but not confirmed by --replicas (and given back): retry
             // like a busy lock, and fail as unavailable when time is up.
             Attempt::Unconfirmed(error) if self.timed_out() => {

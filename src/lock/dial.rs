@@ -59,7 +59,11 @@ fn on_helper<T: Send + 'static>(
 }
 
 /// The addresses of `host`, resolved within the deadline.
-fn resolve(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, RedisError> {
+pub(super) fn resolve(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<Vec<SocketAddr>, RedisError> {
     let name = host.to_string();
     let found = on_helper(deadline, move || {
         (name.as_str(), port)

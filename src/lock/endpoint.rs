@@ -3,6 +3,7 @@
 //! caller turns them into usage errors (exit 2).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
@@ -302,26 +303,27 @@ impl Endpoint {
         matches!(self.target, Target::Cluster(_))
     }
 
-    /// What makes two endpoints the same server and database: scheme,
-    /// host (case-insensitive), port and db, or socket path and db; the
-    /// same sentinels and service; the same seeds.
-    fn identity(&self) -> String {
+    /// What makes two endpoints the same server: for one server, every
+    /// address it was resolved to (a socket: its canonical path), so that
+    /// `127.0.0.1:P`, `localhost:P` and `127.1:P` are one server, whatever
+    /// the database; the same sentinels and service; the same seeds.
+    fn identity(&self, deadline: Instant) -> Vec<String> {
         match &self.target {
-            Target::Plain(info) => address(info),
+            Target::Plain(info) => server_addresses(info, deadline),
             Target::Sentinel(s) => {
                 let mut hosts: Vec<String> = s.sentinels.iter().map(address).collect();
                 hosts.sort();
-                format!(
+                vec![format!(
                     "sentinel {} {} {}",
                     s.service,
                     s.data.redis_settings().db(),
                     hosts.join(",")
-                )
+                )]
             }
             Target::Cluster(seeds) => {
                 let mut hosts: Vec<String> = seeds.iter().map(address).collect();
                 hosts.sort();
-                format!("cluster {}", hosts.join(","))
+                vec![format!("cluster {}", hosts.join(","))]
             }
         }
     }
@@ -340,20 +342,75 @@ fn address(info: &ConnectionInfo) -> String {
     }
 }
 
-/// Refuse the same server given twice: it would count as two Redlock
-/// nodes, and one server would make a majority of two alone.
+/// Where one server listens, as far as can be told without asking it:
+/// each address its host name resolves to (within `deadline`; a name
+/// that does not resolve in time stands for itself), or the canonical
+/// path of its socket. TLS or not, one port is one server.
+fn server_addresses(info: &ConnectionInfo, deadline: Instant) -> Vec<String> {
+    let (host, port) = match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            (host, *port)
+        }
+        ConnectionAddr::Unix(path) => {
+            let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            return vec![format!("unix {}", path.display())];
+        }
+        other => return vec![format!("{other:?}")],
+    };
+    let resolved = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+        Err(_) => super::dial::resolve(host, port, deadline).unwrap_or_default(),
+    };
+    if resolved.is_empty() {
+        return vec![format!("tcp {} {port}", host.to_lowercase())];
+    }
+    resolved
+        .iter()
+        .map(|a| format!("tcp {} {}", a.ip().to_canonical(), a.port()))
+        .collect()
+}
+
+/// How long `distinct` may spend resolving host names, all of them.
+const RESOLVE_LIMIT: Duration = Duration::from_secs(1);
+
+/// Refuse the same server given twice, under any spelling (another host
+/// name or IP form for the same address, another database): it would
+/// count as two Redlock nodes, and one server would make a majority of two
+/// alone. One endpoint needs no check (and no name lookup).
 pub fn distinct(endpoints: &[Endpoint]) -> Result<(), String> {
+    if endpoints.len() < 2 {
+        return Ok(());
+    }
+    let deadline = Instant::now() + RESOLVE_LIMIT;
+    let identities: Vec<Vec<String>> = endpoints.iter().map(|e| e.identity(deadline)).collect();
     for (i, endpoint) in endpoints.iter().enumerate() {
-        let identity = endpoint.identity();
-        if let Some(first) = endpoints[..i].iter().find(|e| e.identity() == identity) {
+        let same = |other: &Vec<String>| identities[i].iter().find(|a| other.contains(a));
+        if let Some((first, at)) = endpoints[..i]
+            .iter()
+            .zip(&identities)
+            .find_map(|(e, other)| same(other).map(|at| (e, at)))
+        {
             return Err(format!(
-                "'{}' names the same server and database as '{}': each Redlock node must be \
-                 an independent server",
-                endpoint.shown, first.shown
+                "'{}' names the same server as '{}' ({}): each Redlock node must be an \
+                 independent server",
+                endpoint.shown,
+                first.shown,
+                shown_address(at)
             ));
         }
     }
     Ok(())
+}
+
+/// An identity as the error shows it: `127.0.0.1:6379`, a socket path.
+fn shown_address(identity: &str) -> String {
+    let parts: Vec<&str> = identity.split(' ').collect();
+    match parts.as_slice() {
+        ["tcp", ip, port] if ip.contains(':') => format!("[{ip}]:{port}"),
+        ["tcp", host, port] => format!("{host}:{port}"),
+        ["unix", ..] => identity["unix ".len()..].to_string(),
+        _ => "the same sentinels and service, or the same seeds".to_string(),
+    }
 }
 
 /// Give every `rediss://` endpoint the CA and client certificate of the

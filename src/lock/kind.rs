@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::keys::{Holder, LockKeys};
-use super::node::{Node, NodeResult, Unexpected};
+use super::node::{Node, NodeError, NodeResult, Unexpected};
 use super::reply::{self, Acquire, Ownership};
 use super::scripts;
 use super::timing::millis;
@@ -97,6 +97,22 @@ impl LockKind {
     /// Leave the line of waiters (plain locks only queue).
     pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
         node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+    }
+}
+
+impl Node {
+    /// Raise the fence counter (see `scripts::RAISE_FENCE`; `args`: token,
+    /// fence, limit): `true` when the node still holds our lock.
+    pub(super) fn raise_fence(&mut self, keys: &LockKeys, args: &[&str]) -> NodeResult<bool> {
+        let reply = self.eval(scripts::RAISE_FENCE, keys, args)?;
+        match reply {
+            redis::Value::Int(n @ 0..=1) => Ok(n == 1),
+            other => Err(NodeError::unexpected(
+                self.shown(),
+                "raising the fence",
+                anyhow::anyhow!("{other:?}"),
+            )),
+        }
     }
 }
 

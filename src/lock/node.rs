@@ -263,6 +263,21 @@ impl Node {
         })
     }
 
+    /// The server's `run_id` (`INFO server`): it tells one server from
+    /// another whatever address or socket reached it. `None` for a
+    /// Cluster (many servers) or when the reply has none.
+    pub(super) fn run_id(&mut self) -> NodeResult<Option<String>> {
+        if matches!(self.endpoint.target, Target::Cluster(_)) {
+            return Ok(None);
+        }
+        let info: String = self.query(redis::cmd("INFO").arg("server"))?;
+        Ok(info
+            .lines()
+            .find_map(|line| line.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string())
+            .filter(|id| !id.is_empty()))
+    }
+
     /// Behind sentinels: check that they still name the master this
     /// node's writes went to; if not, drop the connection (the next call
     /// finds the new master). Elsewhere nothing to check.

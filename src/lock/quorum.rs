@@ -1,6 +1,7 @@
 //! The lock across N nodes (Redlock): a majority must agree, within the
 //! lock's validity. One node is simply a quorum of one: same code path.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -46,6 +47,9 @@ pub enum Attempt {
     Mismatch {
         limit: u32,
     },
+    /// Two of the nodes are one server (the same `run_id`), reached under
+    /// two addresses: not a quorum. Nothing taken.
+    SameServer(anyhow::Error),
 }
 
 /// The result of one refresh.
@@ -87,6 +91,9 @@ pub struct Quorum {
     replicas: Replicas,
     kind: LockKind,
     timeout: Duration,
+    /// With several nodes: each node's `run_id` once it was asked (`None`
+    /// inside: it did not say), to refuse one server counted twice.
+    run_ids: Vec<Option<Option<String>>>,
 }
 
 impl Quorum {
@@ -101,6 +108,7 @@ impl Quorum {
             replicas: Replicas::Default,
             kind: LockKind::Plain,
             timeout,
+            run_ids: vec![None; endpoints.len()],
         }
     }
 
@@ -183,9 +191,14 @@ impl Quorum {
 
     /// Ask every node at once; one node is asked on this thread.
     fn each<R: Send>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
+        self.each_at(|_, node, keys| f(node, keys))
+    }
+
+    /// [`Quorum::each`], telling `f` each node's place in the list.
+    fn each_at<R: Send>(&mut self, f: impl Fn(usize, &mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
         let keys = &self.keys;
         if let [node] = self.nodes.as_mut_slice() {
-            return vec![f(node, keys)];
+            return vec![f(0, node, keys)];
         }
         // The first node is asked on this thread, the others on small
         // threads of their own, all at once.
@@ -196,13 +209,14 @@ impl Quorum {
             let f = &f;
             let handles: Vec<_> = rest
                 .iter_mut()
-                .map(|node| {
+                .enumerate()
+                .map(|(i, node)| {
                     std::thread::Builder::new()
                         .stack_size(128 * 1024)
-                        .spawn_scoped(s, move || f(node, keys))
+                        .spawn_scoped(s, move || f(i + 1, node, keys))
                 })
                 .collect();
-            let mut answers = vec![f(first, keys)];
+            let mut answers = vec![f(0, first, keys)];
             for handle in handles {
                 answers.push(match handle {
                     Ok(h) => h
@@ -219,6 +233,8 @@ impl Quorum {
 /// The answers of one acquire round, sorted.
 #[derive(Default)]
 struct Tally {
+    /// The fence each node that granted the lock gave, by node.
+    granted: Vec<Option<i64>>,
     fences: Vec<i64>,
     reset: bool,
     busy: Option<BusyInfo>,
@@ -230,6 +246,11 @@ impl Tally {
     fn of(answers: Vec<NodeResult<Acquire>>) -> Tally {
         let mut tally = Tally::default();
         for answer in answers {
+            let fence = match &answer {
+                Ok(Acquire::Held { fence, .. }) => Some(*fence),
+                _ => None,
+            };
+            tally.granted.push(fence);
             match answer {
                 Ok(Acquire::Held { fence, reset }) => {
                     tally.fences.push(fence);
@@ -253,14 +274,38 @@ impl Quorum {
     pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
         let (ttl, kind) = (self.ttl, self.kind);
         let queue = waiting && self.queues_waiters();
+        let skipped = match self.distinct_servers() {
+            Ok(skipped) => skipped,
+            Err(same) => return Attempt::SameServer(same),
+        };
         let start = Instant::now();
-        let answers = self.each(|node, keys| kind.acquire(node, keys, token, ttl, holder, queue));
+        let answers = self.each_at(|i, node, keys| {
+            // A node that did not answer INFO just now is not asked again.
+            let failed = skipped.get(i).and_then(|m| m.lock().ok()?.take());
+            match failed {
+                Some(error) => Err(error),
+                None => kind.acquire(node, keys, token, ttl, holder, queue),
+            }
+        });
         let valid_until = timing::valid_until(start, ttl);
-        let tally = Tally::of(answers);
-        if tally.fences.len() >= self.needed() && Instant::now() < valid_until {
+        let mut tally = Tally::of(answers);
+        let mut granted = tally.fences.len() >= self.needed() && Instant::now() < valid_until;
+        let fence = tally.fences.iter().copied().max().unwrap_or_default();
+        if granted {
+            match self.raise_fence(token, fence, &tally.granted) {
+                Ok(()) => granted = Instant::now() < valid_until,
+                Err(errors) => {
+                    // Not raised on a majority: a later majority might count
+                    // from below this fence. Fail like a lost quorum.
+                    tally.errors.extend(errors);
+                    granted = false;
+                }
+            }
+        }
+        if granted {
             return match self.confirm_replicas() {
                 Ok(()) => Attempt::Acquired(Lease {
-                    fence: tally.fences.iter().copied().max().unwrap_or_default(),
+                    fence,
                     acquired_at: start,
                     valid_until,
                     reset: tally.reset,
@@ -295,6 +340,105 @@ impl Quorum {
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())
+    }
+
+    /// With several nodes, before anything is written to a node: ask each
+    /// node not asked yet for its `run_id` (all at once), and refuse two
+    /// nodes that are one server under two addresses (a socket and a TCP
+    /// port, two interfaces). A node that refuses INFO (no `+info`) is not
+    /// checked. Ok: the nodes that did not answer, with their errors, not
+    /// to be asked again in this attempt (so a dead node costs one
+    /// timeout, not two).
+    fn distinct_servers(&mut self) -> anyhow::Result<Vec<Mutex<Option<NodeError>>>> {
+        if self.nodes.len() < 2 || self.run_ids.iter().all(Option::is_some) {
+            return Ok(Vec::new());
+        }
+        let asked: Vec<bool> = self.run_ids.iter().map(Option::is_some).collect();
+        let answers = self.each_at(|i, node, _| match asked.get(i) {
+            Some(false) => Some(node.run_id()),
+            _ => None,
+        });
+        let mut skipped = Vec::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let (id, failed) = match answer {
+                None => (self.run_ids[i].clone(), None),
+                Some(Ok(id)) => (Some(id), None),
+                Some(Err(e)) if e.fault == Fault::Refused => (Some(None), None),
+                Some(Err(e)) => (None, Some(e)),
+            };
+            self.run_ids[i] = id;
+            skipped.push(Mutex::new(failed));
+        }
+        for (i, id) in self.run_ids.iter().enumerate() {
+            let Some(Some(id)) = id else { continue };
+            let first = self.run_ids[..i]
+                .iter()
+                .position(|other| matches!(other, Some(Some(o)) if o == id));
+            if let Some(first) = first {
+                return Err(anyhow!(
+                    "'{}' names the same server as '{}' (run_id {}): each Redlock node must \
+                     be an independent server",
+                    self.nodes[i].shown(),
+                    self.nodes[first].shown(),
+                    crate::secrets::untrusted(id)
+                ));
+            }
+        }
+        Ok(skipped)
+    }
+
+    /// Make `fence` (the largest a node of the majority gave) the next
+    /// value of one sequence across every majority: raise the counter to
+    /// it on every node that granted the lock with a smaller one (all at
+    /// once), while that node still holds our token. Nodes that gave
+    /// `fence` itself have it already. Ok when a majority's counters are
+    /// now at least `fence`: every later majority shares a node with it,
+    /// so counts on from above. Nothing is sent when a majority already
+    /// agreed (one node always does); else the errors of the nodes that
+    /// failed, or one saying that too few still held the lock.
+    fn raise_fence(
+        &mut self,
+        token: &str,
+        fence: i64,
+        granted: &[Option<i64>],
+    ) -> Result<(), Vec<NodeError>> {
+        let at = granted.iter().filter(|f| **f == Some(fence)).count();
+        if at >= self.needed() {
+            return Ok(());
+        }
+        let (limit, fence_arg) = (self.kind.limit().to_string(), fence.to_string());
+        let args = [token, fence_arg.as_str(), limit.as_str()];
+        let answers = self.each_at(|i, node, keys| match granted.get(i) {
+            Some(Some(f)) if *f < fence => Some(node.raise_fence(keys, &args)),
+            _ => None,
+        });
+        let mut raised = at;
+        let mut errors = Vec::new();
+        for answer in answers.into_iter().flatten() {
+            match answer {
+                Ok(true) => raised += 1,
+                Ok(false) => {}
+                Err(NodeError { fault, error }) => errors.push(NodeError {
+                    fault,
+                    error: error.context("raising the fence counter to the majority's"),
+                }),
+            }
+        }
+        if raised >= self.needed() {
+            return Ok(());
+        }
+        if errors.is_empty() {
+            errors.push(NodeError {
+                fault: Fault::Dropped,
+                error: anyhow!(
+                    "the fence was raised on only {raised} of {} nodes (a majority is {}): \
+                     the lock expired meanwhile",
+                    self.nodes.len(),
+                    self.needed()
+                ),
+            });
+        }
+        Err(errors)
     }
 
     /// Refresh the lock for another TTL.
@@ -392,7 +536,12 @@ impl Quorum {
             .flatten()
             .filter(|seen| {
                 let plain = seen.token.as_deref() == Some(token) && !seen.revoked;
-                plain || seen.slots.iter().any(|slot| slot.token == token)
+                let revoked = |slot: &super::reply::Slot| slot.field("revoked") == Some("1");
+                plain
+                    || seen
+                        .slots
+                        .iter()
+                        .any(|slot| slot.token == token && !revoked(slot))
             })
             .count();
         holding >= self.needed()

@@ -246,13 +246,16 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// deleted, 2 revoked, 0 held by another token (left alone), -1 not held.
 ///
 /// Without `now`, a plain lock held by a live holder is not deleted but
-/// revoked: `P{K}` becomes `revoked:<token>` for the holder's refresh
-/// period plus its kill-after (from its record), so that no waiter gets
-/// it before that holder has stopped. Its EXTEND then answers -2, and
-/// its RELEASE frees the lock for the next waiter; a holder that never
-/// answers is presumed dead when the marker expires. A semaphore loses
-/// all its holders, or with the check only the holder of ARGV[2]; `slots` are then the holders deleted (all live
-/// holders when none matched).
+/// revoked: `P{K}` becomes `revoked:<token>` for the time the lock had
+/// left (its holder's lease could not end later), so that no waiter gets
+/// it before that holder has stopped, even one cut off from Redis. Its
+/// EXTEND then answers -2, and its RELEASE frees the lock for the next
+/// waiter at once. A semaphore's holders (with the check only the holder
+/// of ARGV[2]) are revoked the same way, slot by slot: each slot's holder
+/// record gets `revoked 1`, the slot keeps its place and expiry, SLOT_EXTEND
+/// answers -2 and SLOT_RELEASE frees it. With `now` they are deleted at
+/// once. `slots` are the holders revoked or deleted (all live holders
+/// when none matched).
 pub const FORCE_RELEASE: &str = concat!(
     slot_lib!(),
     r#"
@@ -268,6 +271,16 @@ if not token and limit > 0 then
       if slot[1] == ARGV[2] then chosen[1] = slot end
     end
     if #chosen == 0 then return {0, false, pttl, fence, {}, limit, all} end
+  end
+  if ARGV[3] ~= '1' then
+    -- Revoke slot by slot: each keeps its place in KEYS[4] (and so its
+    -- expiry) until its holder gives it back or its lease ends; SLOT_EXTEND
+    -- answers -2 to a revoked slot, so it is never extended again.
+    for _, slot in ipairs(chosen) do
+      redis.call('HSET', KEYS[2] .. ':' .. slot[1], 'revoked', '1')
+    end
+    redis.call('PUBLISH', KEYS[1], 'revoked')
+    return {2, false, pttl, fence, {}, limit, chosen}
   end
   redis.call('PUBLISH', KEYS[1], 'released')
   if ARGV[1] == '1' then
@@ -296,11 +309,18 @@ if ARGV[3] == '1' then
   return {1, token, pttl, fence, holder, 0, {}, 0}
 end
 if not revoked then
-  -- Until the holder has stopped COMMAND (its next refresh finds this,
-  -- then it stops within kill-after) or is presumed dead.
-  local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
-  local ttl = tonumber(h[3]) or math.max(pttl, 1)
-  local px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  -- Until the holder has given it back (it hears of this at once, or at
+  -- its next refresh, and stops COMMAND), or until its lease could have
+  -- ended: the lock's time left now. A holder cut off from Redis hears
+  -- nothing, but its own deadline stops COMMAND before that. Only a lock
+  -- without an expiry (set by hand) falls back to the holder's refresh
+  -- period plus its kill-after.
+  local px = pttl
+  if px <= 0 then
+    local h = redis.call('HMGET', KEYS[2], 'refresh_ms', 'kill_after_ms', 'ttl_ms')
+    local ttl = tonumber(h[3]) or 30000
+    px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
+  end
   redis.call('SET', KEYS[1], 'revoked:' .. token, 'PX', px)
   redis.call('PEXPIRE', KEYS[2], px)
   redis.call('PUBLISH', KEYS[1], 'revoked')
@@ -332,7 +352,12 @@ local count = redis.call('ZCARD', KEYS[4])
 local held = tonumber(redis.call('GET', KEYS[5]) or '')
 if count > 0 and held and held ~= limit then return {-1, held} end
 local mine = KEYS[2] .. ':' .. ARGV[1]
-if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if score then
+  if redis.call('HMGET', mine, 'revoked')[1] == '1' then
+    -- Revoked from us (see FORCE_RELEASE): never renewed, busy until given back.
+    return {0, tonumber(score) - now, '', '', '', count, limit}
+  end
   redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
   redis.call('PEXPIRE', mine, ttl)
   redis.call('SET', KEYS[5], limit)
@@ -359,13 +384,15 @@ return {1, fence, reset}
 /// Push the expiry of our slot of a semaphore.
 ///
 /// ARGV: token, ttl_ms. Returns 1 if extended, -1 if our slot is gone
-/// (expired, or deleted by hand): a slot is never taken over, so never 0.
+/// (expired, or deleted by hand), -2 if it was revoked (see
+/// FORCE_RELEASE): a slot is never taken over, so never 0.
 pub const SLOT_EXTEND: &str = concat!(
     slot_lib!(),
     r#"
 local now = clock()
 local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not score or tonumber(score) <= now then return -1 end
+if redis.call('HMGET', KEYS[2] .. ':' .. ARGV[1], 'revoked')[1] == '1' then return -2 end
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[1], ttl)
@@ -401,3 +428,31 @@ if live then return 1 end
 return -1
 "#
 );
+
+/// Redlock: raise the fence counter to the fence a majority handed out,
+/// on a node that granted us the lock, so that every later majority
+/// (which shares a node with ours) counts on from above it.
+///
+/// ARGV: token, fence (a decimal integer), limit (1: a plain lock).
+/// Returns 1 when the node still holds our lock (or slot) and its counter
+/// is now at least `fence` (a semaphore's holder record then carries
+/// `fence`), 0 when it does not hold it (nothing changed). Counters are
+/// compared as decimal strings (length, then digits), never as Lua
+/// numbers, whose doubles are exact only up to 2^53.
+pub const RAISE_FENCE: &str = r#"
+local ours
+if ARGV[3] == '1' then
+  ours = redis.call('GET', KEYS[1]) == ARGV[1]
+else
+  ours = redis.call('ZSCORE', KEYS[4], ARGV[1]) ~= false
+end
+if not ours then return 0 end
+local cur = redis.call('GET', KEYS[3]) or '0'
+if #cur < #ARGV[2] or (#cur == #ARGV[2] and cur < ARGV[2]) then
+  redis.call('SET', KEYS[3], ARGV[2])
+end
+if ARGV[3] ~= '1' then
+  redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'fence', ARGV[2])
+end
+return 1
+"#;

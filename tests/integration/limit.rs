@@ -380,6 +380,7 @@ fn a_lost_slot_stops_the_job_with_70() {
     stop(other);
 }
 
+/// With `--now`, force-release deletes slots at once.
 #[test]
 fn force_release_of_one_holder_or_all() {
     let server = RedisServer::start();
@@ -417,7 +418,7 @@ fn force_release_of_one_holder_or_all() {
         .query(&mut conn)
         .unwrap();
     let out = run_with_timeout(
-        redlock(&server.url()).args(["force-release", "fr", "--token", &token]),
+        redlock(&server.url()).args(["force-release", "fr", "--token", &token, "--now"]),
         T,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -432,7 +433,10 @@ fn force_release_of_one_holder_or_all() {
         &format!("redlock:{{fr}}:holder:{token}")
     ));
 
-    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "fr"]), T);
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["force-release", "fr", "--now"]),
+        T,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stdout
@@ -447,6 +451,78 @@ fn force_release_of_one_holder_or_all() {
         let out = h.wait_timeout(Duration::from_secs(60));
         assert_eq!(out.code, Some(70), "{out:?}");
     }
+}
+
+/// A holder of a slot of `key` whose job logs its section (`start NAME`
+/// .. `end NAME`) to `log` and takes a second to stop after SIGTERM.
+fn slow_to_stop(server: &RedisServer, dir: &TestDir, key: &str, name: &str) -> RunningChild {
+    let log = dir.file("log");
+    let started = dir.file(&format!("{name}.started"));
+    let script = format!(
+        "echo \"start {name}\" >> '{log}'; \
+         trap 'sleep 1; echo \"end {name}\" >> \"{log}\"; exit 0' TERM; \
+         touch '{started}'; while :; do sleep 0.02; done",
+        log = log.display(),
+        started = started.display(),
+    );
+    let mut cmd = server
+        .job(key)
+        .args(["--limit", "2", "--ttl", "6s"])
+        .line(&script);
+    spawn_started(&mut cmd, &started, T)
+}
+
+/// Without `--now`, a semaphore is revoked slot by slot as a plain lock
+/// is: each slot stays taken until its holder has stopped its job and
+/// given it back, so waiters never run beside the holders being stopped.
+#[test]
+fn force_release_of_a_semaphore_revokes_slot_by_slot() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let mut holders = [
+        slow_to_stop(&server, &dir, "sem", "h1"),
+        slow_to_stop(&server, &dir, "sem", "h2"),
+    ];
+    let waiters: Vec<RunningChild> = (3..5)
+        .map(|w| {
+            let mut cmd = server
+                .job("sem")
+                .args(["--limit", "2", "--wait", "30s", "-v"])
+                .sh(section_script(&log, "0.2"));
+            spawn_waiting(cmd.env("W", format!("w{w}")), T)
+        })
+        .collect();
+    let forced = run_with_timeout(redlock(&server.url()).args(["force-release", "sem"]), T);
+    assert_eq!(forced.code, Some(0), "{forced:?}");
+    // While they stop, their slots are taken, and status says why.
+    let status = run_with_timeout(redlock(&server.url()).args(["status", "sem"]), T);
+    for h in holders.iter_mut() {
+        let out = h.wait_timeout(T);
+        assert_eq!(out.code, Some(70), "{out:?}");
+    }
+    for mut w in waiters {
+        let out = w.wait_timeout(T);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let (sections, most) = sections_in(&log);
+    assert_eq!(sections, 4);
+    assert!(
+        most <= 2,
+        "{most} jobs ran at once with --limit 2:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert!(
+        forced
+            .stdout
+            .starts_with("revoked 'sem' (its holder stops COMMAND"),
+        "{forced:?}"
+    );
+    assert!(
+        forced.stdout.contains("held by 2 holders (limit 2)"),
+        "{forced:?}"
+    );
+    assert!(status.stdout.contains("being force-released"), "{status:?}");
 }
 
 /// The same semaphore across three Redis nodes: a majority grants a slot.

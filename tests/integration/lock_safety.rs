@@ -370,6 +370,63 @@ fn force_release_now_deletes_at_once() {
     assert_eq!(held.wait_timeout(LONG).code, Some(70));
 }
 
+/// A holder alive but cut off from Redis (its connections go through a
+/// proxy that stops forwarding) does not hear of a force-release and runs
+/// its job until its own deadline stops it. No waiter may get the lock
+/// before then: the revocation lasts as long as the lock had left.
+#[test]
+fn force_release_of_a_partitioned_holder_lets_no_waiter_in_beside_it() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let dir = TestDir::new();
+    let beats = dir.file("beats");
+    // The job ignores SIGTERM, so it runs until redlock-run's SIGKILL,
+    // which comes no later than the holder's lease ends.
+    let script = format!(
+        "trap '' TERM; touch '{started}'; while :; do date +%s%N >> '{beats}'; sleep 0.02; done",
+        started = dir.file("started").display(),
+        beats = beats.display(),
+    );
+    let extra = ["--ttl", "6s", "--refresh", "1s", "--kill-after", "1s"];
+    let mut held = spawn_started(
+        &mut Job::new(&proxy.url(), "cut").args(extra).line(&script),
+        &dir.file("started"),
+        LONG,
+    );
+    proxy.pause();
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "cut"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("revoked 'cut'"), "{out:?}");
+    let started = dir.file("waiter");
+    let out = run_with_timeout(
+        &mut server
+            .job("cut")
+            .args(["--wait", "30s"])
+            .line(format!("date +%s%N > '{}'", started.display())),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = held.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    let last_beat: u128 = std::fs::read_to_string(&beats)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("the holder's job ran");
+    let waiter: u128 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("the waiter's start time");
+    assert!(
+        waiter > last_beat,
+        "the waiter started {} ms before the cut-off holder's job stopped",
+        (last_beat - waiter) / 1_000_000
+    );
+    proxy.resume();
+}
+
 /// A usage error (exit 2) before anything is sent to Redis, whose first
 /// line contains `says`.
 fn assert_usage(server: &RedisServer, args: &[&str], says: &str) {
@@ -407,11 +464,116 @@ fn the_same_server_twice_is_not_two_redlock_nodes() {
     for [a, b] in &cases {
         assert_usage(&server, &["--redis", a, "--redis", b], "same server");
     }
-    // Another database of the same server is another lock space: fine.
+    // Another database of the same server is still the same server: one
+    // restart would lose the lock on both "nodes" at once.
+    assert_usage(
+        &server,
+        &["--redis", &url, "--redis", &format!("{url}/1")],
+        "same server",
+    );
+}
+
+/// One server under three spellings of its address is not a quorum of
+/// three: what is compared is where the names lead, not how they read.
+/// A unix socket and a TCP port of one server cannot be told apart by
+/// their addresses: the server's `run_id` tells, before anything is
+/// written.
+#[test]
+fn one_server_by_socket_and_by_port_is_refused() {
+    let dir = TestDir::new();
+    let socket = dir.file("redis.sock");
+    let server = RedisServer::builder()
+        .arg("--unixsocket")
+        .arg(&socket.display().to_string())
+        .start();
+    let other = RedisServer::start();
+    let by_socket = format!("redis+unix://{}", socket.display());
+    let urls = [server.url(), other.url(), by_socket.clone()];
+    let args: Vec<&str> = urls.iter().flat_map(|u| ["--redis", u.as_str()]).collect();
+    let ran = dir.file("ran");
     let out = run_with_timeout(
         redlock_bare()
-            .args(["--redis", &url, "--redis", &format!("{url}/1"), "-k", "x"])
-            .args(["--", "true"]),
+            .args(&args)
+            .args(["-k", "x", "--", "touch"])
+            .arg(&ran),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(!ran.exists(), "COMMAND ran");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("same server")
+            && first.contains(&by_socket)
+            && first.contains(&server.url()),
+        "one line naming both URLs: {out:?}"
+    );
+    for s in [&server, &other] {
+        assert_eq!(dbsize(&mut s.conn()), 0, "something was written");
+    }
+}
+
+/// With the documented least-privilege ACL (no `+info`), the `run_id`
+/// check is skipped, and Redlock works as before.
+#[test]
+fn redlock_without_info_permission_still_works() {
+    let rules = documented_acl_rules().join(" ");
+    assert!(!rules.contains("+info"), "{rules}");
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| {
+            RedisServer::builder()
+                .acl_user("lock", "pw", &rules)
+                .start()
+        })
+        .collect();
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| s.url_with(Some("lock"), "pw"))
+        .collect();
+    let out = run_with_timeout(
+        &mut Job::using(redlock_on(&urls), "noinfo").sh("echo ran"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran");
+}
+
+#[test]
+fn one_server_under_three_names_is_refused() {
+    let server = RedisServer::start();
+    let others = RedisServer::many(2);
+    let port = server.port();
+    let names = [
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://localhost:{port}"),
+        format!("redis://127.1:{port}"),
+    ];
+    let args: Vec<&str> = names.iter().flat_map(|u| ["--redis", u.as_str()]).collect();
+    assert_usage(&server, &args, "same server");
+    let out = run_with_timeout(
+        redlock_bare().args(&args).args(["-k", "x", "--", "true"]),
+        LONG,
+    );
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(&names[1]) && first.contains(&names[0]),
+        "names both URLs: {out:?}"
+    );
+    // Each spelling beside two other servers: still refused.
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        let mut args = vec!["--redis", &names[a], "--redis", &names[b]];
+        let urls: Vec<String> = others.iter().map(RedisServer::url).collect();
+        args.extend(urls.iter().flat_map(|u| ["--redis", u.as_str()]));
+        assert_usage(&server, &args, "same server");
+        for other in &others {
+            assert_eq!(dbsize(&mut other.conn()), 0, "{args:?} wrote to Redis");
+        }
+    }
+    // Three servers, whatever the spelling, are three nodes.
+    let out = run_with_timeout(
+        redlock_bare()
+            .args(["--redis", &names[2]])
+            .args(others.iter().flat_map(|s| ["--redis".to_string(), s.url()]))
+            .args(["-k", "x", "--", "true"]),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");

@@ -235,3 +235,117 @@ fn the_fence_is_the_largest_among_the_majority() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), (ahead + 1).to_string());
 }
+
+/// The majority moves the way a partition moves it: for each run some
+/// nodes are unreachable (killed; they come back with their data, from
+/// the append-only file) and others not. Each node counts only the
+/// acquisitions it saw, so without raising the counters of the majority
+/// to the fence it handed out, a run reaching A, B and C after nine runs
+/// that reached D and E got a fence below the ones before.
+#[test]
+fn the_fence_never_goes_back_when_the_majority_moves() {
+    let mut servers: Vec<RedisServer> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..5)
+            .map(|_| {
+                s.spawn(|| {
+                    RedisServer::builder()
+                        .arg("--appendonly")
+                        .arg("yes")
+                        .start()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for s in &servers {
+        let _: () = redis::cmd("SET")
+            .arg("redlock:{moving}:fence")
+            .arg(100)
+            .query(&mut s.conn())
+            .unwrap();
+    }
+    // D and E with one of A, B, C each time; then A, B, C alone; then
+    // every majority of three, some of four, and all five.
+    let mut schedule: Vec<Vec<usize>> = (0..9).map(|i| vec![i % 3, 3, 4]).collect();
+    schedule.push(vec![0, 1, 2]);
+    for a in 0..5 {
+        for b in a + 1..5 {
+            for c in b + 1..5 {
+                schedule.push(vec![a, b, c]);
+            }
+        }
+    }
+    schedule.extend([
+        vec![0, 1, 2, 3],
+        vec![1, 2, 3, 4],
+        vec![0, 2, 4],
+        (0..5).collect(),
+    ]);
+    let mut fences: Vec<i64> = Vec::new();
+    for up in &schedule {
+        for (i, s) in servers.iter_mut().enumerate() {
+            match (up.contains(&i), s.is_running()) {
+                (true, false) => s.restart(),
+                (false, true) => s.kill(),
+                _ => {}
+            }
+        }
+        let out = run_with_timeout(
+            &mut Job::using(nodes(&servers), "moving").sh("echo $REDLOCK_FENCE"),
+            LONG,
+        );
+        assert_eq!(out.code, Some(0), "nodes {up:?} up: {out:?}");
+        let fence: i64 = out.stdout.trim().parse().expect("a fence");
+        if let Some(last) = fences.last() {
+            assert!(
+                fence > *last,
+                "with nodes {up:?} up the fence went back to {fence} after {fences:?}"
+            );
+        }
+        fences.push(fence);
+    }
+    assert_eq!(fences.len(), schedule.len());
+}
+
+/// The counters disagree, so the fence must be raised on a majority
+/// before COMMAND starts; two of three nodes answer the acquire but never
+/// the raise (their proxies forward two requests per connection: INFO
+/// server, which tells the nodes apart, and the acquire). Without
+/// the raise on a majority the fence could go back later: COMMAND must
+/// not run, and nothing is left held.
+#[test]
+fn a_fence_not_raised_on_a_majority_is_no_lock() {
+    let servers = RedisServer::many(3);
+    // Far ahead of the others' counters, which start from their clocks.
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{raise}:fence")
+        .arg(8_000_000_000_000_000_i64)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let proxies: Vec<Proxy> = servers[1..]
+        .iter()
+        .map(|s| Proxy::first_requests_only(s.port(), 2))
+        .collect();
+    let urls = [servers[0].url(), proxies[0].url(), proxies[1].url()];
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        &mut Job::using(redlock_on(&urls), "raise")
+            .args(["-n", "--ttl", "3s"])
+            .sh(format!("touch '{}'", ran.display())),
+        LONG,
+    );
+    assert!(
+        !ran.exists(),
+        "COMMAND ran with a fence not raised on a majority: {out:?}"
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("2 of 3 Redis nodes failed"), "{out:?}");
+    assert!(out.stderr.contains("raising the fence"), "{out:?}");
+    for s in &servers {
+        assert!(
+            !exists(&mut s.conn(), "redlock:{raise}"),
+            "lock left behind"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 mod docs;
 mod job;
 mod prom;
+mod proxy;
 mod run;
 mod server;
 mod tools;
@@ -12,6 +13,7 @@ mod topology;
 pub use docs::*;
 pub use job::*;
 pub use prom::*;
+pub use proxy::*;
 pub use run::*;
 pub use server::*;
 pub use tools::*;
