@@ -91,7 +91,12 @@ impl LockKind {
             LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
         };
         let reply = node.eval(script, keys, &[token])?;
-        reply::ownership(reply).unexpected(node, "release")
+        let found = reply::ownership(reply).unexpected(node, "release")?;
+        // Behind sentinels, a release counts only if it went to the master
+        // they name now: one that a failover left behind still takes
+        // writes for a while, and the lock would stay on the new one.
+        node.confirm_master()?;
+        Ok(found)
     }
 
     /// Leave the line of waiters (plain locks only queue).

@@ -3,7 +3,7 @@
 //! what kind of failure each error is.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use redis::cluster::ClusterConnection;
@@ -21,8 +21,12 @@ pub enum Fault {
     /// resolvable), or one was made but never answered (a paused server).
     Unreachable,
     /// A connection that had answered broke or timed out; or the server
-    /// said "not now" (LOADING, BUSY, TRYAGAIN, MASTERDOWN).
+    /// said "not now" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN).
     Dropped,
+    /// A Redis Cluster is moving the lock's slot (TRYAGAIN, ASK, MOVED
+    /// still answered after following them for a while): nothing was
+    /// done, and the same call will work once the move is over.
+    Moving,
     /// The server answered with an error: authentication, NOPERM,
     /// READONLY, OOM, WRONGTYPE, an unknown command, a script error.
     Refused,
@@ -64,10 +68,19 @@ pub struct Node {
     conn: Option<Link>,
     /// Behind sentinels: the master the current connection goes to.
     master: Option<ConnectionInfo>,
+    /// Behind sentinels: when they last named `master` (on discovery, or
+    /// asked again since).
+    named_at: Option<Instant>,
     /// The current connection has answered at least once.
     answered: bool,
     /// Any connection to this node ever answered (a sentinel included).
     ever_answered: bool,
+    /// The server behind the current connection was checked for an
+    /// evicting `maxmemory-policy`.
+    memory_checked: bool,
+    /// What the run should warn about (an eviction risk accepted, a check
+    /// that could not be made), taken by [`Node::take_notes`].
+    notes: Vec<String>,
 }
 
 /// An open connection: to one server, or to a whole Cluster.
@@ -90,8 +103,11 @@ impl Node {
             timeout,
             conn: None,
             master: None,
+            named_at: None,
             answered: false,
             ever_answered: false,
+            memory_checked: false,
+            notes: Vec::new(),
         }
     }
 
@@ -119,6 +135,7 @@ impl Node {
     /// (again on every reconnect, as the Sentinel client guidelines say).
     fn connect(&mut self) -> Result<&mut Link, Failed> {
         if self.conn.is_none() {
+            self.memory_checked = false;
             let link = match &mut self.endpoint.target {
                 Target::Plain(info) => {
                     Link::Plain(super::dial::connect(info, self.timeout).map_err(Failed::Redis)?)
@@ -127,7 +144,7 @@ impl Node {
                     let found = super::sentinel::master(target, self.timeout, &self.endpoint.shown);
                     self.ever_answered |= found.sentinel_answered;
                     let (conn, master) = found.result.map_err(Failed::Connect)?;
-                    self.master = Some(master);
+                    (self.master, self.named_at) = (Some(master), Some(Instant::now()));
                     // The master answered ROLE.
                     (self.ever_answered, self.answered) = (true, true);
                     self.conn = Some(Link::Plain(conn));
@@ -176,6 +193,9 @@ impl Node {
         slot: Option<u16>,
     ) -> NodeResult<T> {
         let mut result = self.send(cmd, slot);
+        if matches!(self.endpoint.target, Target::Cluster(_)) {
+            result = self.while_moving(result, cmd, slot);
+        }
         let sentinel = matches!(self.endpoint.target, Target::Sentinel(_));
         let mut rediscovered = false;
         if sentinel && matches!(&result, Err(Failed::Redis(e)) if is_readonly(e)) {
@@ -195,11 +215,21 @@ impl Node {
                 Err(e)
             }
             Err(Failed::Redis(e)) => {
-                let fault = classify(&e, self.answered);
+                let cluster = matches!(self.endpoint.target, Target::Cluster(_));
+                let fault = match cluster && is_moving(&e) {
+                    true => Fault::Moving,
+                    false => classify(&e, self.answered),
+                };
                 // Anything but an I/O error is an answer from the server.
                 self.ever_answered |= !e.is_io_error();
                 self.conn = None;
-                let mut error = describe(e);
+                let mut error = match fault {
+                    Fault::Moving => anyhow!(
+                        "the Redis Cluster is moving the lock's slot ({}); try again",
+                        e.code().unwrap_or("TRYAGAIN")
+                    ),
+                    _ => describe(e),
+                };
                 if rediscovered && fault == Fault::Refused {
                     error = error.context("the master the sentinels name is a replica");
                 }
@@ -211,6 +241,31 @@ impl Node {
         }
     }
 
+    /// A Cluster moving the lock's slot answers TRYAGAIN to our scripts
+    /// (their keys are split between two nodes) until the move is over,
+    /// and ASK or MOVED on the way; redis-rs follows a few of those, then
+    /// gives up. Nothing was done: send again, with a growing pause, for
+    /// up to the per-node timeout. A longer move is [`Fault::Moving`], and
+    /// the caller tries again on its own schedule (within `--wait`, or the
+    /// lease).
+    fn while_moving<T: FromRedisValue>(
+        &mut self,
+        mut result: Result<T, Failed>,
+        cmd: &redis::Cmd,
+        slot: Option<u16>,
+    ) -> Result<T, Failed> {
+        let deadline = Instant::now() + self.timeout;
+        let mut pause = MOVING_PAUSE.0;
+        while matches!(&result, Err(Failed::Redis(e)) if is_moving(e))
+            && Instant::now() + pause < deadline
+        {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(MOVING_PAUSE.1);
+            result = self.send(cmd, slot);
+        }
+        result
+    }
+
     /// Run one script with the lock's keys.
     pub(super) fn eval(
         &mut self,
@@ -218,6 +273,7 @@ impl Node {
         keys: &LockKeys,
         args: &[&str],
     ) -> NodeResult<Value> {
+        self.recheck_master()?;
         let all = keys.all();
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
@@ -264,10 +320,34 @@ impl Node {
             return Ok(());
         };
         let checked = super::sentinel::confirm(target, master, self.timeout, &self.endpoint.shown);
-        if checked.is_err() {
-            (self.conn, self.master) = (None, None);
+        match checked.is_ok() {
+            true => self.named_at = Some(Instant::now()),
+            false => (self.conn, self.master) = (None, None),
         }
         checked
+    }
+
+    /// Behind sentinels, before a write on a connection whose master they
+    /// named a while ago: ask them again, and if they name another one now,
+    /// drop the connection, so that the write goes to the master they name.
+    /// A failover leaves a reachable old master accepting writes for
+    /// seconds, and our connection to it open (only the connections to the
+    /// nodes Sentinel reconfigures are killed).
+    fn recheck_master(&mut self) -> NodeResult<()> {
+        let fresh = self.named_at.is_some_and(|at| at.elapsed() < RECHECK);
+        let (Target::Sentinel(target), Some(master)) = (&mut self.endpoint.target, &self.master)
+        else {
+            return Ok(());
+        };
+        if fresh || self.conn.is_none() {
+            return Ok(());
+        }
+        let named = super::sentinel::named(target, self.timeout, &self.endpoint.shown)?;
+        match named.addr() == master.addr() {
+            true => self.named_at = Some(Instant::now()),
+            false => (self.conn, self.master) = (None, None),
+        }
+        Ok(())
     }
 
     /// Open a second connection, subscribed to `channels`: to this
@@ -326,6 +406,18 @@ impl Node {
             error: describe(e).context(scrub(self.shown())),
         })
     }
+}
+
+/// Behind sentinels, a write on a connection whose master they named
+/// longer ago than this asks them again first.
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Bounds of the pause between sends while a Cluster slot moves.
+const MOVING_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
+
+/// A Cluster's answer while a slot moves: not executed, send again.
+fn is_moving(e: &RedisError) -> bool {
+    matches!(e.code(), Some("TRYAGAIN" | "ASK" | "MOVED"))
 }
 
 fn not_connected() -> Failed {

@@ -34,6 +34,9 @@ pub enum Attempt {
     /// A node answered with an error (authentication, NOPERM, READONLY,
     /// OOM, a script error...): waiting will not help.
     Refused(anyhow::Error),
+    /// A Redis Cluster is moving the lock's slot: nothing was done; try
+    /// again (within `--wait`).
+    Moving(anyhow::Error),
     /// Held, but not confirmed by `--replicas`; given back already.
     Unconfirmed(anyhow::Error),
     /// `--replicas N` can never be met: the node has fewer replicas
@@ -283,10 +286,12 @@ impl Quorum {
         }
         if self.nodes.len() - tally.errors.len() < self.needed() {
             let refused = tally.errors.iter().any(|e| e.fault == Fault::Refused);
+            let moving = tally.errors.iter().any(|e| e.fault == Fault::Moving);
             let error = join_node_errors(tally.errors, self.nodes.len());
-            return match refused {
-                true => Attempt::Refused(error),
-                false => Attempt::Unavailable(error),
+            return match (refused, moving) {
+                (true, _) => Attempt::Refused(error),
+                (false, true) => Attempt::Moving(error),
+                (false, false) => Attempt::Unavailable(error),
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())

@@ -729,6 +729,13 @@ impl Cluster {
     /// MIGRATE the keys in batches, then SETSLOT NODE on target, source and
     /// the other primaries. Returns once every running node agrees.
     pub fn migrate_slot(&mut self, slot: u16, to_primary: u16) {
+        self.migrate_slot_by(slot, to_primary, 100);
+    }
+
+    /// `migrate_slot` with `batch` keys per MIGRATE: with many keys in the
+    /// slot and a small batch, the slot stays half-moved (keys on both
+    /// nodes: TRYAGAIN and ASK for multi-key commands) for a while.
+    pub fn migrate_slot_by(&mut self, slot: u16, to_primary: u16, batch: usize) {
         let from = self.primary_for_slot(slot);
         assert_ne!(from, to_primary, "slot {slot} is already on {to_primary}");
         let view = self.view();
@@ -751,7 +758,7 @@ impl Cluster {
                 redis::cmd("CLUSTER")
                     .arg("GETKEYSINSLOT")
                     .arg(slot)
-                    .arg(100),
+                    .arg(batch),
             );
             if keys.is_empty() {
                 break;
