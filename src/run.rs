@@ -119,6 +119,11 @@ fn run_recorded(
         &signals,
         log,
     );
+    // What the servers' checks found that the run should know about (an
+    // evicting maxmemory-policy accepted with --allow-eviction).
+    for note in main.take_notes() {
+        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
+    }
     let (acquired, subscription) = match waited {
         Ok(Waited::Acquired(lease, subscription)) => (lease, subscription),
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
@@ -148,7 +153,15 @@ fn run_recorded(
 fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
     let keys = LockKeys::new(&conn.prefix, &cfg.key);
     let timeout = cfg.timing.node_timeout();
-    Quorum::new(&conn.endpoints, keys, cfg.timing.ttl, timeout)
+    let endpoints = match cfg.allow_eviction {
+        true => conn
+            .endpoints
+            .iter()
+            .map(|e| e.clone().allowing_eviction())
+            .collect(),
+        false => conn.endpoints.clone(),
+    };
+    Quorum::new(&endpoints, keys, cfg.timing.ttl, timeout)
         .with_replicas(cfg.replicas)
         .with_limit(cfg.limit)
 }

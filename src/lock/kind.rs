@@ -46,6 +46,9 @@ impl LockKind {
         holder: &Holder,
         queue: bool,
     ) -> NodeResult<Acquire> {
+        // A server that may evict the lock's key would hand it out and
+        // then drop it under a running holder.
+        node.check_eviction(keys)?;
         let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
         let refresh_ms = holder.refresh_ms.to_string();
         let kill_after_ms = holder.kill_after_ms.to_string();

@@ -75,12 +75,24 @@ pub struct Node {
     answered: bool,
     /// Any connection to this node ever answered (a sentinel included).
     ever_answered: bool,
-    /// The server behind the current connection was checked for an
-    /// evicting `maxmemory-policy`.
-    memory_checked: bool,
+    /// Whether the server behind the current connection was checked for
+    /// an evicting `maxmemory-policy`.
+    memory: Memory,
     /// What the run should warn about (an eviction risk accepted, a check
     /// that could not be made), taken by [`Node::take_notes`].
     notes: Vec<String>,
+}
+
+/// Where the eviction check of a node stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// Not checked on this connection yet.
+    Unchecked,
+    /// Checked: no eviction, or accepted with `--allow-eviction`.
+    Checked,
+    /// `INFO` is refused to this user (no `+info`) or not offered: said
+    /// once, never asked again.
+    Unreadable,
 }
 
 /// An open connection: to one server, or to a whole Cluster.
@@ -106,7 +118,7 @@ impl Node {
             named_at: None,
             answered: false,
             ever_answered: false,
-            memory_checked: false,
+            memory: Memory::Unchecked,
             notes: Vec::new(),
         }
     }
@@ -135,7 +147,9 @@ impl Node {
     /// (again on every reconnect, as the Sentinel client guidelines say).
     fn connect(&mut self) -> Result<&mut Link, Failed> {
         if self.conn.is_none() {
-            self.memory_checked = false;
+            if self.memory == Memory::Checked {
+                self.memory = Memory::Unchecked;
+            }
             let link = match &mut self.endpoint.target {
                 Target::Plain(info) => {
                     Link::Plain(super::dial::connect(info, self.timeout).map_err(Failed::Redis)?)
@@ -180,6 +194,78 @@ impl Node {
         reply.map_err(Failed::Redis)
     }
 
+    /// Before the first acquire on a connection: refuse a server that may
+    /// evict the lock's key while its holder runs (`maxmemory` set with any
+    /// `maxmemory-policy` but `noeviction`: the key has a TTL, so every
+    /// policy may pick it), unless `--allow-eviction` accepts the risk (a
+    /// note). `maxmemory 0` is no limit. `INFO memory` costs one round
+    /// trip per connection; a user without `+info` gets a note instead.
+    pub(super) fn check_eviction(&mut self, keys: &LockKeys) -> NodeResult<()> {
+        match self.memory {
+            Memory::Unreadable => return Ok(()),
+            Memory::Checked if self.conn.is_some() => return Ok(()),
+            _ => {}
+        }
+        let info = self.send::<String>(redis::cmd("INFO").arg("memory"), Some(keys.slot()));
+        let text = match info {
+            Ok(text) => text,
+            Err(Failed::Redis(e)) if cannot_read_info(&e) => {
+                if self.memory != Memory::Unreadable {
+                    self.memory = Memory::Unreadable;
+                    self.note(format!(
+                        "{}: cannot check the server's maxmemory-policy (INFO memory: {});                          grant the Redis user +info, or make sure the server never evicts                          keys (maxmemory-policy noeviction)",
+                        scrub(self.shown()),
+                        crate::secrets::untrusted(&e.to_string())
+                    ));
+                }
+                return Ok(());
+            }
+            Err(failed) => return Err(self.failure(failed, false)),
+        };
+        (self.answered, self.ever_answered) = (true, true);
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let maxmemory = field("maxmemory").and_then(|n| n.parse::<u64>().ok());
+        let policy = field("maxmemory_policy").unwrap_or("noeviction");
+        if maxmemory.unwrap_or(0) == 0 || policy == "noeviction" {
+            self.memory = Memory::Checked;
+            return Ok(());
+        }
+        let policy = crate::secrets::untrusted(policy);
+        let risk = format!(
+            "{}: the server may evict the lock's key while its holder runs              (maxmemory {} with maxmemory-policy {policy})",
+            scrub(self.shown()),
+            maxmemory.unwrap_or(0)
+        );
+        if self.endpoint.allow_eviction {
+            self.memory = Memory::Checked;
+            self.note(format!(
+                "WARNING: {risk}; running anyway (--allow-eviction): a second holder may                  run beside this one"
+            ));
+            return Ok(());
+        }
+        Err(NodeError {
+            fault: Fault::Refused,
+            error: anyhow!(
+                "{risk}: set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf),                  or accept the risk with --allow-eviction"
+            ),
+        })
+    }
+
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// What this node found that the run should warn about, each once.
+    pub(super) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
     /// Send one command. Any failure drops the connection: after a timeout
     /// the stream may still carry a late reply.
     pub(super) fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> NodeResult<T> {
@@ -210,11 +296,18 @@ impl Node {
                 (self.answered, self.ever_answered) = (true, true);
                 Ok(value)
             }
-            Err(Failed::Connect(e)) => {
+            Err(failed) => Err(self.failure(failed, rediscovered)),
+        }
+    }
+
+    /// A failed command as a node's error; the connection is dropped.
+    fn failure(&mut self, failed: Failed, rediscovered: bool) -> NodeError {
+        match failed {
+            Failed::Connect(e) => {
                 self.conn = None;
-                Err(e)
+                e
             }
-            Err(Failed::Redis(e)) => {
+            Failed::Redis(e) => {
                 let cluster = matches!(self.endpoint.target, Target::Cluster(_));
                 let fault = match cluster && is_moving(&e) {
                     true => Fault::Moving,
@@ -233,10 +326,10 @@ impl Node {
                 if rediscovered && fault == Fault::Refused {
                     error = error.context("the master the sentinels name is a replica");
                 }
-                Err(NodeError {
+                NodeError {
                     fault,
                     error: error.context(scrub(&self.endpoint.shown)),
-                })
+                }
             }
         }
     }
@@ -414,6 +507,15 @@ const RECHECK: Duration = Duration::from_millis(500);
 
 /// Bounds of the pause between sends while a Cluster slot moves.
 const MOVING_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
+
+/// `INFO` refused to the user (no `+info`), or renamed away.
+fn cannot_read_info(e: &RedisError) -> bool {
+    let message = e.to_string();
+    e.code() == Some("NOPERM")
+        || message.contains("NOPERM")
+        || message.contains("no permissions")
+        || message.contains("unknown command")
+}
 
 /// A Cluster's answer while a slot moves: not executed, send again.
 fn is_moving(e: &RedisError) -> bool {

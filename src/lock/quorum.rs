@@ -134,6 +134,12 @@ impl Quorum {
         self.nodes.len()
     }
 
+    /// What the nodes found that the run should warn about (see
+    /// [`Node::take_notes`]), each said once.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.nodes.iter_mut().flat_map(Node::take_notes).collect()
+    }
+
     /// Whether any node has ever answered anything in this run.
     pub fn ever_answered(&self) -> bool {
         self.nodes.iter().any(Node::ever_answered)
