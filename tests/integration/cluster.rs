@@ -175,9 +175,11 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
     let lock = stored("reshard");
     let slot = cluster.slot_of(&lock);
     // Other keys in the lock's slot, moved one per MIGRATE: each move
-    // leaves the slot half-moved (TRYAGAIN, ASK) for a while.
+    // leaves the slot half-moved (TRYAGAIN, ASK) for longer than the
+    // per-node timeout of a 2 s TTL (200 ms), so that runs also retry
+    // within --wait, not only within one call.
     let mut owner = cluster.conn(cluster.primary_for_slot(slot));
-    for i in 0..300 {
+    for i in 0..600 {
         let _: () = redis::cmd("SET")
             .arg(format!("{{reshard}}-{i}"))
             .arg(i)
@@ -202,7 +204,7 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
                     let id = format!("w{w}r{n}");
                     let out = run_with_timeout(
                         redlock(url)
-                            .args(["-k", "reshard", "--ttl", "10s", "--wait", "60s"])
+                            .args(["-k", "reshard", "--ttl", "2s", "--wait", "60s"])
                             .args(["--", "sh", "-c", &crate::sentinel::section(log, "0.02")])
                             .env("ID", &id),
                         LONG,
@@ -218,7 +220,9 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
             for n in 0..4 {
                 let before = runs.load(Ordering::SeqCst);
                 let to = if n % 2 == 0 { away } else { home };
+                let t = std::time::Instant::now();
                 cluster.migrate_slot_by(slot, to, 1);
+                eprintln!("migration {n} took {:?}", t.elapsed());
                 assert!(
                     wait_until(LONG, || runs.load(Ordering::SeqCst) > before + 4),
                     "no runs after migration {n}"
