@@ -213,7 +213,9 @@ impl Node {
                 if self.memory != Memory::Unreadable {
                     self.memory = Memory::Unreadable;
                     self.note(format!(
-                        "{}: cannot check the server's maxmemory-policy (INFO memory: {});                          grant the Redis user +info, or make sure the server never evicts                          keys (maxmemory-policy noeviction)",
+                        "{}: cannot check the server's maxmemory-policy (INFO memory: {}); \
+                         grant the Redis user +info, or make sure the server never evicts \
+                         keys (maxmemory-policy noeviction)",
                         scrub(self.shown()),
                         crate::secrets::untrusted(&e.to_string())
                     ));
@@ -236,21 +238,24 @@ impl Node {
         }
         let policy = crate::secrets::untrusted(policy);
         let risk = format!(
-            "{}: the server may evict the lock's key while its holder runs              (maxmemory {} with maxmemory-policy {policy})",
+            "{}: the server may evict the lock's key while its holder runs \
+             (maxmemory {} with maxmemory-policy {policy})",
             scrub(self.shown()),
             maxmemory.unwrap_or(0)
         );
         if self.endpoint.allow_eviction {
             self.memory = Memory::Checked;
             self.note(format!(
-                "WARNING: {risk}; running anyway (--allow-eviction): a second holder may                  run beside this one"
+                "WARNING: {risk}; running anyway (--allow-eviction): a second holder may \
+                 run beside this one"
             ));
             return Ok(());
         }
         Err(NodeError {
             fault: Fault::Refused,
             error: anyhow!(
-                "{risk}: set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf),                  or accept the risk with --allow-eviction"
+                "{risk}: set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf), \
+                 or accept the risk with --allow-eviction"
             ),
         })
     }
