@@ -225,23 +225,15 @@ impl Node {
             Err(failed) => return Err(self.failure(failed, false)),
         };
         (self.answered, self.ever_answered) = (true, true);
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
-        let maxmemory = field("maxmemory").and_then(|n| n.parse::<u64>().ok());
-        let policy = field("maxmemory_policy").unwrap_or("noeviction");
-        if maxmemory.unwrap_or(0) == 0 || policy == "noeviction" {
+        let Some((maxmemory, policy)) = eviction(&text) else {
             self.memory = Memory::Checked;
             return Ok(());
-        }
-        let policy = crate::secrets::untrusted(policy);
+        };
         let risk = format!(
             "{}: the server may evict the lock's key while its holder runs \
-             (maxmemory {} with maxmemory-policy {policy})",
+             (maxmemory {maxmemory} with maxmemory-policy {})",
             scrub(self.shown()),
-            maxmemory.unwrap_or(0)
+            crate::secrets::untrusted(policy)
         );
         if self.endpoint.allow_eviction {
             self.memory = Memory::Checked;
@@ -513,6 +505,20 @@ const RECHECK: Duration = Duration::from_millis(500);
 /// Bounds of the pause between sends while a Cluster slot moves.
 const MOVING_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
 
+/// `maxmemory` and `maxmemory_policy` of `INFO memory` when the server
+/// may evict keys that have a TTL: a limit (0 is none) and a policy other
+/// than `noeviction`. A server that does not say is taken at its word.
+fn eviction(info: &str) -> Option<(u64, &str)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let maxmemory = field("maxmemory")?.parse::<u64>().ok()?;
+    let policy = field("maxmemory_policy")?;
+    (maxmemory > 0 && policy != "noeviction").then_some((maxmemory, policy))
+}
+
 /// `INFO` refused to the user (no `+info`), or renamed away.
 fn cannot_read_info(e: &RedisError) -> bool {
     let message = e.to_string();
@@ -653,5 +659,32 @@ pub(super) trait Unexpected<T> {
 impl<T> Unexpected<T> for anyhow::Result<T> {
     fn unexpected(self, node: &Node, what: &str) -> NodeResult<T> {
         self.map_err(|why| NodeError::unexpected(node.shown(), what, why))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_needs_a_limit_and_an_evicting_policy() {
+        let info = |limit: &str, policy: &str| {
+            format!(
+                "# Memory\r\nused_memory:1\r\nmaxmemory:{limit}\r\nmaxmemory_human:x\r\n\
+                 maxmemory_policy:{policy}\r\n"
+            )
+        };
+        assert_eq!(
+            eviction(&info("1048576", "allkeys-lru")),
+            Some((1048576, "allkeys-lru"))
+        );
+        assert_eq!(
+            eviction(&info("5", "volatile-ttl")),
+            Some((5, "volatile-ttl"))
+        );
+        assert_eq!(eviction(&info("0", "allkeys-lru")), None);
+        assert_eq!(eviction(&info("1048576", "noeviction")), None);
+        assert_eq!(eviction("# Memory\r\nused_memory:1\r\n"), None);
+        assert_eq!(eviction(&info("lots", "allkeys-lru")), None);
     }
 }
