@@ -119,16 +119,17 @@ fn run_recorded(
         &signals,
         log,
     );
-    // What the servers' checks found that the run should know about (an
-    // evicting maxmemory-policy accepted with --allow-eviction).
-    for note in main.take_notes() {
-        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
-    }
     let (acquired, subscription) = match waited {
         Ok(Waited::Acquired(lease, subscription)) => (lease, subscription),
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
+    // What the servers' checks found about a lock now held (an evicting
+    // maxmemory-policy accepted with --allow-eviction, or a Redlock node
+    // left out for it; a policy that could not be read).
+    for note in main.take_notes() {
+        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
+    }
     record.acquired(started.elapsed(), acquired.fence);
     log.emit(
         Ev::Acquired,

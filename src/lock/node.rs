@@ -243,12 +243,15 @@ impl Node {
             ));
             return Ok(());
         }
+        let fix = "set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf), \
+                   or accept the risk with --allow-eviction";
+        // Said if a Redlock majority holds the lock without this node.
+        self.note(format!(
+            "{risk}: this node does not count for the lock; {fix}"
+        ));
         Err(NodeError {
             fault: Fault::Refused,
-            error: anyhow!(
-                "{risk}: set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf), \
-                 or accept the risk with --allow-eviction"
-            ),
+            error: anyhow!("{risk}: {fix}"),
         })
     }
 

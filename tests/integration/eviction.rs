@@ -154,3 +154,40 @@ fn with_allow_eviction_another_clients_writes_can_evict_a_running_holders_lock()
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");
 }
+
+#[test]
+fn a_redlock_node_that_may_evict_does_not_count_and_the_run_says_so() {
+    let evicting = RedisServer::builder()
+        .arg("--maxmemory")
+        .arg("100mb")
+        .arg("--maxmemory-policy")
+        .arg("volatile-lru")
+        .start();
+    let others = RedisServer::many(2);
+    let mut cmd = redlock_bare();
+    for server in [&evicting, &others[0], &others[1]] {
+        cmd.args(["--redis", &server.url()]);
+    }
+    let out = run_with_timeout(cmd.args(["-k", "rl", "--", "true"]), LONG);
+    assert_eq!(out.code, Some(0), "two good nodes of three: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "one warning: {out:?}");
+    assert!(
+        out.stderr.contains("volatile-lru") && out.stderr.contains(&evicting.port().to_string()),
+        "{out:?}"
+    );
+    assert_eq!(
+        dbsize(&mut evicting.conn()),
+        0,
+        "written to the evicting node"
+    );
+    // Two of three evicting: no majority, refused.
+    let mut conn = others[0].conn();
+    config_set(&mut conn, "maxmemory", "100mb");
+    config_set(&mut conn, "maxmemory-policy", "allkeys-lru");
+    let mut cmd = redlock_bare();
+    for server in [&evicting, &others[0], &others[1]] {
+        cmd.args(["--redis", &server.url()]);
+    }
+    let out = run_with_timeout(cmd.args(["-k", "rl2", "--", "true"]), LONG);
+    assert_eq!(out.code, Some(77), "{out:?}");
+}
