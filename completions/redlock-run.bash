@@ -35,7 +35,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --limit --random-delay --on-unavailable --replicas --metrics-textfile --help --version status list force-release generate"
+            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --limit --random-delay --on-unavailable --replicas --allow-eviction --metrics-textfile --help --version status list force-release generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -49,6 +49,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --quiet 'Print nothing but errors'
             cand -n 'Do not wait for a busy lock (same as --wait 0)'
             cand --no-wait 'Do not wait for a busy lock (same as --wait 0)'
+            cand --allow-eviction 'Run even on a server that may evict the lock''s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'

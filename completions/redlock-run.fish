@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= limit= random-delay= on-unavailable= replicas= metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= limit= random-delay= on-unavailable= replicas= allow-eviction metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -49,6 +49,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfil
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds each KEY and for how long'

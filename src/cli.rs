@@ -215,6 +215,12 @@ pub struct RunArgs {
     )]
     pub replicas: Option<Replicas>,
 
+    /// Run even on a server that may evict the lock's key (maxmemory with
+    /// a maxmemory-policy other than noeviction), with a warning: two
+    /// holders may then run at once
+    #[arg(long, help_heading = "Fleet options", hide_short_help = true)]
+    pub allow_eviction: bool,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     #[arg(

@@ -64,6 +64,8 @@ pub struct RunConfig {
     pub replicas: Replicas,
     /// `--metrics-textfile`: where the run's metrics go.
     pub metrics: Option<Metrics>,
+    /// `--allow-eviction`: use a server that may evict the lock's key.
+    pub allow_eviction: bool,
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -191,6 +193,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_unavailable: args.on_unavailable,
         replicas,
         metrics,
+        allow_eviction: args.allow_eviction,
     })
 }
 

@@ -93,7 +93,7 @@ impl Exit {
         },
         Row {
             code: "77",
-            when: "Redis refused us: authentication, permission (NOPERM), read-only replica, out of memory, script error",
+            when: "Redis refused us: authentication, permission (NOPERM), read-only replica, out of memory, script error; or the server may evict the lock (maxmemory with an evicting maxmemory-policy; see --allow-eviction)",
         },
         Row {
             code: "70",

@@ -136,6 +136,12 @@ fn run_recorded(
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
+    // What the servers' checks found about a lock now held (an evicting
+    // maxmemory-policy accepted with --allow-eviction, or a Redlock node
+    // left out for it; a policy that could not be read).
+    for note in main.take_notes() {
+        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
+    }
     record.acquired(started.elapsed(), acquired.fence);
     log.emit(
         Ev::Acquired,
@@ -160,7 +166,15 @@ fn run_recorded(
 fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
     let keys = LockKeys::new(&conn.prefix, &cfg.key);
     let timeout = cfg.timing.node_timeout();
-    Quorum::new(&conn.endpoints, keys, cfg.timing.ttl, timeout)
+    let endpoints = match cfg.allow_eviction {
+        true => conn
+            .endpoints
+            .iter()
+            .map(|e| e.clone().allowing_eviction())
+            .collect(),
+        false => conn.endpoints.clone(),
+    };
+    Quorum::new(&endpoints, keys, cfg.timing.ttl, timeout)
         .with_replicas(cfg.replicas)
         .with_limit(cfg.limit)
 }

@@ -274,6 +274,13 @@ impl Waiter<'_> {
                 exit: Exit::Usage,
                 error,
             }),
+            // A resharding moves the lock's slot: routine, and soon over.
+            Attempt::Moving(error) if self.timed_out() => Err(failed(
+                Exit::Unavailable,
+                error,
+                "a Redis Cluster was still moving its slot when --wait ran out",
+            )),
+            Attempt::Moving(_) => Ok(Next::Retry),
             // Held but not confirmed by --replicas (and given back): retry
             // like a busy lock, and fail as unavailable when time is up.
             Attempt::Unconfirmed(error) if self.timed_out() => {

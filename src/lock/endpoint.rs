@@ -18,6 +18,9 @@ pub struct Endpoint {
     /// The CA and client certificate of `--tls-*`, for TLS connections to
     /// nodes found at run time (cluster nodes).
     pub(super) tls: Option<Certificates>,
+    /// `--allow-eviction`: an evicting `maxmemory-policy` is a warning,
+    /// not a refusal.
+    pub(super) allow_eviction: bool,
 }
 
 /// What an endpoint names.
@@ -81,6 +84,7 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
         target,
         shown: redact(url),
         tls: None,
+        allow_eviction: false,
     })
 }
 
@@ -267,7 +271,15 @@ impl Endpoint {
             target: Target::Plain(info),
             shown: format!("{}{at}", self.shown),
             tls: self.tls.clone(),
+            allow_eviction: self.allow_eviction,
         }
+    }
+
+    /// This endpoint with `--allow-eviction`: a server that may evict the
+    /// lock's key is used anyway (the run warns).
+    pub fn allowing_eviction(mut self) -> Endpoint {
+        self.allow_eviction = true;
+        self
     }
 
     /// Every connection this endpoint names up front: the server, the

@@ -46,6 +46,9 @@ impl LockKind {
         holder: &Holder,
         queue: bool,
     ) -> NodeResult<Acquire> {
+        // A server that may evict the lock's key would hand it out and
+        // then drop it under a running holder.
+        node.check_eviction(keys)?;
         let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
         let refresh_ms = holder.refresh_ms.to_string();
         let kill_after_ms = holder.kill_after_ms.to_string();
@@ -91,7 +94,12 @@ impl LockKind {
             LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
         };
         let reply = node.eval(script, keys, &[token])?;
-        reply::ownership(reply).unexpected(node, "release")
+        let found = reply::ownership(reply).unexpected(node, "release")?;
+        // Behind sentinels, a release counts only if it went to the master
+        // they name now: one that a failover left behind still takes
+        // writes for a while, and the lock would stay on the new one.
+        node.confirm_master()?;
+        Ok(found)
     }
 
     /// Leave the line of waiters (plain locks only queue).

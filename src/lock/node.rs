@@ -3,7 +3,7 @@
 //! what kind of failure each error is.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use redis::cluster::ClusterConnection;
@@ -21,8 +21,12 @@ pub enum Fault {
     /// resolvable), or one was made but never answered (a paused server).
     Unreachable,
     /// A connection that had answered broke or timed out; or the server
-    /// said "not now" (LOADING, BUSY, TRYAGAIN, MASTERDOWN).
+    /// said "not now" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN).
     Dropped,
+    /// A Redis Cluster is moving the lock's slot (TRYAGAIN, ASK, MOVED
+    /// still answered after following them for a while): nothing was
+    /// done, and the same call will work once the move is over.
+    Moving,
     /// The server answered with an error: authentication, NOPERM,
     /// READONLY, OOM, WRONGTYPE, an unknown command, a script error.
     Refused,
@@ -72,10 +76,31 @@ pub struct Node {
     conn: Option<Link>,
     /// Behind sentinels: the master the current connection goes to.
     master: Option<ConnectionInfo>,
+    /// Behind sentinels: when they last named `master` (on discovery, or
+    /// asked again since).
+    named_at: Option<Instant>,
     /// The current connection has answered at least once.
     answered: bool,
     /// Any connection to this node ever answered (a sentinel included).
     ever_answered: bool,
+    /// Whether the server behind the current connection was checked for
+    /// an evicting `maxmemory-policy`.
+    memory: Memory,
+    /// What the run should warn about (an eviction risk accepted, a check
+    /// that could not be made), taken by [`Node::take_notes`].
+    notes: Vec<String>,
+}
+
+/// Where the eviction check of a node stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// Not checked on this connection yet.
+    Unchecked,
+    /// Checked: no eviction, or accepted with `--allow-eviction`.
+    Checked,
+    /// `INFO` is refused to this user (no `+info`) or not offered: said
+    /// once, never asked again.
+    Unreadable,
 }
 
 /// An open connection: to one server, or to a whole Cluster.
@@ -98,8 +123,11 @@ impl Node {
             timeout,
             conn: None,
             master: None,
+            named_at: None,
             answered: false,
             ever_answered: false,
+            memory: Memory::Unchecked,
+            notes: Vec::new(),
         }
     }
 
@@ -127,6 +155,9 @@ impl Node {
     /// (again on every reconnect, as the Sentinel client guidelines say).
     fn connect(&mut self) -> Result<&mut Link, Failed> {
         if self.conn.is_none() {
+            if self.memory == Memory::Checked {
+                self.memory = Memory::Unchecked;
+            }
             let link = match &mut self.endpoint.target {
                 Target::Plain(info) => {
                     Link::Plain(super::dial::connect(info, self.timeout).map_err(Failed::Redis)?)
@@ -135,7 +166,7 @@ impl Node {
                     let found = super::sentinel::master(target, self.timeout, &self.endpoint.shown);
                     self.ever_answered |= found.sentinel_answered;
                     let (conn, master) = found.result.map_err(Failed::Connect)?;
-                    self.master = Some(master);
+                    (self.master, self.named_at) = (Some(master), Some(Instant::now()));
                     // The master answered ROLE.
                     (self.ever_answered, self.answered) = (true, true);
                     self.conn = Some(Link::Plain(conn));
@@ -171,6 +202,78 @@ impl Node {
         reply.map_err(Failed::Redis)
     }
 
+    /// Before the first acquire on a connection: refuse a server that may
+    /// evict the lock's key while its holder runs (`maxmemory` set with any
+    /// `maxmemory-policy` but `noeviction`: the key has a TTL, so every
+    /// policy may pick it), unless `--allow-eviction` accepts the risk (a
+    /// note). `maxmemory 0` is no limit. `INFO memory` costs one round
+    /// trip per connection; a user without `+info` gets a note instead.
+    pub(super) fn check_eviction(&mut self, keys: &LockKeys) -> NodeResult<()> {
+        match self.memory {
+            Memory::Unreadable => return Ok(()),
+            Memory::Checked if self.conn.is_some() => return Ok(()),
+            _ => {}
+        }
+        let info = self.send::<String>(redis::cmd("INFO").arg("memory"), Some(keys.slot()));
+        let text = match info {
+            Ok(text) => text,
+            Err(Failed::Redis(e)) if cannot_read_info(&e) => {
+                if self.memory != Memory::Unreadable {
+                    self.memory = Memory::Unreadable;
+                    self.note(format!(
+                        "{}: cannot check the server's maxmemory-policy (INFO memory: {}); \
+                         grant the Redis user +info, or make sure the server never evicts \
+                         keys (maxmemory-policy noeviction)",
+                        scrub(self.shown()),
+                        crate::secrets::untrusted(&e.to_string())
+                    ));
+                }
+                return Ok(());
+            }
+            Err(failed) => return Err(self.failure(failed, false)),
+        };
+        (self.answered, self.ever_answered) = (true, true);
+        let Some((maxmemory, policy)) = eviction(&text) else {
+            self.memory = Memory::Checked;
+            return Ok(());
+        };
+        let risk = format!(
+            "{}: the server may evict the lock's key while its holder runs \
+             (maxmemory {maxmemory} with maxmemory-policy {})",
+            scrub(self.shown()),
+            crate::secrets::untrusted(policy)
+        );
+        if self.endpoint.allow_eviction {
+            self.memory = Memory::Checked;
+            self.note(format!(
+                "WARNING: {risk}; running anyway (--allow-eviction): a second holder may \
+                 run beside this one"
+            ));
+            return Ok(());
+        }
+        let fix = "set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf), \
+                   or accept the risk with --allow-eviction";
+        // Said if a Redlock majority holds the lock without this node.
+        self.note(format!(
+            "{risk}: this node does not count for the lock; {fix}"
+        ));
+        Err(NodeError {
+            fault: Fault::Refused,
+            error: anyhow!("{risk}: {fix}"),
+        })
+    }
+
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// What this node found that the run should warn about, each once.
+    pub(super) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
     /// Send one command. Any failure drops the connection: after a timeout
     /// the stream may still carry a late reply.
     pub(super) fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> NodeResult<T> {
@@ -184,6 +287,9 @@ impl Node {
         slot: Option<u16>,
     ) -> NodeResult<T> {
         let mut result = self.send(cmd, slot);
+        if matches!(self.endpoint.target, Target::Cluster(_)) {
+            result = self.while_moving(result, cmd, slot);
+        }
         let sentinel = matches!(self.endpoint.target, Target::Sentinel(_));
         let mut rediscovered = false;
         if sentinel && matches!(&result, Err(Failed::Redis(e)) if is_readonly(e)) {
@@ -198,25 +304,67 @@ impl Node {
                 (self.answered, self.ever_answered) = (true, true);
                 Ok(value)
             }
-            Err(Failed::Connect(e)) => {
+            Err(failed) => Err(self.failure(failed, rediscovered)),
+        }
+    }
+
+    /// A failed command as a node's error; the connection is dropped.
+    fn failure(&mut self, failed: Failed, rediscovered: bool) -> NodeError {
+        match failed {
+            Failed::Connect(e) => {
                 self.conn = None;
-                Err(e)
+                e
             }
-            Err(Failed::Redis(e)) => {
-                let fault = classify(&e, self.answered);
+            Failed::Redis(e) => {
+                let cluster = matches!(self.endpoint.target, Target::Cluster(_));
+                let fault = match cluster && is_moving(&e) {
+                    true => Fault::Moving,
+                    false => classify(&e, self.answered),
+                };
                 // Anything but an I/O error is an answer from the server.
                 self.ever_answered |= !e.is_io_error();
                 self.conn = None;
-                let mut error = describe(e);
+                let mut error = match fault {
+                    Fault::Moving => anyhow!(
+                        "the Redis Cluster is moving the lock's slot ({}); try again",
+                        e.code().unwrap_or("TRYAGAIN")
+                    ),
+                    _ => describe(e),
+                };
                 if rediscovered && fault == Fault::Refused {
                     error = error.context("the master the sentinels name is a replica");
                 }
-                Err(NodeError {
+                NodeError {
                     fault,
                     error: error.context(scrub(&self.endpoint.shown)),
-                })
+                }
             }
         }
+    }
+
+    /// A Cluster moving the lock's slot answers TRYAGAIN to our scripts
+    /// (their keys are split between two nodes) until the move is over,
+    /// and ASK or MOVED on the way; redis-rs follows a few of those, then
+    /// gives up. Nothing was done: send again, with a growing pause, for
+    /// up to the per-node timeout. A longer move is [`Fault::Moving`], and
+    /// the caller tries again on its own schedule (within `--wait`, or the
+    /// lease).
+    fn while_moving<T: FromRedisValue>(
+        &mut self,
+        mut result: Result<T, Failed>,
+        cmd: &redis::Cmd,
+        slot: Option<u16>,
+    ) -> Result<T, Failed> {
+        let deadline = Instant::now() + self.timeout;
+        let mut pause = MOVING_PAUSE.0;
+        while matches!(&result, Err(Failed::Redis(e)) if is_moving(e))
+            && Instant::now() + pause < deadline
+        {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(MOVING_PAUSE.1);
+            result = self.send(cmd, slot);
+        }
+        result
     }
 
     /// Run one script with the lock's keys.
@@ -226,6 +374,7 @@ impl Node {
         keys: &LockKeys,
         args: &[&str],
     ) -> NodeResult<Value> {
+        self.recheck_master()?;
         let all = keys.all();
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
@@ -287,10 +436,34 @@ impl Node {
             return Ok(());
         };
         let checked = super::sentinel::confirm(target, master, self.timeout, &self.endpoint.shown);
-        if checked.is_err() {
-            (self.conn, self.master) = (None, None);
+        match checked.is_ok() {
+            true => self.named_at = Some(Instant::now()),
+            false => (self.conn, self.master) = (None, None),
         }
         checked
+    }
+
+    /// Behind sentinels, before a write on a connection whose master they
+    /// named a while ago: ask them again, and if they name another one now,
+    /// drop the connection, so that the write goes to the master they name.
+    /// A failover leaves a reachable old master accepting writes for
+    /// seconds, and our connection to it open (only the connections to the
+    /// nodes Sentinel reconfigures are killed).
+    fn recheck_master(&mut self) -> NodeResult<()> {
+        let fresh = self.named_at.is_some_and(|at| at.elapsed() < RECHECK);
+        let (Target::Sentinel(target), Some(master)) = (&mut self.endpoint.target, &self.master)
+        else {
+            return Ok(());
+        };
+        if fresh || self.conn.is_none() {
+            return Ok(());
+        }
+        let named = super::sentinel::named(target, self.timeout, &self.endpoint.shown)?;
+        match named.addr() == master.addr() {
+            true => self.named_at = Some(Instant::now()),
+            false => (self.conn, self.master) = (None, None),
+        }
+        Ok(())
     }
 
     /// Open a second connection, subscribed to `channels`: to this
@@ -349,6 +522,41 @@ impl Node {
             error: describe(e).context(scrub(self.shown())),
         })
     }
+}
+
+/// Behind sentinels, a write on a connection whose master they named
+/// longer ago than this asks them again first.
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Bounds of the pause between sends while a Cluster slot moves.
+const MOVING_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
+
+/// `maxmemory` and `maxmemory_policy` of `INFO memory` when the server
+/// may evict keys that have a TTL: a limit (0 is none) and a policy other
+/// than `noeviction`. A server that does not say is taken at its word.
+fn eviction(info: &str) -> Option<(u64, &str)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let maxmemory = field("maxmemory")?.parse::<u64>().ok()?;
+    let policy = field("maxmemory_policy")?;
+    (maxmemory > 0 && policy != "noeviction").then_some((maxmemory, policy))
+}
+
+/// `INFO` refused to the user (no `+info`), or renamed away.
+fn cannot_read_info(e: &RedisError) -> bool {
+    let message = e.to_string();
+    e.code() == Some("NOPERM")
+        || message.contains("NOPERM")
+        || message.contains("no permissions")
+        || message.contains("unknown command")
+}
+
+/// A Cluster's answer while a slot moves: not executed, send again.
+fn is_moving(e: &RedisError) -> bool {
+    matches!(e.code(), Some("TRYAGAIN" | "ASK" | "MOVED"))
 }
 
 fn not_connected() -> Failed {
@@ -497,5 +705,32 @@ pub(super) trait Unexpected<T> {
 impl<T> Unexpected<T> for anyhow::Result<T> {
     fn unexpected(self, node: &Node, what: &str) -> NodeResult<T> {
         self.map_err(|why| NodeError::unexpected(node.shown(), what, why))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_needs_a_limit_and_an_evicting_policy() {
+        let info = |limit: &str, policy: &str| {
+            format!(
+                "# Memory\r\nused_memory:1\r\nmaxmemory:{limit}\r\nmaxmemory_human:x\r\n\
+                 maxmemory_policy:{policy}\r\n"
+            )
+        };
+        assert_eq!(
+            eviction(&info("1048576", "allkeys-lru")),
+            Some((1048576, "allkeys-lru"))
+        );
+        assert_eq!(
+            eviction(&info("5", "volatile-ttl")),
+            Some((5, "volatile-ttl"))
+        );
+        assert_eq!(eviction(&info("0", "allkeys-lru")), None);
+        assert_eq!(eviction(&info("1048576", "noeviction")), None);
+        assert_eq!(eviction("# Memory\r\nused_memory:1\r\n"), None);
+        assert_eq!(eviction(&info("lots", "allkeys-lru")), None);
     }
 }

@@ -38,6 +38,9 @@ pub enum Attempt {
     /// A node answered with an error (authentication, NOPERM, READONLY,
     /// OOM, a script error...): waiting will not help.
     Refused(anyhow::Error),
+    /// A Redis Cluster is moving the lock's slot: nothing was done; try
+    /// again (within `--wait`).
+    Moving(anyhow::Error),
     /// Held, but not confirmed by `--replicas`; given back already.
     Unconfirmed(anyhow::Error),
     /// `--replicas N` can never be met: the node has fewer replicas
@@ -140,6 +143,12 @@ impl Quorum {
     /// How many nodes there are.
     pub fn nodes(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// What the nodes found that the run should warn about (see
+    /// [`Node::take_notes`]), each said once.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.nodes.iter_mut().flat_map(Node::take_notes).collect()
     }
 
     /// Whether any node has ever answered anything in this run.
@@ -332,11 +341,13 @@ impl Quorum {
         if self.nodes.len() - tally.errors.len() < self.needed() {
             let refused = tally.errors.iter().any(|e| e.fault == Fault::Refused);
             let local = tally.errors.iter().any(|e| e.fault == Fault::Local);
+            let moving = tally.errors.iter().any(|e| e.fault == Fault::Moving);
             let error = join_node_errors(tally.errors, self.nodes.len());
-            return match (local, refused) {
-                (true, _) => Attempt::Local(error),
-                (false, true) => Attempt::Refused(error),
-                (false, false) => Attempt::Unavailable(error),
+            return match (local, refused, moving) {
+                (true, _, _) => Attempt::Local(error),
+                (false, true, _) => Attempt::Refused(error),
+                (false, false, true) => Attempt::Moving(error),
+                (false, false, false) => Attempt::Unavailable(error),
             };
         }
         Attempt::Busy(tally.busy.unwrap_or_default())

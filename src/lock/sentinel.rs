@@ -74,6 +74,15 @@ pub fn confirm(
     })
 }
 
+/// The master of `target`'s service as the sentinels name it now.
+pub fn named(
+    target: &mut SentinelTarget,
+    timeout: Duration,
+    shown: &str,
+) -> Result<ConnectionInfo, NodeError> {
+    ask(target, timeout, shown, &mut false)
+}
+
 /// The master's address as the first sentinel that knows SERVICE says;
 /// that sentinel moves to the front of the list.
 fn ask(

@@ -164,3 +164,84 @@ fn contended_sections_never_overlap_through_migration_and_failovers() {
     });
     assert!(sections >= 4, "{sections} sections");
 }
+
+#[test]
+fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    let mut cluster = Cluster::start();
+    let url = cluster.url();
+    let lock = stored("reshard");
+    let slot = cluster.slot_of(&lock);
+    // Other keys in the lock's slot, moved one per MIGRATE: each move
+    // leaves the slot half-moved (TRYAGAIN, ASK) for longer than the
+    // per-node timeout of a 2 s TTL (200 ms), so that runs also retry
+    // within --wait, not only within one call.
+    let mut owner = cluster.conn(cluster.primary_for_slot(slot));
+    for i in 0..600 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{reshard}}-{i}"))
+            .arg(i)
+            .query(&mut owner)
+            .unwrap();
+    }
+    let (home, away) = (
+        cluster.primary_for_slot(slot),
+        cluster.port_not_owning(slot),
+    );
+    let dir = TestDir::new();
+    let log = dir.file("log");
+    let (stop, runs) = (AtomicBool::new(false), AtomicUsize::new(0));
+    let failed = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (stop, runs, failed, log, url) = (&stop, &runs, &failed, &log, &url);
+            s.spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let id = format!("w{w}r{n}");
+                    let out = run_with_timeout(
+                        redlock(url)
+                            .args(["-k", "reshard", "--ttl", "2s", "--wait", "60s"])
+                            .args(["--", "sh", "-c", &crate::sentinel::section(log, "0.02")])
+                            .env("ID", &id),
+                        LONG,
+                    );
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    if out.code != Some(0) {
+                        failed.lock().unwrap().push(format!("{id}: {out:?}"));
+                    }
+                }
+            });
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for n in 0..4 {
+                let before = runs.load(Ordering::SeqCst);
+                let to = if n % 2 == 0 { away } else { home };
+                let t = std::time::Instant::now();
+                cluster.migrate_slot_by(slot, to, 1);
+                eprintln!("migration {n} took {:?}", t.elapsed());
+                assert!(
+                    wait_until(LONG, || runs.load(Ordering::SeqCst) > before + 4),
+                    "no runs after migration {n}"
+                );
+            }
+        }));
+        stop.store(true, Ordering::SeqCst);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    let failed = failed.into_inner().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of {} runs failed through the migrations:\n{}",
+        failed.len(),
+        runs.load(Ordering::SeqCst),
+        failed.join("\n")
+    );
+    let sections = crate::sentinel::assert_sections_apart(&log).len();
+    assert!(sections >= 16, "{sections} sections");
+}

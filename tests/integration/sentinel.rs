@@ -357,3 +357,49 @@ fn redlock_over_three_sentinel_services_survives_a_failover() {
         );
     }
 }
+
+#[test]
+fn a_release_right_after_a_failover_reaches_the_new_primary() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    let dir = TestDir::new();
+    // Both replicas confirm the lock, so whichever is promoted has it.
+    let mut holder = spawn_piped(
+        redlock(&url)
+            .args(["-k", "moved", "--ttl", "9s", "--replicas", "2", "-v"])
+            .args(held_until_go(&dir, "h")),
+    );
+    assert!(
+        wait_for_file(dir.file("started-h"), LONG),
+        "holder never started"
+    );
+    // The job ends while the old primary, not yet demoted, still takes
+    // writes; the holder's first connection to it is still open.
+    let (old, new) = set.start_failover();
+    let stale = set.says_master(old);
+    std::fs::write(dir.file("go"), "").unwrap();
+    let mut primary = redis::Client::open(format!("redis://127.0.0.1:{new}"))
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("released lock"), "{out:?}");
+    assert!(
+        !exists(&mut primary, "redlock:{moved}"),
+        "the lock is still held on the new primary {new} (PTTL {} ms; old primary {old} \
+         still a master at release: {stale}):\n{}",
+        pttl(&mut primary, "redlock:{moved}"),
+        out.stderr
+    );
+    // The next job does not find it busy (no replica confirmation: the
+    // replicas may still be catching up with the new primary).
+    let out = run_with_timeout(
+        redlock(&url).args(["-k", "moved", "-n", "--replicas", "0", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    if !stale {
+        eprintln!("note: the old primary {old} was demoted before the release");
+    }
+}

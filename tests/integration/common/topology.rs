@@ -284,6 +284,19 @@ impl SentinelSet {
     /// another node is primary, the sentinels agree, and both other data nodes
     /// (the old primary included) replicate from it. Returns the new primary.
     pub fn failover(&mut self) -> u16 {
+        let (old, _) = self.start_failover();
+        let new = self.wait_for_new_primary(old, TOPOLOGY_TIMEOUT);
+        self.wait_replicas_connected(new);
+        self.wait_sentinels_agree(new);
+        new
+    }
+
+    /// `SENTINEL FAILOVER`, returning (old, new) as soon as every running
+    /// sentinel names the new primary and it says `role:master`: the old
+    /// primary is then usually still a master that accepts writes (Sentinel
+    /// demotes it seconds later), a stale primary. `failover` waits for the
+    /// rest.
+    pub fn start_failover(&mut self) -> (u16, u16) {
         let old = self.primary();
         let sentinel = self.running_sentinel();
         // Right after a previous failover a sentinel may answer INPROG or
@@ -305,10 +318,18 @@ impl SentinelSet {
                 }
             },
         );
-        let new = self.wait_for_new_primary(old, TOPOLOGY_TIMEOUT);
-        self.wait_replicas_connected(new);
-        self.wait_sentinels_agree(new);
-        new
+        let new = wait_for(
+            &format!("every sentinel names a primary other than {old}"),
+            TOPOLOGY_TIMEOUT,
+            || self.logs(),
+            || self.named_primary().filter(|&p| p != old && is_master(p)),
+        );
+        (old, new)
+    }
+
+    /// Whether the data node on `port` answers and says `role:master`.
+    pub fn says_master(&self, port: u16) -> bool {
+        is_master(port)
     }
 
     /// SIGKILL the current primary and return its port at once; the
@@ -729,6 +750,13 @@ impl Cluster {
     /// MIGRATE the keys in batches, then SETSLOT NODE on target, source and
     /// the other primaries. Returns once every running node agrees.
     pub fn migrate_slot(&mut self, slot: u16, to_primary: u16) {
+        self.migrate_slot_by(slot, to_primary, 100);
+    }
+
+    /// `migrate_slot` with `batch` keys per MIGRATE: with many keys in the
+    /// slot and a small batch, the slot stays half-moved (keys on both
+    /// nodes: TRYAGAIN and ASK for multi-key commands) for a while.
+    pub fn migrate_slot_by(&mut self, slot: u16, to_primary: u16, batch: usize) {
         let from = self.primary_for_slot(slot);
         assert_ne!(from, to_primary, "slot {slot} is already on {to_primary}");
         let view = self.view();
@@ -751,7 +779,7 @@ impl Cluster {
                 redis::cmd("CLUSTER")
                     .arg("GETKEYSINSLOT")
                     .arg(slot)
-                    .arg(100),
+                    .arg(batch),
             );
             if keys.is_empty() {
                 break;
