@@ -309,8 +309,9 @@ fn the_fence_never_goes_back_when_the_majority_moves() {
 
 /// The counters disagree, so the fence must be raised on a majority
 /// before COMMAND starts; two of three nodes answer the acquire but never
-/// the raise (their proxies forward two requests per connection: INFO
-/// server, which tells the nodes apart, and the acquire). Without
+/// the raise (their proxies forward three requests per connection: INFO
+/// server, which tells the nodes apart, INFO memory, the eviction check,
+/// and the acquire). Without
 /// the raise on a majority the fence could go back later: COMMAND must
 /// not run, and nothing is left held.
 #[test]
@@ -324,7 +325,7 @@ fn a_fence_not_raised_on_a_majority_is_no_lock() {
         .unwrap();
     let proxies: Vec<Proxy> = servers[1..]
         .iter()
-        .map(|s| Proxy::first_requests_only(s.port(), 2))
+        .map(|s| Proxy::first_requests_only(s.port(), 3))
         .collect();
     let urls = [servers[0].url(), proxies[0].url(), proxies[1].url()];
     let dir = TestDir::new();
