@@ -13,6 +13,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, 
 use crate::exit::Exit;
 use crate::lock::Replicas;
 use crate::log::Format;
+use crate::queue::Queue;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -181,6 +182,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, help_heading = "Fleet options", hide_short_help = true)]
     pub max_hold: Option<Duration>,
 
+    /// How waiters stand in line: `oldest-first`, `newest-first` (a new
+    /// waiter goes to the front) or `newest-wins` (a new waiter replaces
+    /// the older ones, which exit 79)
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = Queue::OldestFirst, env = "REDLOCK_QUEUE", help_heading = "Fleet options", hide_short_help = true)]
+    pub queue: Queue,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(
@@ -254,6 +261,8 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Wait until KEY is free (or released), without taking it
+    Wait(WaitArgs),
     /// Delete a lock by hand, saying whose it was
     ForceRelease {
         /// Lock name
@@ -273,6 +282,26 @@ pub enum Cmd {
         #[arg(value_name = "WHAT")]
         what: Doc,
     },
+}
+
+/// `wait KEY`: the options of a run's waiting, without the run.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// Lock name
+    #[arg(value_name = "KEY", value_parser = parse_key)]
+    pub key: String,
+    /// How long to wait: a duration, or `forever`; `0` looks once
+    #[arg(long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
+    pub timeout: Wait,
+    /// Exit code when KEY is still held at the timeout
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "N",
+        default_value_t = 75,
+        allow_negative_numbers = true
+    )]
+    pub conflict_exit_code: u8,
 }
 
 /// What `generate` prints.

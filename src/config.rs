@@ -17,6 +17,7 @@ use crate::lock::{
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
+use crate::queue::Queue;
 use crate::secrets::{redact, remember};
 
 /// Used when neither `--redis` nor the environment names a server.
@@ -64,6 +65,8 @@ pub struct RunConfig {
     pub replicas: Replicas,
     /// `--metrics-textfile`: where the run's metrics go.
     pub metrics: Option<Metrics>,
+    /// `--queue`: how this run stands in line.
+    pub queue: Queue,
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -177,6 +180,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
+    let queue = queue(args.queue, args.limit, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -191,7 +195,21 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_unavailable: args.on_unavailable,
         replicas,
         metrics,
+        queue,
     })
+}
+
+/// `--queue`: a policy other than the default needs a line to stand in,
+/// which only a plain lock on one server keeps (see `queue.rs`).
+fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
+    if queue != Queue::OldestFirst && (limit > 1 || conn.endpoints.len() > 1) {
+        return Err(usage(format!(
+            "invalid value '{}' for '--queue <POLICY>': waiters stand in line only for a plain \
+             lock (--limit 1) on one --redis server (a Sentinel or Cluster URL counts as one)",
+            queue.name()
+        )));
+    }
+    Ok(queue)
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.

@@ -8,6 +8,7 @@ mod exit;
 mod lock;
 mod log;
 mod metrics;
+mod queue;
 mod refresh;
 mod run;
 mod secrets;
@@ -15,6 +16,8 @@ mod signals;
 mod status;
 mod supervise;
 mod wait;
+mod wait_cmd;
+mod waiters;
 
 use std::process::ExitCode;
 
@@ -53,6 +56,7 @@ fn dispatch(cli: Cli) -> Exit {
             Ok(cfg) => run::run(conn, cfg, &log),
             Err(e) => return usage(e),
         },
+        Some(Cmd::Wait(args)) => wait_cmd::run(&conn, &args),
         Some(cmd) => status::run(conn, cmd),
     };
     report(result, &log)

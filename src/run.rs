@@ -69,7 +69,7 @@ impl Record {
         };
         let outcome = match exit {
             Exit::Success | Exit::Child(0) => Outcome::Ok,
-            Exit::Busy(_) => Outcome::Busy,
+            Exit::Busy(_) | Exit::Replaced => Outcome::Busy,
             Exit::Unavailable | Exit::Refused => Outcome::Unavailable,
             Exit::LockLost => Outcome::Lost,
             Exit::MaxHold => Outcome::MaxHold,
@@ -189,6 +189,7 @@ fn not_acquired(
             Ok(Exit::Busy(cfg.conflict_exit_code))
         }
         Waited::Signaled(sig) => Ok(Exit::Signaled(sig)),
+        Waited::Replaced(host, pid) => Ok(crate::queue::replaced(&cfg.key, &host, &pid, log)),
         // Only when Redis never answered: never after a refusal or a
         // busy answer (wait.rs decides).
         Waited::Unreachable(error) => {
@@ -487,6 +488,7 @@ fn holder(cfg: &RunConfig) -> Holder {
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
+        queue: cfg.queue,
     }
 }
 

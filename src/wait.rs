@@ -28,6 +28,8 @@ pub enum Waited {
     Acquired(Lease, Option<Wakeups>),
     /// Still busy when `--wait` ran out.
     Busy(BusyInfo),
+    /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
+    Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
     Signaled(i32),
     /// No node could be reached at all, and none had answered anything in
@@ -130,6 +132,9 @@ impl Waiter<'_> {
                     },
                 },
             };
+            if let Some((host, pid)) = info.replaced_by {
+                return Ok(Waited::Replaced(host, pid));
+            }
             let now = Instant::now();
             if let Some(left) = info.pttl {
                 self.holder_until = Some(now + left);

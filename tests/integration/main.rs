@@ -19,6 +19,7 @@ mod metrics_file;
 mod nested;
 mod observe;
 mod promise;
+mod queue;
 mod readme;
 mod redlock;
 mod run;
