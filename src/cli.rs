@@ -261,7 +261,11 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Wait until KEY is free (or released), without taking it
+    /// Wait until KEY is free, without taking it
+    ///
+    /// Woken by the release as a waiting run is, never standing in line:
+    /// exit 0 once KEY is free (or was given back and taken at once by the
+    /// next waiter in line), 75 (or -E N) when --timeout runs out.
     Wait(WaitArgs),
     /// Delete a lock by hand, saying whose it was
     ForceRelease {

@@ -133,11 +133,13 @@ if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
 local queued = mode == '1' or mode == '2' or mode == '3'
 local alive = KEYS[6] .. ':' .. ARGV[1]
-if queued and redis.call('TYPE', alive).ok == 'hash'
-    and redis.call('HEXISTS', alive, 'replaced_by_pid') == 1 then
+if queued then
+  -- Our own liveness key: always a hash (written below).
   local by = redis.call('HMGET', alive, 'replaced_by_host', 'replaced_by_pid')
-  redis.call('DEL', alive)
-  return {-2, by[1] or '', by[2] or ''}
+  if by[2] then
+    redis.call('DEL', alive)
+    return {-2, by[1] or '', by[2]}
+  end
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if queued then
@@ -158,17 +160,18 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 if queued then
-  if not redis.call('ZSCORE', KEYS[6], ARGV[1]) then
-    local score = 1
-    if mode == '2' then
-      local head = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
-      if #head > 0 then score = tonumber(head[2]) - 1 end
-    else
-      local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
-      if #last > 0 then score = tonumber(last[2]) + 1 end
-    end
-    if mode == '3' then
-      for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+  local score = 1
+  if mode == '2' then
+    local head = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+    if #head > 0 then score = tonumber(head[2]) - 1 end
+  else
+    local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+    if #last > 0 then score = tonumber(last[2]) + 1 end
+  end
+  local added = redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
+  if added == 1 and mode == '3' then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+      if old ~= ARGV[1] then
         local mark = KEYS[6] .. ':' .. old
         if redis.call('EXISTS', mark) == 1 then
           redis.call('DEL', mark)
@@ -176,10 +179,9 @@ if queued then
           redis.call('PEXPIRE', mark, 60000)
           redis.call('PUBLISH', KEYS[1] .. ':wake:' .. old, 'replaced')
         end
+        redis.call('ZREM', KEYS[6], old)
       end
-      redis.call('DEL', KEYS[6])
     end
-    redis.call('ZADD', KEYS[6], score, ARGV[1])
   end
   redis.call('PEXPIRE', KEYS[6], 60000)
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7])
@@ -208,20 +210,19 @@ return 1
 /// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
 /// line (of the first 1000 members), and the first 100 of them, each
 /// `{token, host, pid, user, since}` from its liveness hash (empty
-/// strings for a liveness key of another form). A member whose liveness
-/// key has expired (a stopped or killed waiter) is not counted.
+/// strings for a liveness key of another form, read with `pcall`). A
+/// member whose liveness key has expired (a stopped or killed waiter) is
+/// not counted.
 pub const WAITERS: &str = r#"
 local count, shown = 0, {}
 for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
   local alive = KEYS[6] .. ':' .. token
-  local kind = redis.call('TYPE', alive).ok
-  if kind ~= 'none' then
+  if redis.call('EXISTS', alive) == 1 then
     count = count + 1
     if #shown < 100 then
-      local h = {'', '', '', ''}
-      if kind == 'hash' then
-        h = redis.call('HMGET', alive, 'host', 'pid', 'user', 'since')
-      end
+      -- Not a hash (an older version's '1'): a waiter without details.
+      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since')
+      if type(h) ~= 'table' or h.err then h = {} end
       shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or ''}
     end
   end
