@@ -51,7 +51,11 @@ impl Queue {
 pub fn replaced(key: &str, host: &str, pid: &str, log: &Log) -> Exit {
     let by = match host.is_empty() {
         true => "a newer waiter".to_string(),
-        false => format!("a newer waiter (host {} pid {})", untrusted(host), untrusted(pid)),
+        false => format!(
+            "a newer waiter (host {} pid {})",
+            untrusted(host),
+            untrusted(pid)
+        ),
     };
     log.emit(
         Ev::Warning,

@@ -118,7 +118,10 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
 
 /// Each view's line of waiters (see `waiters.rs`).
 fn with_lines(quorum: &mut Quorum, prefix: &str, views: &mut [View], log: &Log) {
-    let keys: Vec<LockKeys> = views.iter().map(|v| LockKeys::new(prefix, &v.key)).collect();
+    let keys: Vec<LockKeys> = views
+        .iter()
+        .map(|v| LockKeys::new(prefix, &v.key))
+        .collect();
     for (view, line) in views.iter_mut().zip(waiters::read(quorum, &keys, log)) {
         view.line = line;
     }

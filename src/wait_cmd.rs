@@ -96,7 +96,10 @@ impl Watch<'_> {
             let delay = match self.look()? {
                 Looked::Free => return Ok(Exit::Success),
                 Looked::Held(now) => {
-                    let changed = self.seen.as_ref().is_some_and(|was| was.tokens != now.tokens);
+                    let changed = self
+                        .seen
+                        .as_ref()
+                        .is_some_and(|was| was.tokens != now.tokens);
                     if changed {
                         self.log.emit(
                             Ev::Note,
@@ -155,10 +158,17 @@ impl Watch<'_> {
 
     /// Say that we wait (with `-v`), and subscribe to releases.
     fn first_held(&mut self) {
-        let who = self.seen.as_ref().map(|s| s.who.clone()).unwrap_or_default();
+        let who = self
+            .seen
+            .as_ref()
+            .map(|s| s.who.clone())
+            .unwrap_or_default();
         self.log.emit(
             Ev::Waiting,
-            format!("lock '{}' is held by {who}; waiting until it is free", self.key),
+            format!(
+                "lock '{}' is held by {who}; waiting until it is free",
+                self.key
+            ),
             &[field("holder", who.clone())],
         );
         match self.quorum.watch_releases() {
@@ -172,7 +182,11 @@ impl Watch<'_> {
 
     /// Still held at the timeout: the busy exit, as for a waiting run.
     fn busy(&self, code: u8) -> Exit {
-        let who = self.seen.as_ref().map(|s| s.who.clone()).unwrap_or_default();
+        let who = self
+            .seen
+            .as_ref()
+            .map(|s| s.who.clone())
+            .unwrap_or_default();
         self.log.emit(
             Ev::Busy,
             format!("lock '{}' is held by {who}; giving up", self.key),

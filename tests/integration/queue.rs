@@ -56,11 +56,17 @@ fn wait_returns_after_the_release_and_not_before() {
         wait_until(LONG, || clients_subscribed_to(&mut conn, 2) == 1),
         "wait did not subscribe"
     );
-    assert!(!waiting.has_exited(), "wait returned while the lock was held");
+    assert!(
+        !waiting.has_exited(),
+        "wait returned while the lock was held"
+    );
     hold.go();
     let out = waiting.wait_timeout(LONG);
     // Once it has returned, the holder's token is gone from Redis.
-    assert_ne!(get(&mut conn, "redlock:{migrate}").as_deref(), Some(token.as_str()));
+    assert_ne!(
+        get(&mut conn, "redlock:{migrate}").as_deref(),
+        Some(token.as_str())
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
     // wait took nothing and left nothing but the fence counter.
@@ -74,7 +80,10 @@ fn wait_returns_when_a_release_hands_the_lock_to_a_waiter_in_line() {
     let (one, two) = (Hold::named(&dir, "one"), Hold::named(&dir, "two"));
     let mut first = holder(&server, &one, "deploy");
     let mut second = spawn_piped(&mut server.job("deploy").sh(two.script("true")));
-    assert!(wait_until(LONG, || queued(&server, "deploy") == 1), "never queued");
+    assert!(
+        wait_until(LONG, || queued(&server, "deploy") == 1),
+        "never queued"
+    );
     let mut conn = server.conn();
     let mut waiting = spawn_waiting(&mut wait_cmd(&server, "deploy", &[]), LONG);
     let listeners = || {
@@ -85,15 +94,31 @@ fn wait_returns_when_a_release_hands_the_lock_to_a_waiter_in_line() {
             .unwrap();
         n
     };
-    assert!(wait_until(LONG, || listeners() == 1), "wait does not listen on P{{K}}:free");
+    assert!(
+        wait_until(LONG, || listeners() == 1),
+        "wait does not listen on P{{K}}:free"
+    );
+    // The release that wakes the waiter in line also says so on P{K}:free.
+    let mut heard = server.conn();
+    let mut pubsub = heard.as_pubsub();
+    pubsub.subscribe("redlock:{deploy}:free").unwrap();
+    pubsub.set_read_timeout(Some(LONG)).unwrap();
+    // Stopped, wait looks again only once the waiter in line has the lock.
+    waiting.signal(Signal::SIGSTOP);
     one.go();
+    let message = pubsub.get_message().expect("a message on P{K}:free");
+    assert_eq!(message.get_payload::<String>().unwrap(), "released");
+    drop(pubsub);
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
-    // The waiter in line has the lock now, and wait has returned: the
-    // lock was given back in between.
     assert!(wait_for_file(dir.file("two.started"), LONG));
+    // The lock was given back in between: wait returns, though it is held.
+    waiting.signal(Signal::SIGCONT);
     let out = waiting.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(exists(&mut conn, "redlock:{deploy}"), "the waiter lost the lock");
+    assert!(
+        exists(&mut conn, "redlock:{deploy}"),
+        "the waiter lost the lock"
+    );
     two.go();
     assert_eq!(second.wait_timeout(LONG).code, Some(0));
 }
@@ -107,7 +132,10 @@ fn wait_times_out_with_the_busy_code() {
     let out = run_with_timeout(&mut wait_cmd(&server, "long", &["--timeout", "1s"]), LONG);
     assert_eq!(out.code, Some(75), "{out:?}");
     assert!(out.stderr.contains("giving up"), "{out:?}");
-    let out = run_with_timeout(&mut wait_cmd(&server, "long", &["--timeout", "0", "-E", "3"]), LONG);
+    let out = run_with_timeout(
+        &mut wait_cmd(&server, "long", &["--timeout", "0", "-E", "3"]),
+        LONG,
+    );
     assert_eq!(out.code, Some(3), "{out:?}");
     // Still the holder's, and nothing queued.
     assert_eq!(queued(&server, "long"), 0);
@@ -120,10 +148,21 @@ fn wait_on_a_free_key_returns_at_once_and_bad_input_is_exit_2() {
     let server = RedisServer::start();
     let out = run_with_timeout(&mut wait_cmd(&server, "free", &[]), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    for bad in [&["wait", ""][..], &["wait", "k", "--timeout", "5x"], &["wait"]] {
+    for bad in [
+        &["wait", ""][..],
+        &["wait", "k", "--timeout", "5x"],
+        &["wait"],
+    ] {
         let out = run_with_timeout(redlock(&server.url()).args(bad), LONG);
         assert_eq!(out.code, Some(2), "{bad:?}: {out:?}");
-        assert_eq!(out.stderr.lines().filter(|l| l.starts_with("error")).count(), 1, "{out:?}");
+        assert_eq!(
+            out.stderr
+                .lines()
+                .filter(|l| l.starts_with("error"))
+                .count(),
+            1,
+            "{out:?}"
+        );
     }
     assert_eq!(dbsize(&mut server.conn()), 0);
     // Nothing listens on a free port: unavailable.
@@ -154,11 +193,17 @@ fn status_and_list_show_the_line_of_waiters() {
     let mut waiters = Vec::new();
     for n in 1..=3 {
         waiters.push(spawn_piped(&mut server.job("line").sh("true")));
-        assert!(wait_until(LONG, || queued(&server, "line") == n), "waiter {n} never queued");
+        assert!(
+            wait_until(LONG, || queued(&server, "line") == n),
+            "waiter {n} never queued"
+        );
     }
     let pids: Vec<i64> = waiters.iter().map(|w| i64::from(w.pid())).collect();
 
-    let out = run_with_timeout(redlock(&server.url()).args(["status", "line", "--json"]), LONG);
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     let v = &json_lines(&out)[0];
     assert_eq!(v["waiters_count"], 3, "{v}");
@@ -179,7 +224,10 @@ fn status_and_list_show_the_line_of_waiters() {
     assert_eq!(text.len(), 2, "{out:?}");
     let expected = format!("  3 waiting: 1) {} pid {} (", hostname(), pids[0]);
     assert!(text[1].starts_with(&expected), "{out:?}");
-    assert!(text[1].contains(&format!("3) {} pid {}", hostname(), pids[2])), "{out:?}");
+    assert!(
+        text[1].contains(&format!("3) {} pid {}", hostname(), pids[2])),
+        "{out:?}"
+    );
 
     let out = run_with_timeout(redlock(&server.url()).args(["list", "--json"]), LONG);
     assert_eq!(json_lines(&out)[0]["waiters_count"], 3, "{out:?}");
@@ -187,19 +235,29 @@ fn status_and_list_show_the_line_of_waiters() {
     // A killed waiter leaves the line once its liveness key expires.
     waiters[1].signal(Signal::SIGKILL);
     let shown = || {
-        let out = run_with_timeout(redlock(&server.url()).args(["status", "line", "--json"]), LONG);
+        let out = run_with_timeout(
+            redlock(&server.url()).args(["status", "line", "--json"]),
+            LONG,
+        );
         let v = json_lines(&out).remove(0);
-        let pids: Vec<i64> = v["waiters"]
+        let pids: Vec<Option<i64>> = v["waiters"]
             .as_array()
-            .map(|l| l.iter().filter_map(|w| w["pid"].as_i64()).collect())
+            .map(|l| l.iter().map(|w| w["pid"].as_i64()).collect())
             .unwrap_or_default();
         pids
     };
     assert!(
-        wait_until(LONG, || shown() == [pids[0], pids[2]]),
+        wait_until(LONG, || shown() == [Some(pids[0]), Some(pids[2])]),
         "the killed waiter stayed in line: {:?}",
         shown()
     );
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
+    let v = &json_lines(&out)[0];
+    assert_eq!(v["waiters_count"], 2, "{v}");
+    assert_eq!(v["waiters"].as_array().map(Vec::len), Some(2), "{v}");
     hold.go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
     for (i, mut w) in waiters.into_iter().enumerate() {
@@ -209,9 +267,15 @@ fn status_and_list_show_the_line_of_waiters() {
         }
     }
     // Nobody waits: no waiters fields.
-    let out = run_with_timeout(redlock(&server.url()).args(["status", "line", "--json"]), LONG);
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
     let v = &json_lines(&out)[0];
-    assert!(v.get("waiters").is_none() && v.get("waiters_count").is_none(), "{v}");
+    assert!(
+        v.get("waiters").is_none() && v.get("waiters_count").is_none(),
+        "{v}"
+    );
 }
 
 #[test]
@@ -224,9 +288,15 @@ fn newest_first_serves_the_newest_waiter_first() {
     let mut waiters = Vec::new();
     for n in 1..=3 {
         let script = format!("echo {n} >> '{}'", order.display());
-        let mut cmd = server.job("lifo").args(["--queue", "newest-first"]).sh(script);
+        let mut cmd = server
+            .job("lifo")
+            .args(["--queue", "newest-first"])
+            .sh(script);
         waiters.push(spawn_piped(&mut cmd));
-        assert!(wait_until(LONG, || queued(&server, "lifo") == n), "waiter {n} never queued");
+        assert!(
+            wait_until(LONG, || queued(&server, "lifo") == n),
+            "waiter {n} never queued"
+        );
     }
     hold.go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
@@ -234,7 +304,10 @@ fn newest_first_serves_the_newest_waiter_first() {
         assert_eq!(w.wait_timeout(LONG).code, Some(0));
     }
     let order = std::fs::read_to_string(&order).unwrap();
-    assert_eq!(order.split_whitespace().collect::<Vec<_>>(), ["3", "2", "1"]);
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["3", "2", "1"]
+    );
     assert_eq!(dbsize(&mut server.conn()), 1, "only the fence is left");
 }
 
@@ -263,7 +336,11 @@ fn newest_wins_burst_of_20_runs_exactly_one() {
         .collect();
     // All but one leave at once, before the holder is done.
     assert!(
-        wait_until(LONG, || burst.iter_mut().filter_map(|w| w.has_exited().then_some(())).count() == 19),
+        wait_until(LONG, || burst
+            .iter_mut()
+            .filter_map(|w| w.has_exited().then_some(()))
+            .count()
+            == 19),
         "not 19 replaced waiters"
     );
     let mut running = None;
@@ -276,7 +353,10 @@ fn newest_wins_burst_of_20_runs_exactly_one() {
         assert_eq!(out.code, Some(79), "{out:?}");
         let reason: Vec<&str> = out.stderr.lines().collect();
         assert_eq!(reason.len(), 1, "{out:?}");
-        assert!(reason[0].contains("replaced in line by a newer waiter"), "{out:?}");
+        assert!(
+            reason[0].contains("replaced in line by a newer waiter"),
+            "{out:?}"
+        );
     }
     assert_eq!(queued(&server, "ci"), 1);
     hold.go();
