@@ -222,6 +222,32 @@ pub struct RunArgs {
     )]
     pub replicas: Option<Replicas>,
 
+    /// Send SIG (USR1, TERM, a number...) to COMMAND's process group
+    /// --warn-before ahead of a planned stop: a lease that refreshes fail
+    /// to renew, or --max-hold; not sent when there is no time
+    #[arg(long, value_name = "SIG", value_parser = crate::warn::parse_signal, requires = "warn_before", help_heading = "Warnings", hide_short_help = true)]
+    pub warn_signal: Option<nix::sys::signal::Signal>,
+
+    /// How long before the planned SIGTERM --warn-signal is sent
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, requires = "warn_signal", help_heading = "Warnings", hide_short_help = true)]
+    pub warn_before: Option<Duration>,
+
+    /// Run LINE with `sh -c` once after the lock was lost, while COMMAND is
+    /// stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set);
+    /// killed after 10s
+    #[arg(
+        long,
+        value_name = "LINE",
+        help_heading = "Warnings",
+        hide_short_help = true
+    )]
+    pub on_lost: Option<String>,
+
+    /// Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory)
+    /// holding the lease's end as Unix milliseconds, updated at each refresh
+    #[arg(long, help_heading = "Warnings", hide_short_help = true)]
+    pub lease_file: bool,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     #[arg(

@@ -19,6 +19,7 @@ use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
 use crate::queue::Queue;
 use crate::secrets::{redact, remember};
+use crate::warn::Warning;
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -67,6 +68,12 @@ pub struct RunConfig {
     pub metrics: Option<Metrics>,
     /// `--queue`: how this run stands in line.
     pub queue: Queue,
+    /// `--warn-signal` with `--warn-before`.
+    pub warning: Option<Warning>,
+    /// `--on-lost LINE`.
+    pub on_lost: Option<String>,
+    /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
+    pub lease_file: bool,
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -167,6 +174,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         ("--max-hold <DURATION>", args.max_hold),
         ("--random-delay <DURATION>", args.random_delay),
         ("--wait <DURATION>", wait_duration(args.wait)),
+        ("--warn-before <DURATION>", args.warn_before),
     ] {
         if let Some(value) = value {
             timing::check(option, value).map_err(invalid)?;
@@ -196,6 +204,16 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         replicas,
         metrics,
         queue,
+        warning: args
+            .warn_signal
+            .zip(args.warn_before)
+            .map(|(signal, before)| Warning {
+                signal,
+                before,
+                sent: false,
+            }),
+        on_lost: args.on_lost,
+        lease_file: args.lease_file,
     })
 }
 

@@ -18,6 +18,7 @@ mod supervise;
 mod wait;
 mod wait_cmd;
 mod waiters;
+mod warn;
 
 use std::process::ExitCode;
 

@@ -28,3 +28,4 @@ mod sentinel;
 mod tls;
 mod topology_harness;
 mod wait;
+mod warn;
