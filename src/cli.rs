@@ -232,8 +232,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, requires = "warn_signal", help_heading = "Warnings", hide_short_help = true)]
     pub warn_before: Option<Duration>,
 
-    /// Run LINE with `sh -c` once after the lock was lost, while COMMAND is
-    /// stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set);
+    /// Run LINE with `sh -c` once after the lock was lost, as COMMAND is
+    /// being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set);
     /// killed after 10s
     #[arg(
         long,
