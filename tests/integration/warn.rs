@@ -148,7 +148,7 @@ fn on_lost_runs_once_and_never_delays_the_stop() {
     let d = dir.path().display();
     let hook = format!(
         "echo \"$REDLOCK_KEY $REDLOCK_FENCE $REDLOCK_LOST_REASON\" >> {d}/hook; \
-         while [ ! -e {d}/hook.go ]; do sleep 0.02; done"
+         while [ ! -e {d}/hook.go ]; do sleep 0.02; done; echo end >> {d}/hook"
     );
     let mut cmd = server
         .job("hooked")
@@ -157,6 +157,8 @@ fn on_lost_runs_once_and_never_delays_the_stop() {
     let mut run = spawn_started(&mut cmd, &dir.file("started"), LONG);
     let mut conn = server.conn();
     let fence = get(&mut conn, "redlock:{hooked}:fence").expect("fence");
+    // The holder hears the force-release once it listens on its channel.
+    assert!(wait_until(LONG, || clients_subscribed_to(&mut conn, 1) == 1));
     let out = run_with_timeout(
         redlock(&server.url()).args(["force-release", "hooked"]),
         LONG,
@@ -178,7 +180,8 @@ fn on_lost_runs_once_and_never_delays_the_stop() {
     assert_eq!(out.code, Some(70), "{out:?}");
     assert_eq!(
         dir.read("hook").unwrap(),
-        format!("hooked {fence} revoked\n")
+        // Once, and it ran to its end: it was not killed for taking long.
+        format!("hooked {fence} revoked\nend\n")
     );
 }
 
