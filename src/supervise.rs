@@ -107,9 +107,10 @@ impl<'a> Supervisor<'a> {
         self
     }
 
-    /// When the warning is due: before the lease's SIGTERM or --max-hold's,
-    /// whichever comes first; never once sent, or once a stop has begun.
-    fn warn_at(&self) -> Option<Instant> {
+    /// When the warning is due, and the SIGTERM it warns of: before the
+    /// lease's or --max-hold's, whichever comes first; never once sent, or
+    /// once a stop has begun.
+    fn warn_at(&self) -> Option<(Instant, Instant)> {
         let warning = self
             .warning
             .filter(|w| !w.sent && self.stopping.is_none())?;
@@ -179,9 +180,10 @@ impl<'a> Supervisor<'a> {
     /// stop in progress, `--max-hold`, the lazy start.
     fn enforce(&mut self) {
         let now = Instant::now();
+        // Not when the SIGTERM is due as well (a late wake-up).
         if let Some(warning) = self
             .warn_at()
-            .filter(|at| now >= *at)
+            .filter(|(at, term)| now >= *at && now < *term)
             .and(self.warning.as_mut())
         {
             self.job.signal(warning.signal);
@@ -312,7 +314,7 @@ impl<'a> Supervisor<'a> {
         if let Some((at, _)) = &self.later {
             consider(*at);
         }
-        if let Some(at) = self.warn_at() {
+        if let Some((at, _)) = self.warn_at() {
             consider(at);
         }
         next

@@ -39,7 +39,8 @@ impl Warning {
     /// refresh due `refresh` after the last confirmed one, given two
     /// per-node timeouts to be sent and answered), so that a healthy run
     /// is never warned.
-    pub fn lease_at(&self, timing: &Timing, valid_until: Instant) -> Option<Instant> {
+    /// Returns the instant and the SIGTERM's.
+    pub fn lease_at(&self, timing: &Timing, valid_until: Instant) -> Option<(Instant, Instant)> {
         let term_at = timing.term_at(valid_until);
         let refreshed =
             valid_until.checked_sub(timing.ttl.saturating_sub(timing::drift(timing.ttl)))?;
@@ -47,15 +48,15 @@ impl Warning {
         let at = term_at
             .checked_sub(self.before)
             .map_or(overdue, |at| at.max(overdue));
-        (at < term_at).then_some(at)
+        (at < term_at).then_some((at, term_at))
     }
 
     /// When to warn before `--max-hold` stops COMMAND at `stop_at` (it
-    /// ran for `limit` by then), if the warning fits within the run.
-    pub fn max_hold_at(&self, limit: Duration, stop_at: Instant) -> Option<Instant> {
-        (self.before < limit)
-            .then(|| stop_at.checked_sub(self.before))
-            .flatten()
+    /// ran for `limit` by then), if the warning fits within the run;
+    /// with `stop_at`.
+    pub fn max_hold_at(&self, limit: Duration, stop_at: Instant) -> Option<(Instant, Instant)> {
+        let at = (self.before < limit).then(|| stop_at.checked_sub(self.before));
+        Some((at.flatten()?, stop_at))
     }
 }
 
@@ -268,18 +269,15 @@ mod tests {
             before: Duration::from_secs(secs),
             sent: false,
         };
-        assert_eq!(
-            warn(2).lease_at(&timing, valid),
-            Some(term - Duration::from_secs(2))
-        );
+        let two = Some((term - Duration::from_secs(2), term));
+        assert_eq!(warn(2).lease_at(&timing, valid), two);
         // Not before the next refresh is overdue.
         let overdue = now + timing.refresh + 2 * timing.node_timeout();
-        assert_eq!(warn(25).lease_at(&timing, valid), Some(overdue));
+        assert_eq!(warn(25).lease_at(&timing, valid), Some((overdue, term)));
         let stop = now + Duration::from_secs(60);
-        assert_eq!(
-            warn(5).max_hold_at(Duration::from_secs(60), stop),
-            Some(stop - Duration::from_secs(5))
-        );
-        assert_eq!(warn(60).max_hold_at(Duration::from_secs(60), stop), None);
+        let minute = Duration::from_secs(60);
+        let five = Some((stop - Duration::from_secs(5), stop));
+        assert_eq!(warn(5).max_hold_at(minute, stop), five);
+        assert_eq!(warn(60).max_hold_at(minute, stop), None);
     }
 }

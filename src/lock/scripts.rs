@@ -32,12 +32,11 @@
 //! arrival (or as `--queue` says, see `queue.rs`), each with a liveness
 //! key `P{K}:waiters:<token>`, a hash `host pid user since` (what
 //! `status` shows) that expires 3 s after its last try (waiters retry at
-//! least every second). RELEASE
-//! wakes only the first live waiter, on its own channel
-//! `P{K}:wake:<token>`, so a release costs one wake-up, not one per
-//! waiter; with no live waiter queued it publishes on `P{K}`, which every
-//! waiter also hears. Dead waiters are dropped from the queue as RELEASE
-//! meets them.
+//! least every second). RELEASE wakes only the first live waiter, on its
+//! own channel `P{K}:wake:<token>`, so a release costs one wake-up, not
+//! one per waiter; with no live waiter queued it publishes on `P{K}`,
+//! which every waiter also hears. Dead waiters are dropped from the queue
+//! as RELEASE meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
 /// them calls nothing: a plain lock's INSPECT never needs `TIME`.
