@@ -8,20 +8,23 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// `sh` text: record when USR1 and TERM arrive (ns since the epoch) in
-/// `dir`, say it started, and run until TERM.
-fn warned_job(dir: &TestDir) -> String {
-    format!(
-        "trap 'date +%s%N > {d}/warned' USR1; trap 'date +%s%N > {d}/termed; exit 0' TERM; \
-         date +%s%N > {d}/started; while :; do sleep 0.05; done",
+/// COMMAND: record when USR1 and TERM arrive (seconds since the epoch)
+/// in `dir`, say it started, and run until TERM. bash, for a clock read
+/// without a fork: the stop signals the group twice (by group, then each
+/// process), which would kill a `date` started by the trap.
+fn warned_job(dir: &TestDir) -> Vec<String> {
+    let script = format!(
+        "trap 'printf %s \"$EPOCHREALTIME\" > {d}/warned' USR1; \
+         trap 'printf %s \"$EPOCHREALTIME\" > {d}/termed; exit 0' TERM; \
+         printf %s \"$EPOCHREALTIME\" > {d}/started; while :; do sleep 0.05; done",
         d = dir.path().display()
-    )
+    );
+    vec!["bash".into(), "-c".into(), script]
 }
 
 /// A time the job wrote, in seconds since the epoch.
 fn at(dir: &TestDir, name: &str) -> Option<f64> {
-    let ns: u128 = dir.read(name)?.trim().parse().ok()?;
-    Some(ns as f64 / 1e9)
+    dir.read(name)?.trim().replace(',', ".").parse().ok()
 }
 
 #[test]
@@ -38,7 +41,7 @@ fn the_warning_comes_before_max_hold_stops_the_job() {
             "--warn-before",
             "1500ms",
         ])
-        .sh(warned_job(&dir));
+        .exec(warned_job(&dir));
     let out = run_with_timeout(&mut cmd, LONG);
     assert_eq!(out.code, Some(124), "{out:?}");
     let (started, warned, termed) = (at(&dir, "started"), at(&dir, "warned"), at(&dir, "termed"));
@@ -76,7 +79,7 @@ fn no_warning_without_time_for_it() {
             "--warn-before",
             "2s",
         ])
-        .sh(warned_job(&dir));
+        .exec(warned_job(&dir));
     let out = run_with_timeout(&mut cmd, LONG);
     assert_eq!(out.code, Some(124), "{out:?}");
     assert!(dir.read("termed").is_some(), "{out:?}");
@@ -94,7 +97,7 @@ fn the_warning_comes_before_a_lease_that_cannot_be_refreshed_ends() {
         .job("paused")
         .args(["--ttl", "6s", "--refresh", "1s", "--kill-after", "500ms"])
         .args(["--warn-signal", "USR1", "--warn-before", "1s"])
-        .sh(warned_job(&dir));
+        .exec(warned_job(&dir));
     let mut run = spawn_started(&mut cmd, &dir.file("started"), LONG);
     // Refreshes fail from now on.
     server.pause();
@@ -153,7 +156,7 @@ fn on_lost_runs_once_and_never_delays_the_stop() {
     let mut cmd = server
         .job("hooked")
         .args(["--on-lost", &hook])
-        .sh(warned_job(&dir));
+        .exec(warned_job(&dir));
     let mut run = spawn_started(&mut cmd, &dir.file("started"), LONG);
     let mut conn = server.conn();
     let fence = get(&mut conn, "redlock:{hooked}:fence").expect("fence");
