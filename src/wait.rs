@@ -81,6 +81,11 @@ pub fn acquire(
     let waited = waiter.wait_in_line(quorum);
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
+        // Out of the line already: the newer waiter took us out.
+        Ok(Waited::Busy(BusyInfo {
+            replaced_by: Some((host, pid)),
+            ..
+        })) => Ok(Waited::Replaced(host, pid)),
         other => {
             // Let the next in line be woken instead of us.
             quorum.leave(token);
@@ -132,14 +137,11 @@ impl Waiter<'_> {
                     },
                 },
             };
-            if let Some((host, pid)) = info.replaced_by {
-                return Ok(Waited::Replaced(host, pid));
-            }
             let now = Instant::now();
             if let Some(left) = info.pttl {
                 self.holder_until = Some(now + left);
             }
-            if self.timed_out() {
+            if self.timed_out() || info.replaced_by.is_some() {
                 return Ok(Waited::Busy(info));
             }
             if self.first_busy {

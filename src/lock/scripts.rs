@@ -118,7 +118,11 @@ end
 /// it the only one: every older live waiter is taken out of the line, its
 /// liveness hash becomes `replaced_by_host replaced_by_pid` for 60 s, and
 /// it is woken on its own channel; its next try answers `{-2, host, pid}`
-/// (replaced by that waiter) and never takes the lock.
+/// (replaced by that waiter) and never takes the lock (a newcomer that
+/// takes a free lock at once replaces them too). A waiter in line takes a
+/// free lock only when no live waiter stands before it (one of the first
+/// 100), so the line's order holds even against a waiter whose fallback
+/// poll comes first; a newcomer of '2' or '3' stands before them all.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked}` describing the
@@ -132,6 +136,22 @@ if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
 local queued = mode == '1' or mode == '2' or mode == '3'
 local alive = KEYS[6] .. ':' .. ARGV[1]
+-- newest-wins: every other waiter leaves the line, told by whom.
+local function replace_others()
+  for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    if old ~= ARGV[1] then
+      local mark = KEYS[6] .. ':' .. old
+      if redis.call('EXISTS', mark) == 1 then
+        redis.call('DEL', mark)
+        redis.call('HSET', mark, 'replaced_by_host', ARGV[3], 'replaced_by_pid', ARGV[4])
+        redis.call('PEXPIRE', mark, 60000)
+        redis.call('PUBLISH', KEYS[1] .. ':wake:' .. old, 'replaced')
+      end
+      redis.call('ZREM', KEYS[6], old)
+    end
+  end
+end
+local ahead, found = false, false
 if queued then
   -- Our own liveness key: always a hash (written below).
   local by = redis.call('HMGET', alive, 'replaced_by_host', 'replaced_by_pid')
@@ -139,9 +159,23 @@ if queued then
     redis.call('DEL', alive)
     return {-2, by[1] or '', by[2]}
   end
+  -- A free lock is not ours while a live waiter stands before us.
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+    if w == ARGV[1] then
+      found = true
+      break
+    end
+    if not ahead and redis.call('EXISTS', KEYS[6] .. ':' .. w) == 1 then
+      ahead = true
+      if mode == '1' then break end
+    end
+  end
+  -- A newcomer of newest-first or newest-wins goes before them all.
+  if not found and mode ~= '1' then ahead = false end
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if queued then
+    if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
   end
@@ -168,20 +202,7 @@ if queued then
     if #last > 0 then score = tonumber(last[2]) + 1 end
   end
   local added = redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
-  if added == 1 and mode == '3' then
-    for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-      if old ~= ARGV[1] then
-        local mark = KEYS[6] .. ':' .. old
-        if redis.call('EXISTS', mark) == 1 then
-          redis.call('DEL', mark)
-          redis.call('HSET', mark, 'replaced_by_host', ARGV[3], 'replaced_by_pid', ARGV[4])
-          redis.call('PEXPIRE', mark, 60000)
-          redis.call('PUBLISH', KEYS[1] .. ':wake:' .. old, 'replaced')
-        end
-        redis.call('ZREM', KEYS[6], old)
-      end
-    end
-  end
+  if added == 1 and mode == '3' then replace_others() end
   redis.call('PEXPIRE', KEYS[6], 60000)
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7])
   redis.call('PEXPIRE', alive, 3000)

@@ -391,3 +391,49 @@ fn queue_policies_are_checked_before_anything_reaches_redis() {
     assert_eq!(dbsize(&mut server.conn()), 1);
     assert_eq!(dbsize(&mut other.conn()), 0);
 }
+
+#[test]
+fn a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "order");
+    let line = || -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg("redlock:{order}:waiters")
+            .arg(0)
+            .arg(-1)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let mut a = spawn_piped(&mut server.job("order").sh("true"));
+    assert!(wait_until(LONG, || line().len() == 1), "a never queued");
+    let b_ran = dir.file("b-ran");
+    let mut b = spawn_piped(
+        &mut server
+            .job("order")
+            .sh(format!("touch '{}'", b_ran.display())),
+    );
+    assert!(wait_until(LONG, || line().len() == 2), "b never queued");
+    let a_token = line()[0].clone();
+    // A stands first but cannot try; its liveness key still says it lives.
+    a.signal(Signal::SIGSTOP);
+    // Deleted by hand: every waiter hears of it, B as soon as A.
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["force-release", "order", "--now"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut conn = server.conn();
+    let a_alive = format!("redlock:{{order}}:waiters:{a_token}");
+    while exists(&mut conn, &a_alive) {
+        assert!(!b_ran.exists(), "B jumped the line");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A stopped waiter leaves the line: B goes on without it.
+    a.signal(Signal::SIGCONT);
+    assert_eq!(b.wait_timeout(LONG).code, Some(0));
+    assert_eq!(a.wait_timeout(LONG).code, Some(0));
+    // The holder's lock was deleted under it: stopped, exit 70.
+    assert_eq!(first.wait_timeout(LONG).code, Some(70));
+}
