@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= limit= random-delay= on-unavailable= replicas= allow-eviction metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -40,20 +40,28 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL [default: 5s, or ttl / 3 if shorter]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-hold -d 'Stop COMMAND if it still runs after this long; exit 124' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l queue -d 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)' -r -f -a "oldest-first\t'At the end: waiters are served in order of arrival'
+newest-first\t'At the front: the newest waiter is served first'
+newest-wins\t'Alone: every older waiter leaves at once (exit 79), so only the newest is served (CI: deploy only the latest pipeline)'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d 'Sleep a random time below DURATION before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-signal -d 'Send SIG (USR1, TERM, a number...) to COMMAND\'s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-before -d 'How long before the planned SIGTERM --warn-signal is sent' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l lease-file -d 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease\'s end as Unix milliseconds, updated at each refresh'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds each KEY and for how long'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'Show every held lock under the prefix'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "wait" -d 'Wait until KEY is free, without taking it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "force-release" -d 'Delete a lock by hand, saying whose it was'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "generate" -d 'Print the man page (roff) or a shell completion script on stdout'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
@@ -78,6 +86,18 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l timeout -d 'How long to wait: a duration, or `forever`; `0` looks once' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s E -l conflict-exit-code -d 'Exit code when KEY is still held at the timeout' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s v -l verbose -d 'Print lock events on stderr'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s q -l quiet -d 'Print nothing but errors'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l token -d 'Delete only if the lock holds this token' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l prefix -d 'Namespace of every key this tool writes' -r

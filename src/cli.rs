@@ -13,6 +13,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, 
 use crate::exit::Exit;
 use crate::lock::Replicas;
 use crate::log::Format;
+use crate::queue::Queue;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -181,6 +182,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, help_heading = "Fleet options", hide_short_help = true)]
     pub max_hold: Option<Duration>,
 
+    /// How waiters stand in line: `oldest-first`, `newest-first` (a new
+    /// waiter goes to the front) or `newest-wins` (a new waiter replaces
+    /// the older ones, which exit 79)
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = Queue::OldestFirst, env = "REDLOCK_QUEUE", help_heading = "Fleet options", hide_short_help = true)]
+    pub queue: Queue,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(
@@ -221,6 +228,32 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Fleet options", hide_short_help = true)]
     pub allow_eviction: bool,
 
+    /// Send SIG (USR1, TERM, a number...) to COMMAND's process group
+    /// --warn-before ahead of a planned stop: a lease that refreshes fail
+    /// to renew, or --max-hold; not sent when there is no time
+    #[arg(long, value_name = "SIG", value_parser = crate::warn::parse_signal, requires = "warn_before", help_heading = "Warnings", hide_short_help = true)]
+    pub warn_signal: Option<nix::sys::signal::Signal>,
+
+    /// How long before the planned SIGTERM --warn-signal is sent
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, requires = "warn_signal", help_heading = "Warnings", hide_short_help = true)]
+    pub warn_before: Option<Duration>,
+
+    /// Run LINE with `sh -c` once after the lock was lost, as COMMAND is
+    /// being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set);
+    /// killed after 10s
+    #[arg(
+        long,
+        value_name = "LINE",
+        help_heading = "Warnings",
+        hide_short_help = true
+    )]
+    pub on_lost: Option<String>,
+
+    /// Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory)
+    /// holding the lease's end as Unix milliseconds, updated at each refresh
+    #[arg(long, help_heading = "Warnings", hide_short_help = true)]
+    pub lease_file: bool,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     #[arg(
@@ -260,6 +293,12 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Wait until KEY is free, without taking it
+    ///
+    /// Woken by the release as a waiting run is, never standing in line:
+    /// exit 0 once KEY is free (or was given back and taken at once by the
+    /// next waiter in line), 75 (or -E N) when --timeout runs out.
+    Wait(WaitArgs),
     /// Delete a lock by hand, saying whose it was
     ForceRelease {
         /// Lock name
@@ -279,6 +318,26 @@ pub enum Cmd {
         #[arg(value_name = "WHAT")]
         what: Doc,
     },
+}
+
+/// `wait KEY`: the options of a run's waiting, without the run.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// Lock name
+    #[arg(value_name = "KEY", value_parser = parse_key)]
+    pub key: String,
+    /// How long to wait: a duration, or `forever`; `0` looks once
+    #[arg(long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
+    pub timeout: Wait,
+    /// Exit code when KEY is still held at the timeout
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "N",
+        default_value_t = 75,
+        allow_negative_numbers = true
+    )]
+    pub conflict_exit_code: u8,
 }
 
 /// What `generate` prints.

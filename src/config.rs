@@ -17,7 +17,9 @@ use crate::lock::{
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
+use crate::queue::Queue;
 use crate::secrets::{redact, remember};
+use crate::warn::Warning;
 
 /// Used when neither `--redis` nor the environment names a server.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -66,6 +68,14 @@ pub struct RunConfig {
     pub metrics: Option<Metrics>,
     /// `--allow-eviction`: use a server that may evict the lock's key.
     pub allow_eviction: bool,
+    /// `--queue`: how this run stands in line.
+    pub queue: Queue,
+    /// `--warn-signal` with `--warn-before`.
+    pub warning: Option<Warning>,
+    /// `--on-lost LINE`.
+    pub on_lost: Option<String>,
+    /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
+    pub lease_file: bool,
 }
 
 /// The Redis servers and naming options, from flags or environment.
@@ -166,6 +176,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         ("--max-hold <DURATION>", args.max_hold),
         ("--random-delay <DURATION>", args.random_delay),
         ("--wait <DURATION>", wait_duration(args.wait)),
+        ("--warn-before <DURATION>", args.warn_before),
     ] {
         if let Some(value) = value {
             timing::check(option, value).map_err(invalid)?;
@@ -179,6 +190,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
+    let queue = queue(args.queue, args.limit, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -194,7 +206,31 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         replicas,
         metrics,
         allow_eviction: args.allow_eviction,
+        queue,
+        warning: args
+            .warn_signal
+            .zip(args.warn_before)
+            .map(|(signal, before)| Warning {
+                signal,
+                before,
+                sent: false,
+            }),
+        on_lost: args.on_lost,
+        lease_file: args.lease_file,
     })
+}
+
+/// `--queue`: a policy other than the default needs a line to stand in,
+/// which only a plain lock on one server keeps (see `queue.rs`).
+fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
+    if queue != Queue::OldestFirst && (limit > 1 || conn.endpoints.len() > 1) {
+        return Err(usage(format!(
+            "invalid value '{}' for '--queue <POLICY>': waiters stand in line only for a plain \
+             lock (--limit 1) on one --redis server (a Sentinel or Cluster URL counts as one)",
+            queue.name()
+        )));
+    }
+    Ok(queue)
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.

@@ -30,6 +30,9 @@ pub enum Exit {
     LockLost,
     /// `--max-hold` ran out; COMMAND was stopped.
     MaxHold,
+    /// `--queue newest-wins`: a newer waiter took our place in line;
+    /// COMMAND did not run.
+    Replaced,
     /// COMMAND exists but could not be executed.
     CannotInvoke,
     /// COMMAND was not found.
@@ -63,6 +66,8 @@ impl Exit {
             Exit::LocalFailure => 71,
             Exit::Refused => 77,
             Exit::MaxHold => 124,
+            // Past sysexits' 64-78, so no tool reads it as one of theirs.
+            Exit::Replaced => 79,
             Exit::CannotInvoke => 126,
             Exit::NotFound => 127,
             Exit::No | Exit::Internal => 1,
@@ -106,6 +111,10 @@ impl Exit {
         Row {
             code: "124",
             when: "--max-hold reached; COMMAND was stopped",
+        },
+        Row {
+            code: "79",
+            when: "--queue newest-wins: a newer waiter replaced this one in line; COMMAND did not run",
         },
         Row {
             code: "126 / 127",
@@ -202,6 +211,7 @@ mod tests {
         assert_eq!(Exit::CannotInvoke.code(), 126);
         assert_eq!(Exit::Usage.code(), 2);
         assert_eq!(Exit::Refused.code(), 77);
+        assert_eq!(Exit::Replaced.code(), 79);
         assert_eq!(Exit::Success.code(), 0);
         assert_eq!(Exit::Signaled(200).code(), 255);
     }
@@ -215,6 +225,7 @@ mod tests {
             Exit::LockLost,
             Exit::LocalFailure,
             Exit::MaxHold,
+            Exit::Replaced,
             Exit::Internal,
         ];
         for exit in exits {

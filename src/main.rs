@@ -8,6 +8,7 @@ mod exit;
 mod lock;
 mod log;
 mod metrics;
+mod queue;
 mod refresh;
 mod run;
 mod secrets;
@@ -15,6 +16,9 @@ mod signals;
 mod status;
 mod supervise;
 mod wait;
+mod wait_cmd;
+mod waiters;
+mod warn;
 
 use std::process::ExitCode;
 
@@ -56,6 +60,10 @@ fn dispatch(cli: Cli) -> Exit {
             }
             Err(e) => return usage(e),
         },
+        Some(Cmd::Wait(args)) => {
+            let log = log.for_key(&args.key);
+            (wait_cmd::run(&conn, &args), log)
+        }
         Some(cmd) => {
             // Every event names the key it is about, when there is one.
             let log = match &cmd {

@@ -10,12 +10,13 @@
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
 use crate::lock::{Extend, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
+use crate::warn::LeaseFile;
 
 /// Why the lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,8 @@ pub struct Lease {
     busy: Mutex<bool>,
     /// Written to when a loss is found, to wake the main thread's poll.
     wake: UnixStream,
+    /// `--lease-file`: rewritten with every extension (see `warn.rs`).
+    file: OnceLock<LeaseFile>,
 }
 
 impl Lease {
@@ -92,6 +95,7 @@ impl Lease {
             refresh_failures: AtomicU64::new(0),
             busy: Mutex::new(false),
             wake,
+            file: OnceLock::new(),
         };
         lease.extend_to(valid_until);
         Arc::new(lease)
@@ -106,6 +110,22 @@ impl Lease {
         let ns = until.saturating_duration_since(self.base).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX);
         self.valid_until_ns.fetch_max(ns, Ordering::SeqCst);
+        if let Some(file) = self.file.get() {
+            // Best effort: the job reads it, the lock does not depend on it.
+            let _ = file.write(self.valid_until());
+        }
+    }
+
+    /// Keep `file` up to date from now on (the refresher writes it).
+    pub fn keep_file(&self, file: LeaseFile) {
+        let _ = self.file.set(file);
+    }
+
+    /// Remove the lease file, if any: once the refresher has stopped.
+    pub fn remove_file(&self) {
+        if let Some(file) = self.file.get() {
+            file.remove();
+        }
     }
 
     /// A loss the refresher found, if any.

@@ -17,6 +17,7 @@ use crate::refresh::{Lease, Loss, Refresher};
 use crate::signals::Signals;
 use crate::supervise::{Guard, Supervisor};
 use crate::wait::{self, Waited};
+use crate::warn::{LeaseFile, OnLost};
 
 /// The refresher starts once COMMAND has run this long: a shorter job is
 /// over before a second connection could tell it anything, and pays for
@@ -82,7 +83,7 @@ impl Record {
         };
         let outcome = match exit {
             Exit::Success | Exit::Child(0) => Outcome::Ok,
-            Exit::Busy(_) => Outcome::Busy,
+            Exit::Busy(_) | Exit::Replaced => Outcome::Busy,
             Exit::Unavailable | Exit::Refused => Outcome::Unavailable,
             Exit::LockLost => Outcome::Lost,
             Exit::MaxHold => Outcome::MaxHold,
@@ -215,6 +216,7 @@ fn not_acquired(
             Ok(Exit::Busy(cfg.conflict_exit_code))
         }
         Waited::Signaled(sig) => Ok(Exit::Signaled(sig)),
+        Waited::Replaced(host, pid) => Ok(crate::queue::replaced(&cfg.key, &host, &pid, log)),
         // Only when Redis never answered: never after a refusal or a
         // busy answer (wait.rs decides).
         Waited::Unreachable(error) => {
@@ -262,13 +264,21 @@ impl Held<'_> {
         if let Some(exit) = self.too_late(main) {
             return Ok(exit);
         }
-        let job = self.spawn(main)?;
+        let file = self.lease_file();
+        let job = self.spawn(main, file.as_ref())?;
         drop(subscription);
         record.running();
         let timing = self.cfg.timing;
         let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
         wake.set_nonblocking(true).context("cannot create a pipe")?;
         let lease = Lease::new(self.acquired.valid_until, wake);
+        if let Some(file) = file {
+            lease.keep_file(file);
+        }
+        let hook =
+            self.cfg.on_lost.as_ref().map(|line| {
+                OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
+            });
         let refresher = RefCell::new(None);
         let start_refresher = || {
             let log = self.log.clone();
@@ -288,13 +298,35 @@ impl Held<'_> {
                 wake: woken,
             })
             .max_hold(self.cfg.max_hold)
+            .warn(self.cfg.warning, hook.as_ref())
             .later(REFRESHER_AFTER, start_refresher)
             .run();
         if let Some(refresher) = refresher.into_inner() {
             refresher.stop();
         }
+        lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
-        self.finish(main, ended, lease.valid_until())
+        let exit = self.finish(main, ended, lease.valid_until());
+        // After the release: the next holder need not wait for the hook.
+        if let Some(hook) = &hook {
+            hook.finish();
+        }
+        exit
+    }
+
+    /// `--lease-file`: made before COMMAND starts, so that it is there
+    /// when COMMAND looks. A failure is said, and COMMAND runs without it.
+    fn lease_file(&self) -> Option<LeaseFile> {
+        if !self.cfg.lease_file {
+            return None;
+        }
+        LeaseFile::create(self.acquired.valid_until)
+            .inspect_err(|e| {
+                self.log.error(format!(
+                    "cannot write the lease file ({e}); COMMAND runs without REDLOCK_LEASE_FILE"
+                ))
+            })
+            .ok()
     }
 
     /// A signal while acquiring, or a lease used up before COMMAND could
@@ -318,15 +350,20 @@ impl Held<'_> {
     }
 
     /// Start COMMAND with the lock's variables (or give the lock back).
-    fn spawn(&self, main: &mut Quorum) -> Result<Job, Failure> {
+    fn spawn(&self, main: &mut Quorum, file: Option<&LeaseFile>) -> Result<Job, Failure> {
         let fence = self.acquired.fence.to_string();
-        let env = [
+        let path = file.map(|f| f.path().to_string_lossy().into_owned());
+        let mut env = vec![
             ("REDLOCK_KEY", self.cfg.key.as_str()),
             ("REDLOCK_TOKEN", self.token),
             ("REDLOCK_FENCE", fence.as_str()),
         ];
+        env.extend(path.as_deref().map(|p| ("REDLOCK_LEASE_FILE", p)));
         child::become_subreaper();
-        spawn(self.cfg, &env).inspect_err(|_| self.release(main))
+        spawn(self.cfg, &env).inspect_err(|_| {
+            file.inspect(|f| f.remove());
+            self.release(main)
+        })
     }
 
     /// After COMMAND: release (or keep for `--min-hold`), and the exit code.
@@ -495,6 +532,7 @@ fn run_without_lease(
     let job = spawn(cfg, env)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
+        .warn(cfg.warning, None)
         .run();
     Ok(if ended.max_hold {
         Exit::MaxHold
@@ -537,6 +575,7 @@ fn holder(cfg: &RunConfig) -> Holder {
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
+        queue: cfg.queue,
     }
 }
 

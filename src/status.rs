@@ -15,11 +15,14 @@ use serde::Serialize;
 use crate::cli::Cmd;
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
-use crate::lock::{join_node_errors, Fault, Forced, Inspected, LockKeys, NodeError, Quorum, Slot};
+use crate::lock::{
+    join_node_errors, Fault, Forced, Inspected, Line, LockKeys, NodeError, Quorum, Slot,
+};
 use crate::log::short;
 use crate::log::Log;
 use crate::log::Verbosity;
 use crate::secrets::{scrub, untrusted};
+use crate::waiters;
 
 /// Connect and command timeout per node: an operator at a terminal should
 /// not wait long for a dead server, but a busy one deserves a moment.
@@ -48,6 +51,7 @@ pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
             force_release(&mut quorum, prefix, &key, how, &log)
         }
         Cmd::Generate { .. } => Err(anyhow!("`generate` is handled before connecting").into()),
+        Cmd::Wait(_) => Err(anyhow!("`wait` is not an inspection").into()),
     }
 }
 
@@ -70,11 +74,12 @@ fn status(
         _ => "cannot read the locks".to_string(),
     };
     let nodes = answered(quorum, answers, &what, log)?;
-    let views: Vec<View> = keys
+    let mut views: Vec<View> = keys
         .iter()
         .enumerate()
         .map(|(i, key)| View::merge(key, quorum, nodes.iter().map(|answers| &answers[i])))
         .collect();
+    with_lines(quorum, prefix, &mut views, log);
     let all_held = views.iter().all(|v| v.held);
     print(&views, json)?;
     Ok(if all_held { Exit::Success } else { Exit::No })
@@ -98,7 +103,7 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
         .flat_map(|found| found.keys().map(String::as_str))
         .collect();
     let free = Inspected::default();
-    let views: Vec<View> = names
+    let mut views: Vec<View> = names
         .into_iter()
         .map(|name| {
             let answers = nodes.iter().map(|found| found.get(name).unwrap_or(&free));
@@ -106,8 +111,20 @@ fn list(quorum: &mut Quorum, prefix: &str, json: bool, log: &Log) -> Result<Exit
         })
         .filter(|view| view.held)
         .collect();
+    with_lines(quorum, prefix, &mut views, log);
     print(&views, json)?;
     Ok(Exit::Success)
+}
+
+/// Each view's line of waiters (see `waiters.rs`).
+fn with_lines(quorum: &mut Quorum, prefix: &str, views: &mut [View], log: &Log) {
+    let keys: Vec<LockKeys> = views
+        .iter()
+        .map(|v| LockKeys::new(prefix, &v.key))
+        .collect();
+    for (view, line) in views.iter_mut().zip(waiters::read(quorum, &keys, log)) {
+        view.line = line;
+    }
 }
 
 /// How `force-release` was asked to go about it.
@@ -268,6 +285,8 @@ struct View {
     slots: Vec<SlotView>,
     /// Force-released: waiting for its holder to stop.
     revoked: bool,
+    /// The waiters, in the order they will be served.
+    line: Line,
 }
 
 /// One holder of a semaphore as the nodes see it together.
@@ -332,6 +351,7 @@ impl View {
             limit: 0,
             slots: Vec::new(),
             revoked: holders.iter().any(|a| a.revoked),
+            line: Line::default(),
         };
         if !held {
             view.merge_slots(&answers, needed);
@@ -457,6 +477,13 @@ impl View {
 
     /// `status` and `list` text: "KEY  held by ..." or "KEY  free (...)".
     fn text(&self) -> String {
+        match waiters::text(&self.line) {
+            Some(line) => format!("{}\n{line}", self.lock_text()),
+            None => self.lock_text(),
+        }
+    }
+
+    fn lock_text(&self) -> String {
         let key = untrusted(&self.key);
         if self.held {
             return format!("{key}  {}", self.describe(true));
@@ -506,6 +533,11 @@ struct JsonView<'a> {
     /// `Some(None)`: held without expiry (null: not set by this tool).
     #[serde(skip_serializing_if = "Option::is_none")]
     ttl_ms: Option<Option<u128>>,
+    /// The line of waiters, absent when nobody waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiters: Option<Vec<waiters::JsonWaiter>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiters_count: Option<u64>,
 }
 
 /// One holder of a semaphore in `--json`.
@@ -565,6 +597,8 @@ impl View {
             revoked: self.held && self.revoked,
             token: None,
             ttl_ms: None,
+            waiters: waiters::json(&self.line),
+            waiters_count: (self.line.count > 0).then_some(self.line.count),
         };
         if self.held {
             out.ttl_ms = Some(self.pttl.map(|d| d.as_millis()));

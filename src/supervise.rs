@@ -22,6 +22,7 @@ use crate::lock::timing::Timing;
 use crate::log::{field, ms, show, Ev, Log};
 use crate::refresh::{Lease, Loss};
 use crate::signals::{poll_timeout, stop_self, Event, Signals};
+use crate::warn::{OnLost, Warning};
 
 /// How often what COMMAND left behind is looked at again while it is
 /// being stopped (its exits are not all reported to us).
@@ -77,6 +78,9 @@ pub struct Supervisor<'a> {
     later: Option<(Instant, Box<dyn FnOnce() + 'a>)>,
     stopping: Option<Stopping>,
     lost: Option<Loss>,
+    /// `--warn-signal` and `--on-lost` (see `warn.rs`).
+    warning: Option<Warning>,
+    on_lost: Option<&'a OnLost>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -91,7 +95,31 @@ impl<'a> Supervisor<'a> {
             later: None,
             stopping: None,
             lost: None,
+            warning: None,
+            on_lost: None,
         }
+    }
+
+    /// Warn COMMAND before a planned SIGTERM, and run a hook once the
+    /// lock is lost (see `warn.rs`).
+    pub fn warn(mut self, warning: Option<Warning>, on_lost: Option<&'a OnLost>) -> Self {
+        (self.warning, self.on_lost) = (warning, on_lost);
+        self
+    }
+
+    /// When the warning is due, and the SIGTERM it warns of: before the
+    /// lease's or --max-hold's, whichever comes first; never once sent, or
+    /// once a stop has begun.
+    fn warn_at(&self) -> Option<(Instant, Instant)> {
+        let warning = self
+            .warning
+            .filter(|w| !w.sent && self.stopping.is_none())?;
+        let lease = match (&self.guard, self.lost) {
+            (Some(g), None) => warning.lease_at(&g.timing, g.lease.valid_until()),
+            _ => None,
+        };
+        let max_hold = self.max_hold.and_then(|(d, at)| warning.max_hold_at(d, at));
+        lease.into_iter().chain(max_hold).min()
     }
 
     /// Enforce this lease: stop COMMAND before it could expire.
@@ -152,6 +180,24 @@ impl<'a> Supervisor<'a> {
     /// stop in progress, `--max-hold`, the lazy start.
     fn enforce(&mut self) {
         let now = Instant::now();
+        // Not when the SIGTERM is due as well (a late wake-up).
+        if let Some(warning) = self
+            .warn_at()
+            .filter(|(at, term)| now >= *at && now < *term)
+            .and(self.warning.as_mut())
+        {
+            self.job.signal(warning.signal);
+            warning.sent = true;
+            let (name, before) = (warning.signal.as_str(), warning.before);
+            self.log.emit(
+                Ev::Warning,
+                format!(
+                    "sent {name} to COMMAND: it may be stopped within {} (--warn-signal)",
+                    show(before)
+                ),
+                &[field("signal", name), ms("warn_before_ms", before)],
+            );
+        }
         if let Some(stop) = &mut self.stopping {
             if !stop.killed && now >= stop.kill_at {
                 self.job.kill();
@@ -214,6 +260,9 @@ impl<'a> Supervisor<'a> {
             format!("lock '{key}' lost: it {}; {how}, exit 70", loss.why()),
             &[field("reason", loss.name()), ms("grace_ms", self.grace)],
         );
+        if let Some(hook) = self.on_lost {
+            hook.fire(loss.name());
+        }
     }
 
     /// The one stop protocol: SIGTERM now, SIGKILL after the grace.
@@ -264,6 +313,9 @@ impl<'a> Supervisor<'a> {
         }
         if let Some((at, _)) = &self.later {
             consider(*at);
+        }
+        if let Some((at, _)) = self.warn_at() {
+            consider(at);
         }
         next
     }
@@ -348,6 +400,9 @@ impl<'a> Supervisor<'a> {
                 ),
                 &[field("reason", Loss::Suspended.name())],
             );
+            if let Some(hook) = self.on_lost {
+                hook.fire(Loss::Suspended.name());
+            }
             return;
         }
         self.job.resume();

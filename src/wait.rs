@@ -28,6 +28,8 @@ pub enum Waited {
     Acquired(Lease, Option<Wakeups>),
     /// Still busy when `--wait` ran out.
     Busy(BusyInfo),
+    /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
+    Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
     Signaled(i32),
     /// No node could be reached at all, and none had answered anything in
@@ -79,6 +81,11 @@ pub fn acquire(
     let waited = waiter.wait_in_line(quorum);
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
+        // Out of the line already: the newer waiter took us out.
+        Ok(Waited::Busy(BusyInfo {
+            replaced_by: Some((host, pid)),
+            ..
+        })) => Ok(Waited::Replaced(host, pid)),
         other => {
             // Let the next in line be woken instead of us.
             quorum.leave(token);
@@ -134,7 +141,7 @@ impl Waiter<'_> {
             if let Some(left) = info.pttl {
                 self.holder_until = Some(now + left);
             }
-            if self.timed_out() {
+            if self.timed_out() || info.replaced_by.is_some() {
                 return Ok(Waited::Busy(info));
             }
             if self.first_busy {

@@ -54,6 +54,12 @@ impl LockKeys {
         ]
     }
 
+    /// The channel on which a release that woke a waiter also says the
+    /// lock was given back, for `wait KEY` (see `scripts::RELEASE`).
+    pub fn free_channel(&self) -> String {
+        format!("{}:free", self.lock)
+    }
+
     /// The channel on which a release wakes the waiter with `token` when
     /// it is first in line.
     pub fn wake_channel(&self, token: &str) -> String {
@@ -108,6 +114,8 @@ pub struct Holder {
     /// SIGKILL: a force-release waits this long for it to stop.
     pub refresh_ms: u64,
     pub kill_after_ms: u64,
+    /// How we stand in line while the lock is busy (`--queue`).
+    pub queue: crate::queue::Queue,
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ impl LockKind {
         ];
         // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
         let (script, eighth) = match self {
-            LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue).to_string()),
+            LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue, holder).to_string()),
             LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
         };
         args.extend([eighth.as_str(), &refresh_ms, &kill_after_ms]);
@@ -124,10 +124,10 @@ impl Node {
     }
 }
 
-/// ACQUIRE's queue argument.
-fn queue_flag(queue: bool) -> &'static str {
+/// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
+fn queue_flag(queue: bool, holder: &Holder) -> &'static str {
     match queue {
-        true => "1",
+        true => holder.queue.argv(),
         false => "0",
     }
 }

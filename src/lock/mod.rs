@@ -11,6 +11,7 @@
 //! - `node`: one connection: connect, query, eval, subscribe; failure kinds.
 //! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
 //! - `inspect`: reading and deleting locks by hand.
+//! - `line`: reading the line of waiters, for `status` and `list`.
 //! - `sentinel`: finding the master of a Sentinel service.
 //! - `cluster`: a Redis Cluster: routing, its primaries.
 //! - `quorum`: N servers (Redlock): majority, validity, fan-out; one
@@ -23,6 +24,7 @@ mod endpoint;
 mod inspect;
 mod keys;
 mod kind;
+mod line;
 mod node;
 mod quorum;
 mod reply;
@@ -32,6 +34,7 @@ pub mod timing;
 
 pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
+pub use line::{Line, Waiting};
 pub use node::{Fault, NodeError, Wakeups};
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot};

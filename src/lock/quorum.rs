@@ -165,6 +165,15 @@ impl Quorum {
         Ok(node.subscribe(&self.keys, &[&self.keys.lock, &wake])?)
     }
 
+    /// For `wait KEY`: hear every release of the lock, also one that
+    /// woke a waiter (`P{K}:free`), from the first connected node.
+    pub fn watch_releases(&self) -> anyhow::Result<Wakeups> {
+        let node = self.nodes.iter().find(|n| n.is_connected());
+        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        let free = self.keys.free_channel();
+        Ok(node.subscribe(&self.keys, &[&self.keys.lock, &free])?)
+    }
+
     /// For the holder: hear a force-release (or any release) of the lock,
     /// on a connection of its own to the first connected node (or the
     /// first node). The caller refreshes at once when it hears anything,

@@ -19,6 +19,9 @@ pub struct BusyInfo {
     pub slots: Option<SlotsTaken>,
     /// Being force-released: waiting for its holder to stop.
     pub revoked: bool,
+    /// `--queue newest-wins`: a newer waiter took our place in line
+    /// (its host and pid); we must leave without the lock.
+    pub replaced_by: Option<(String, String)>,
 }
 
 /// A full semaphore: `holders` of `limit` slots taken.
@@ -120,7 +123,7 @@ pub enum Forced {
     Free,
 }
 
-fn int(v: &Value) -> Option<i64> {
+pub(super) fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
         Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
@@ -128,7 +131,7 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-fn text(v: &Value) -> String {
+pub(super) fn text(v: &Value) -> String {
     match v {
         Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
         Value::SimpleString(s) => s.clone(),
@@ -150,7 +153,7 @@ fn limit(v: Option<&Value>) -> Result<u32> {
         .ok_or_else(|| anyhow!("bad limit {v:?}"))
 }
 
-fn items(reply: Value) -> Result<Vec<Value>> {
+pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
     match reply {
         Value::Array(items) => Ok(items),
         other => Err(anyhow!("{other:?}")),
@@ -158,7 +161,8 @@ fn items(reply: Value) -> Result<Vec<Value>> {
 }
 
 /// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
-/// limit?, revoked?}` or `{-1, limit}` (see `scripts::ACQUIRE`).
+/// limit?, revoked?}`, `{-1, limit}` or `{-2, host, pid}` (see
+/// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
     let items = items(reply)?;
     match items.first().and_then(int) {
@@ -173,6 +177,14 @@ pub fn acquire(reply: Value) -> Result<Acquire> {
         Some(-1) => Ok(Acquire::Mismatch {
             limit: limit(items.get(1))?,
         }),
+        // Replaced in line: busy for us, for good.
+        Some(-2) => Ok(Acquire::Busy(BusyInfo {
+            replaced_by: Some((
+                items.get(1).map(text).unwrap_or_default(),
+                items.get(2).map(text).unwrap_or_default(),
+            )),
+            ..BusyInfo::default()
+        })),
         _ => Err(anyhow!("{items:?}")),
     }
 }
@@ -192,6 +204,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         acquired_at: items.get(4).map(text).unwrap_or_default(),
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
+        replaced_by: None,
     })
 }
 

@@ -29,13 +29,14 @@
 //! a plain lock); nothing is changed then.
 //!
 //! Waiters for a plain lock on one node queue in KEYS[6], in order of
-//! arrival, each with a liveness key `P{K}:waiters:<token>` that expires
-//! 3 s after its last try (waiters retry at least every second). RELEASE
-//! wakes only the first live waiter, on its own channel
-//! `P{K}:wake:<token>`, so a release costs one wake-up, not one per
-//! waiter; with no live waiter queued it publishes on `P{K}`, which every
-//! waiter also hears. Dead waiters are dropped from the queue as RELEASE
-//! meets them.
+//! arrival (or as `--queue` says, see `queue.rs`), each with a liveness
+//! key `P{K}:waiters:<token>`, a hash `host pid user since` (what
+//! `status` shows) that expires 3 s after its last try (waiters retry at
+//! least every second). RELEASE wakes only the first live waiter, on its
+//! own channel `P{K}:wake:<token>`, so a release costs one wake-up, not
+//! one per waiter; with no live waiter queued it publishes on `P{K}`,
+//! which every waiter also hears. Dead waiters are dropped from the queue
+//! as RELEASE meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
 /// them calls nothing: a plain lock's INSPECT never needs `TIME`.
@@ -111,21 +112,70 @@ end
 /// FORCE_RELEASE). With queue = '1' the caller waits in line: a busy answer puts it at the
 /// end of the queue (score: the last score + 1, so the order is the
 /// server's order of arrival, whatever the waiters' clocks say) and marks
-/// it alive; taking the lock takes it out.
+/// it alive (its liveness hash; `since` is ARGV[7], when it began to
+/// wait); taking the lock takes it out. queue = '2' (newest-first) puts a
+/// new waiter at the front (the first score - 1); '3' (newest-wins) makes
+/// it the only one: every older live waiter is taken out of the line, its
+/// liveness hash becomes `replaced_by_host replaced_by_pid` for 60 s, and
+/// it is woken on its own channel; its next try answers `{-2, host, pid}`
+/// (replaced by that waiter) and never takes the lock (a newcomer that
+/// takes a free lock at once replaces them too). A waiter in line takes a
+/// free lock only when no live waiter stands before it (one of the first
+/// 100), so the line's order holds even against a waiter whose fallback
+/// poll comes first; a newcomer of '2' or '3' stands before them all.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked}` describing the
-/// current holder (revoked 1: it is being force-released), or `{-1, N}`
-/// when KEY is a semaphore with `--limit N` now.
+/// current holder (revoked 1: it is being force-released), `{-1, N}`
+/// when KEY is a semaphore with `--limit N` now, or `{-2, host, pid}`.
 pub const ACQUIRE: &str = concat!(
     fence_lib!(),
     r#"
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
-local queued = ARGV[8] == '1'
+local mode = ARGV[8]
+local queued = mode == '1' or mode == '2' or mode == '3'
 local alive = KEYS[6] .. ':' .. ARGV[1]
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- newest-wins: every other waiter leaves the line, told by whom.
+local function replace_others()
+  for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    if old ~= ARGV[1] then
+      local mark = KEYS[6] .. ':' .. old
+      if redis.call('EXISTS', mark) == 1 then
+        redis.call('DEL', mark)
+        redis.call('HSET', mark, 'replaced_by_host', ARGV[3], 'replaced_by_pid', ARGV[4])
+        redis.call('PEXPIRE', mark, 60000)
+        redis.call('PUBLISH', KEYS[1] .. ':wake:' .. old, 'replaced')
+      end
+      redis.call('ZREM', KEYS[6], old)
+    end
+  end
+end
+local ahead, found = false, false
+if queued then
+  -- Our own liveness key: always a hash (written below).
+  local by = redis.call('HMGET', alive, 'replaced_by_host', 'replaced_by_pid')
+  if by[2] then
+    redis.call('DEL', alive)
+    return {-2, by[1] or '', by[2]}
+  end
+  -- A free lock is not ours while a live waiter stands before us.
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+    if w == ARGV[1] then
+      found = true
+      break
+    end
+    if not ahead and redis.call('EXISTS', KEYS[6] .. ':' .. w) == 1 then
+      ahead = true
+      if mode == '1' then break end
+    end
+  end
+  -- A newcomer of newest-first or newest-wins goes before them all.
+  if not found and mode ~= '1' then ahead = false end
+end
+if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if queued then
+    if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
   end
@@ -143,12 +193,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 if queued then
-  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
   local score = 1
-  if #last > 0 then score = tonumber(last[2]) + 1 end
-  redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
+  if mode == '2' then
+    local head = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+    if #head > 0 then score = tonumber(head[2]) - 1 end
+  else
+    local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+    if #last > 0 then score = tonumber(last[2]) + 1 end
+  end
+  local added = redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
+  if added == 1 and mode == '3' then replace_others() end
   redis.call('PEXPIRE', KEYS[6], 60000)
-  redis.call('SET', alive, '1', 'PX', 3000)
+  redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7])
+  redis.call('PEXPIRE', alive, 3000)
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
 local cur = redis.call('GET', KEYS[1]) or ''
@@ -165,6 +222,32 @@ pub const LEAVE: &str = r#"
 redis.call('ZREM', KEYS[6], ARGV[1])
 redis.call('DEL', KEYS[6] .. ':' .. ARGV[1])
 return 1
+"#;
+
+/// The live waiters of a plain lock, first in line first, changing
+/// nothing (for `status` and `list`).
+///
+/// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
+/// line (of the first 1000 members), and the first 100 of them, each
+/// `{token, host, pid, user, since}` from its liveness hash (empty
+/// strings for a liveness key of another form, read with `pcall`). A
+/// member whose liveness key has expired (a stopped or killed waiter) is
+/// not counted.
+pub const WAITERS: &str = r#"
+local count, shown = 0, {}
+for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
+  local alive = KEYS[6] .. ':' .. token
+  if redis.call('EXISTS', alive) == 1 then
+    count = count + 1
+    if #shown < 100 then
+      -- Not a hash (an older version's '1'): a waiter without details.
+      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since')
+      if type(h) ~= 'table' or h.err then h = {} end
+      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or ''}
+    end
+  end
+end
+return {count, shown}
 "#;
 
 /// Push the expiry of a lock we hold.
@@ -184,7 +267,8 @@ if cur then return 0 end
 return -1
 "#;
 
-/// Delete a lock we hold and wake the next waiter (see the module doc).
+/// Delete a lock we hold and wake the next waiter (see the module doc);
+/// with waiters in line, also say so on `P{K}:free` for `wait KEY`.
 ///
 /// ARGV: token. Returns 1 if released, 0 if another token holds the lock
 /// (it is left alone), -1 if the lock was already gone. A lock revoked
@@ -204,6 +288,8 @@ if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   -- Publish first: a user without +publish then fails with NOPERM before
   -- anything is deleted. Waiters cannot act before this script ends.
   redis.call('PUBLISH', channel, 'released')
+  -- `wait KEY` listens on P{K}, which a waiter's wake-up skips.
+  if channel ~= KEYS[1] then redis.call('PUBLISH', KEYS[1] .. ':free', 'released') end
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1
 end

@@ -1,0 +1,439 @@
+//! Queues and `wait`: `redlock-run wait KEY`, the line of waiters in
+//! `status` and `list`, and the `--queue` policies.
+
+use crate::common::*;
+
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn hostname() -> String {
+    nix::unistd::gethostname().unwrap().into_string().unwrap()
+}
+
+/// A holder of `key` that runs until `hold.go()`; returns once it runs.
+fn holder(server: &RedisServer, hold: &Hold, key: &str) -> RunningChild {
+    hold.spawn(&mut server.job(key).sh(hold.script("true")), LONG)
+}
+
+/// How many live and dead members stand in `key`'s line.
+fn queued(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// `wait KEY ...` against `server`, verbose (it says when it waits).
+fn wait_cmd(server: &RedisServer, key: &str, extra: &[&str]) -> Command {
+    let mut cmd = redlock(&server.url());
+    cmd.args(["-v", "wait", key]).args(extra);
+    cmd
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn wait_returns_after_the_release_and_not_before() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "migrate");
+    let mut conn = server.conn();
+    let token = get(&mut conn, "redlock:{migrate}").expect("holder's token");
+    let mut waiting = spawn_waiting(&mut wait_cmd(&server, "migrate", &[]), LONG);
+    // It listens for the release (the lock's channel and P{K}:free).
+    assert!(
+        wait_until(LONG, || clients_subscribed_to(&mut conn, 2) == 1),
+        "wait did not subscribe"
+    );
+    assert!(
+        !waiting.has_exited(),
+        "wait returned while the lock was held"
+    );
+    hold.go();
+    let out = waiting.wait_timeout(LONG);
+    // Once it has returned, the holder's token is gone from Redis.
+    assert_ne!(
+        get(&mut conn, "redlock:{migrate}").as_deref(),
+        Some(token.as_str())
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    // wait took nothing and left nothing but the fence counter.
+    assert_eq!(dbsize(&mut conn), 1);
+}
+
+#[test]
+fn wait_returns_when_a_release_hands_the_lock_to_a_waiter_in_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (one, two) = (Hold::named(&dir, "one"), Hold::named(&dir, "two"));
+    let mut first = holder(&server, &one, "deploy");
+    let mut second = spawn_piped(&mut server.job("deploy").sh(two.script("true")));
+    assert!(
+        wait_until(LONG, || queued(&server, "deploy") == 1),
+        "never queued"
+    );
+    let mut conn = server.conn();
+    let mut waiting = spawn_waiting(&mut wait_cmd(&server, "deploy", &[]), LONG);
+    let listeners = || {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("redlock:{deploy}:free")
+            .query(&mut server.conn())
+            .unwrap();
+        n
+    };
+    assert!(
+        wait_until(LONG, || listeners() == 1),
+        "wait does not listen on P{{K}}:free"
+    );
+    // The release that wakes the waiter in line also says so on P{K}:free.
+    let mut heard = server.conn();
+    let mut pubsub = heard.as_pubsub();
+    pubsub.subscribe("redlock:{deploy}:free").unwrap();
+    pubsub.set_read_timeout(Some(LONG)).unwrap();
+    // Stopped, wait looks again only once the waiter in line has the lock.
+    waiting.signal(Signal::SIGSTOP);
+    one.go();
+    let message = pubsub.get_message().expect("a message on P{K}:free");
+    assert_eq!(message.get_payload::<String>().unwrap(), "released");
+    drop(pubsub);
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    assert!(wait_for_file(dir.file("two.started"), LONG));
+    // The lock was given back in between: wait returns, though it is held.
+    waiting.signal(Signal::SIGCONT);
+    let out = waiting.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        exists(&mut conn, "redlock:{deploy}"),
+        "the waiter lost the lock"
+    );
+    two.go();
+    assert_eq!(second.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn wait_times_out_with_the_busy_code() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "long");
+    let out = run_with_timeout(&mut wait_cmd(&server, "long", &["--timeout", "1s"]), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stderr.contains("giving up"), "{out:?}");
+    let out = run_with_timeout(
+        &mut wait_cmd(&server, "long", &["--timeout", "0", "-E", "3"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(3), "{out:?}");
+    // Still the holder's, and nothing queued.
+    assert_eq!(queued(&server, "long"), 0);
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn wait_on_a_free_key_returns_at_once_and_bad_input_is_exit_2() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut wait_cmd(&server, "free", &[]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for bad in [
+        &["wait", ""][..],
+        &["wait", "k", "--timeout", "5x"],
+        &["wait"],
+    ] {
+        let out = run_with_timeout(redlock(&server.url()).args(bad), LONG);
+        assert_eq!(out.code, Some(2), "{bad:?}: {out:?}");
+        assert_eq!(
+            out.stderr
+                .lines()
+                .filter(|l| l.starts_with("error"))
+                .count(),
+            1,
+            "{out:?}"
+        );
+    }
+    assert_eq!(dbsize(&mut server.conn()), 0);
+    // Nothing listens on a free port: unavailable.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let out = run_with_timeout(redlock(&url).args(["wait", "k"]), LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+}
+
+#[test]
+fn sigterm_ends_wait_with_143() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "term");
+    let mut waiting = spawn_waiting(&mut wait_cmd(&server, "term", &[]), LONG);
+    waiting.signal(Signal::SIGTERM);
+    assert_eq!(waiting.wait_timeout(LONG).code, Some(143));
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn status_and_list_show_the_line_of_waiters() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "line");
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        waiters.push(spawn_piped(&mut server.job("line").sh("true")));
+        assert!(
+            wait_until(LONG, || queued(&server, "line") == n),
+            "waiter {n} never queued"
+        );
+    }
+    let pids: Vec<i64> = waiters.iter().map(|w| i64::from(w.pid())).collect();
+
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let v = &json_lines(&out)[0];
+    assert_eq!(v["waiters_count"], 3, "{v}");
+    let line = v["waiters"].as_array().expect("waiters is a list");
+    let listed: Vec<(i64, i64)> = line
+        .iter()
+        .map(|w| (w["position"].as_i64().unwrap(), w["pid"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(listed, [(1, pids[0]), (2, pids[1]), (3, pids[2])], "{v}");
+    for w in line {
+        assert_eq!(w["host"], hostname().as_str(), "{w}");
+        let since = w["since"].as_str().expect("since is a string");
+        humantime::parse_rfc3339(since).unwrap_or_else(|e| panic!("{since}: {e}"));
+    }
+
+    let out = run_with_timeout(redlock(&server.url()).args(["status", "line"]), LONG);
+    let text: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(text.len(), 2, "{out:?}");
+    let expected = format!("  3 waiting: 1) {} pid {} (", hostname(), pids[0]);
+    assert!(text[1].starts_with(&expected), "{out:?}");
+    assert!(
+        text[1].contains(&format!("3) {} pid {}", hostname(), pids[2])),
+        "{out:?}"
+    );
+
+    let out = run_with_timeout(redlock(&server.url()).args(["list", "--json"]), LONG);
+    assert_eq!(json_lines(&out)[0]["waiters_count"], 3, "{out:?}");
+
+    // A killed waiter leaves the line once its liveness key expires.
+    waiters[1].signal(Signal::SIGKILL);
+    let shown = || {
+        let out = run_with_timeout(
+            redlock(&server.url()).args(["status", "line", "--json"]),
+            LONG,
+        );
+        let v = json_lines(&out).remove(0);
+        let pids: Vec<Option<i64>> = v["waiters"]
+            .as_array()
+            .map(|l| l.iter().map(|w| w["pid"].as_i64()).collect())
+            .unwrap_or_default();
+        pids
+    };
+    assert!(
+        wait_until(LONG, || shown() == [Some(pids[0]), Some(pids[2])]),
+        "the killed waiter stayed in line: {:?}",
+        shown()
+    );
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
+    let v = &json_lines(&out)[0];
+    assert_eq!(v["waiters_count"], 2, "{v}");
+    assert_eq!(v["waiters"].as_array().map(Vec::len), Some(2), "{v}");
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    for (i, mut w) in waiters.into_iter().enumerate() {
+        let out = w.wait_timeout(LONG);
+        if i != 1 {
+            assert_eq!(out.code, Some(0), "{out:?}");
+        }
+    }
+    // Nobody waits: no waiters fields.
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "line", "--json"]),
+        LONG,
+    );
+    let v = &json_lines(&out)[0];
+    assert!(
+        v.get("waiters").is_none() && v.get("waiters_count").is_none(),
+        "{v}"
+    );
+}
+
+#[test]
+fn newest_first_serves_the_newest_waiter_first() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "lifo");
+    let order = dir.file("order");
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        let script = format!("echo {n} >> '{}'", order.display());
+        let mut cmd = server
+            .job("lifo")
+            .args(["--queue", "newest-first"])
+            .sh(script);
+        waiters.push(spawn_piped(&mut cmd));
+        assert!(
+            wait_until(LONG, || queued(&server, "lifo") == n),
+            "waiter {n} never queued"
+        );
+    }
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    for mut w in waiters {
+        assert_eq!(w.wait_timeout(LONG).code, Some(0));
+    }
+    let order = std::fs::read_to_string(&order).unwrap();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["3", "2", "1"]
+    );
+    assert_eq!(dbsize(&mut server.conn()), 1, "only the fence is left");
+}
+
+#[test]
+fn newest_wins_burst_of_20_runs_exactly_one() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let log = dir.file("sections");
+    let hold = Hold::new(&dir);
+    // The holder's own section is in the same log.
+    let held = format!(
+        "echo 'start H' >> '{log}'; {}",
+        hold.script(&format!("echo 'end H' >> '{}'", log.display())),
+        log = log.display()
+    );
+    let mut first = hold.spawn(&mut server.job("ci").sh(held), LONG);
+    let mut burst: Vec<RunningChild> = (0..20)
+        .map(|w| {
+            let mut cmd = server
+                .job("ci")
+                .args(["--queue", "newest-wins"])
+                .sh(section_script(&log, "0.2"));
+            cmd.env("W", w.to_string());
+            spawn_piped(&mut cmd)
+        })
+        .collect();
+    // All but one leave at once, before the holder is done.
+    assert!(
+        wait_until(LONG, || burst
+            .iter_mut()
+            .filter_map(|w| w.has_exited().then_some(()))
+            .count()
+            == 19),
+        "not 19 replaced waiters"
+    );
+    let mut running = None;
+    for (i, w) in burst.iter_mut().enumerate() {
+        if !w.has_exited() {
+            running = Some(i);
+            continue;
+        }
+        let out = w.wait_timeout(LONG);
+        assert_eq!(out.code, Some(79), "{out:?}");
+        let reason: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(reason.len(), 1, "{out:?}");
+        assert!(
+            reason[0].contains("replaced in line by a newer waiter"),
+            "{out:?}"
+        );
+    }
+    assert_eq!(queued(&server, "ci"), 1);
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    let last = burst[running.expect("one waiter left")].wait_timeout(LONG);
+    assert_eq!(last.code, Some(0), "{last:?}");
+    // The holder, then exactly one of the burst; never two at once.
+    assert_eq!(sections_in(&log), (2, 1));
+    assert_eq!(dbsize(&mut server.conn()), 1, "only the fence is left");
+}
+
+#[test]
+fn queue_policies_are_checked_before_anything_reaches_redis() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let bad: [&[&str]; 3] = [
+        &["--queue", "fastest"],
+        &["--queue", "newest-wins", "--limit", "2"],
+        &["--queue", "newest-first", "--redis", &other.url()],
+    ];
+    for args in bad {
+        let out = run_with_timeout(&mut server.job("q").args(args).sh("true"), LONG);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("--queue"), "{out:?}");
+    }
+    let mut cmd = server.job("q").sh("true");
+    cmd.env("REDLOCK_QUEUE", "newest-wins");
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
+    let mut cmd = server.job("q").sh("true");
+    cmd.env("REDLOCK_QUEUE", "bogus");
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(2));
+    assert_eq!(dbsize(&mut server.conn()), 1);
+    assert_eq!(dbsize(&mut other.conn()), 0);
+}
+
+#[test]
+fn a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = holder(&server, &hold, "order");
+    let line = || -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg("redlock:{order}:waiters")
+            .arg(0)
+            .arg(-1)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let mut a = spawn_piped(&mut server.job("order").sh("true"));
+    assert!(wait_until(LONG, || line().len() == 1), "a never queued");
+    let b_ran = dir.file("b-ran");
+    let mut b = spawn_piped(
+        &mut server
+            .job("order")
+            .sh(format!("touch '{}'", b_ran.display())),
+    );
+    assert!(wait_until(LONG, || line().len() == 2), "b never queued");
+    let a_token = line()[0].clone();
+    // A stands first but cannot try; its liveness key still says it lives.
+    a.signal(Signal::SIGSTOP);
+    // Deleted by hand: every waiter hears of it, B as soon as A.
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["force-release", "order", "--now"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut conn = server.conn();
+    let a_alive = format!("redlock:{{order}}:waiters:{a_token}");
+    while exists(&mut conn, &a_alive) {
+        assert!(!b_ran.exists(), "B jumped the line");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A stopped waiter leaves the line: B goes on without it.
+    a.signal(Signal::SIGCONT);
+    assert_eq!(b.wait_timeout(LONG).code, Some(0));
+    assert_eq!(a.wait_timeout(LONG).code, Some(0));
+    // The holder's lock was deleted under it: stopped, exit 70.
+    assert_eq!(first.wait_timeout(LONG).code, Some(70));
+}
