@@ -30,6 +30,7 @@ redlock_prereqs_packages=(
     "zsh zsh"                    # completion checks
     "fish fish"
     "tmux tmux"                  # job-control tests
+    "faketime faketime"          # doctor's clock-offset test (libfaketime)
     "python3 python3"            # the benchmark, Prometheus text parsing
     "python3-venv -"
     "ca-certificates -"          # pip's HTTPS to PyPI

@@ -36,6 +36,8 @@ pub enum Exit {
     NotFound,
     /// An admin subcommand's "no" (a free key, nothing deleted).
     No,
+    /// `doctor` found a setting that breaks locks (a FAIL line).
+    DoctorFail,
     /// A bug in redlock-run.
     Internal,
 }
@@ -57,6 +59,7 @@ impl Exit {
             Exit::Unavailable => 69,
             Exit::LockLost => 70,
             Exit::Refused => 77,
+            Exit::DoctorFail => 78,
             Exit::MaxHold => 124,
             Exit::CannotInvoke => 126,
             Exit::NotFound => 127,
@@ -101,6 +104,10 @@ impl Exit {
         Row {
             code: "126 / 127",
             when: "COMMAND not executable / not found",
+        },
+        Row {
+            code: "78",
+            when: "doctor found a FAIL: a server setting that breaks locks (EX_CONFIG)",
         },
         Row {
             code: "1",
@@ -163,6 +170,7 @@ mod tests {
         assert_eq!(Exit::CannotInvoke.code(), 126);
         assert_eq!(Exit::Usage.code(), 2);
         assert_eq!(Exit::Refused.code(), 77);
+        assert_eq!(Exit::DoctorFail.code(), 78);
         assert_eq!(Exit::Success.code(), 0);
         assert_eq!(Exit::Signaled(200).code(), 255);
     }
@@ -175,6 +183,7 @@ mod tests {
             Exit::Refused,
             Exit::LockLost,
             Exit::MaxHold,
+            Exit::DoctorFail,
             Exit::Internal,
         ];
         for exit in exits {

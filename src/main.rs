@@ -4,6 +4,7 @@ mod child;
 mod cli;
 mod config;
 mod docs;
+mod doctor;
 mod exit;
 mod lock;
 mod log;
@@ -53,6 +54,21 @@ fn dispatch(cli: Cli) -> Exit {
             Ok(cfg) => run::run(conn, cfg, &log),
             Err(e) => return usage(e),
         },
+        Some(Cmd::Doctor {
+            key,
+            ttl,
+            replicas,
+            json,
+        }) => {
+            let replicas = replicas.unwrap_or_default();
+            let opts = doctor::Options {
+                key,
+                ttl,
+                replicas,
+                json,
+            };
+            doctor::run(conn, opts)
+        }
         Some(cmd) => status::run(conn, cmd),
     };
     report(result, &log)

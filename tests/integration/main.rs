@@ -9,6 +9,7 @@ mod admin;
 mod auth;
 mod chaos;
 mod cluster;
+mod doctor;
 mod faults;
 mod fleet;
 mod generated;
