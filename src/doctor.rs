@@ -113,10 +113,12 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         .collect();
     crate::log::to_stdout(text.as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
-    Ok(match doctor.checks.iter().any(|c| c.status == Status::Fail) {
-        true => Exit::DoctorFail,
-        false => Exit::Success,
-    })
+    Ok(
+        match doctor.checks.iter().any(|c| c.status == Status::Fail) {
+            true => Exit::DoctorFail,
+            false => Exit::Success,
+        },
+    )
 }
 
 /// `PASS  check  node: detail`, and for the others `; fix: ...`.
@@ -300,10 +302,12 @@ impl Doctor {
                 "Garnet {}: Lua is off by default (--lua), and {untested}",
                 field("garnet_version")
             );
-            let fix = "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
+            let fix =
+                "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
             return self.bad(Status::Warn, "server", node, detail, fix);
         }
-        let keydb = field("executable").contains("keydb") || field("redis_version").starts_with("6.3.");
+        let keydb =
+            field("executable").contains("keydb") || field("redis_version").starts_with("6.3.");
         if keydb || field("role") == "active-replica" {
             let detail = format!(
                 "KeyDB (redis_version {}): with active-replica (multi-master) two masters \
@@ -395,7 +399,9 @@ impl Doctor {
             None => self.pass(
                 "replicas",
                 node,
-                format!("--replicas auto: {replicas} replica(s) connected, one confirms each write"),
+                format!(
+                    "--replicas auto: {replicas} replica(s) connected, one confirms each write"
+                ),
             ),
         }
     }
@@ -528,15 +534,15 @@ impl Doctor {
             .unwrap_or_else(|| "default".into());
         let shown_user = untrusted(&user);
         let mut missing: Vec<String> = Vec::new();
-        let mut how = "ACL DRYRUN";
+        let mut dry = true;
         for command in &commands {
-            let mut dry = vec!["ACL", "DRYRUN", user.as_str()];
-            dry.extend(command.iter().copied());
-            match link.call(&dry) {
+            let mut asked = vec!["ACL", "DRYRUN", user.as_str()];
+            asked.extend(command.iter().copied());
+            match link.call(&asked) {
                 Ok(Reply::Text(ok)) if ok == "OK" => {}
                 Ok(_) => missing.push(command[0].to_lowercase()),
                 Err(Failed::Refused { .. }) => {
-                    how = "trying the harmless commands (ACL DRYRUN is not available to this user)";
+                    dry = false;
                     missing = self.tried(server, link, &commands);
                     break;
                 }
@@ -552,13 +558,24 @@ impl Doctor {
                 true => ", INFO and WAIT (for --replicas)",
                 false => "",
             };
-            let detail = format!(
-                "user '{shown_user}' may run EVAL, the scripts' commands on the lock's keys \
-                 and PUBLISH/SUBSCRIBE on its channels{also} (by {how})"
-            );
+            let detail = match dry {
+                true => format!(
+                    "user '{shown_user}' may run EVAL, the scripts' commands on the lock's \
+                     keys and PUBLISH/SUBSCRIBE on its channels{also} (by ACL DRYRUN)"
+                ),
+                false => format!(
+                    "user '{shown_user}' may run EVAL on the lock's keys and PUBLISH/SUBSCRIBE \
+                     on its channels{also} (by trying them: ACL DRYRUN is not available to this \
+                     user, so the scripts' own commands are checked only when they run)"
+                ),
+            };
             return self.pass("rights", node, detail);
         }
         let plus: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        let how = match dry {
+            true => "ACL DRYRUN",
+            false => "trying them",
+        };
         let detail = format!(
             "user '{shown_user}' may not run: {} (by {how}); a run would exit 77",
             missing.join(", ")
@@ -617,7 +634,9 @@ impl Doctor {
             );
         };
         let offset = server - (before + after) / 2;
-        let beyond = offset.unsigned_abs().saturating_sub(rtt.as_micros() / 2 + 1000);
+        let beyond = offset
+            .unsigned_abs()
+            .saturating_sub(rtt.as_micros() / 2 + 1000);
         let beyond = Duration::from_micros(u64::try_from(beyond).unwrap_or(u64::MAX));
         let allowance = timing::drift(self.opts.ttl);
         let ahead = match offset >= 0 {
@@ -633,8 +652,15 @@ impl Doctor {
         );
         let fix = "run NTP (chrony, systemd-timesyncd) on this host and on the server";
         if beyond > self.opts.ttl {
-            self.bad(Status::Fail, "clock", node, detail + ": more than a whole TTL, so holders' \
-                times in status and fences seeded after a data loss are wrong by more than a lease", fix);
+            self.bad(
+                Status::Fail,
+                "clock",
+                node,
+                detail
+                    + ": more than a whole TTL, so holders' \
+                times in status and fences seeded after a data loss are wrong by more than a lease",
+                fix,
+            );
         } else if beyond > allowance {
             self.bad(Status::Warn, "clock", node, detail, fix);
         } else {
@@ -661,7 +687,10 @@ impl Doctor {
             match answer {
                 Ok(reply) => {
                     let items = reply.items();
-                    let at = match (items.first().and_then(Reply::text), items.get(1).and_then(Reply::int)) {
+                    let at = match (
+                        items.first().and_then(Reply::text),
+                        items.get(1).and_then(Reply::int),
+                    ) {
                         (Some(host), Some(port)) => u16::try_from(port).ok().map(|p| (host, p)),
                         _ => None,
                     };
@@ -683,7 +712,10 @@ impl Doctor {
         if masters.is_empty() {
             let detail = match named.is_empty() {
                 true => format!("no sentinel answered: {}", dead.join("; ")),
-                false => format!("service '{service}' is unknown to the sentinels that answered ({})", unknown.join(", ")),
+                false => format!(
+                    "service '{service}' is unknown to the sentinels that answered ({})",
+                    unknown.join(", ")
+                ),
             };
             let fix = "check the sentinels' addresses and the service name in the URL";
             return self.bad(Status::Fail, "sentinels", node, detail, fix);
@@ -696,7 +728,10 @@ impl Doctor {
                     None => format!("{a} names none"),
                 })
                 .collect();
-            let detail = format!("the sentinels disagree on the master of '{service}': {}", list.join(", "));
+            let detail = format!(
+                "the sentinels disagree on the master of '{service}': {}",
+                list.join(", ")
+            );
             let fix = "wait for the failover to end, then check that every sentinel monitors \
                        the same master with the same name";
             return self.bad(Status::Fail, "sentinels", node, detail, fix);
@@ -710,9 +745,19 @@ impl Doctor {
             self.pass("sentinels", node, detail);
         } else {
             let mut missing = dead.clone();
-            missing.extend(unknown.iter().map(|a| format!("{a} (does not know '{service}')")));
+            missing.extend(
+                unknown
+                    .iter()
+                    .map(|a| format!("{a} (does not know '{service}')")),
+            );
             let fix = "bring every sentinel back (a failover needs a majority of them)";
-            self.bad(Status::Warn, "sentinels", node, format!("{detail}; not: {}", missing.join("; ")), fix);
+            self.bad(
+                Status::Warn,
+                "sentinels",
+                node,
+                format!("{detail}; not: {}", missing.join("; ")),
+                fix,
+            );
         }
         let needed = self.needed(true);
         if let Some(healthy) = replicas {
@@ -730,7 +775,13 @@ impl Doctor {
                 let fix = "add a replica: without one a failover cannot keep the lock";
                 self.bad(Status::Warn, "sentinel-replicas", node, detail, fix);
             } else {
-                self.bad(Status::Fail, "sentinel-replicas", node, detail, "add replicas, or lower --replicas");
+                self.bad(
+                    Status::Fail,
+                    "sentinel-replicas",
+                    node,
+                    detail,
+                    "add replicas, or lower --replicas",
+                );
             }
         }
         let master = data.at(&host, port);
@@ -745,7 +796,8 @@ impl Doctor {
             Ok(p) => p,
             Err(e) => {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
-                let fix = "check the seed addresses in the URL (and that the nodes run in cluster mode)";
+                let fix =
+                    "check the seed addresses in the URL (and that the nodes run in cluster mode)";
                 return self.bad(Status::Fail, "cluster", node, detail, fix);
             }
         };
@@ -762,7 +814,10 @@ impl Doctor {
         let gaps = gaps(&served);
         let uncovered: usize = served.iter().filter(|s| !**s).count();
         if uncovered == 0 {
-            let detail = format!("all 16384 slots are served by {} primaries", primaries.len());
+            let detail = format!(
+                "all 16384 slots are served by {} primaries",
+                primaries.len()
+            );
             self.pass("slots", node, detail);
         } else {
             let detail = format!(
@@ -783,18 +838,27 @@ impl Doctor {
                 self.bad(Status::Fail, "lock-slot", node, detail, fix);
             }
             Some(p) => {
-                let reach = p.server.connect(self.timeout).and_then(|mut l| l.call(&["PING"]));
+                let reach = p
+                    .server
+                    .connect(self.timeout)
+                    .and_then(|mut l| l.call(&["PING"]));
                 match reach {
                     Ok(_) => self.pass(
                         "lock-slot",
                         node,
-                        format!("slot {slot} of lock '{}' is served by {}, which answers", self.opts.key, p.server.address),
+                        format!(
+                            "slot {slot} of lock '{}' is served by {}, which answers",
+                            self.opts.key, p.server.address
+                        ),
                     ),
                     Err(e) => self.bad(
                         Status::Fail,
                         "lock-slot",
                         node,
-                        format!("slot {slot} of lock '{}' is served by {}, which does not answer: {e}", self.opts.key, p.server.address),
+                        format!(
+                            "slot {slot} of lock '{}' is served by {}, which does not answer: {e}",
+                            self.opts.key, p.server.address
+                        ),
                         "bring the primary back, or let a replica take over",
                     ),
                 }
@@ -810,7 +874,11 @@ impl Doctor {
 
 /// A replica in `SENTINEL replicas`: not down, and its link up.
 fn healthy(replica: &Reply) -> bool {
-    let fields: Vec<String> = replica.items().iter().map(|r| r.text().unwrap_or_default()).collect();
+    let fields: Vec<String> = replica
+        .items()
+        .iter()
+        .map(|r| r.text().unwrap_or_default())
+        .collect();
     let get = |name: &str| {
         fields
             .chunks(2)
@@ -819,7 +887,9 @@ fn healthy(replica: &Reply) -> bool {
             .unwrap_or_default()
     };
     let flags = get("flags");
-    !flags.contains("s_down") && !flags.contains("o_down") && !flags.contains("disconnected")
+    !flags.contains("s_down")
+        && !flags.contains("o_down")
+        && !flags.contains("disconnected")
         && get("master-link-status") == "ok"
 }
 

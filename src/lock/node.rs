@@ -418,11 +418,15 @@ fn describe(e: RedisError) -> anyhow::Error {
 
 /// What to do about the usual refusals.
 fn hint(message: &str) -> &'static str {
+    // Valkey words a refusal inside a script as "ACL failure in script:
+    // User U has no permissions to run the 'zcard' command", with no code.
     let acl = [
         "NoPerm",
         "NOPERM",
         "can't run this command",
         "No permissions to access",
+        "has no permissions to run",
+        "ACL failure in script",
     ];
     let found = |needles: &[&str]| needles.iter().any(|n| message.contains(n));
     if found(&acl) {

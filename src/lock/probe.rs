@@ -181,7 +181,9 @@ impl Conn {
         };
         let mut cmd = redis::cmd(name);
         cmd.arg(rest);
-        cmd.query::<Value>(&mut self.conn).map(reply).map_err(failed)
+        cmd.query::<Value>(&mut self.conn)
+            .map(reply)
+            .map_err(failed)
     }
 }
 
