@@ -577,7 +577,7 @@ impl Doctor {
             false => "trying them",
         };
         let detail = format!(
-            "user '{shown_user}' may not run: {} (by {how}); a run would exit 77",
+            "user '{shown_user}' may not run: {} (by {how}); a run cannot take the lock",
             missing.join(", ")
         );
         let fix = format!(
