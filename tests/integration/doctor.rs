@@ -357,18 +357,19 @@ fn slow_proxy(upstream: u16, delay: Duration) -> u16 {
 #[test]
 fn a_slow_round_trip_warns_and_one_past_the_timeout_fails() {
     let server = clean_server();
-    // --ttl 3s: a per-node timeout of 300 ms; a WARN from half of it.
-    let slow = slow_proxy(server.port(), Duration::from_millis(200));
-    let r = doctor(&format!("redis://127.0.0.1:{slow}"), &["--ttl", "3s"]);
+    // --ttl 5s: a per-node timeout of 500 ms; a WARN from half of it
+    // (250 ms), and 200 ms of room above the 300 ms of delay.
+    let slow = slow_proxy(server.port(), Duration::from_millis(300));
+    let r = doctor(&format!("redis://127.0.0.1:{slow}"), &["--ttl", "5s"]);
     assert_eq!(r.code, Some(0), "{r:?}");
     assert_eq!(r.not_passed(), ["WARN round-trip"], "{r:?}");
-    let slower = slow_proxy(server.port(), Duration::from_millis(600));
-    let r = doctor(&format!("redis://127.0.0.1:{slower}"), &["--ttl", "3s"]);
+    let slower = slow_proxy(server.port(), Duration::from_millis(1000));
+    let r = doctor(&format!("redis://127.0.0.1:{slower}"), &["--ttl", "5s"]);
     assert_eq!(r.code, Some(78), "{r:?}");
     assert_eq!(r.not_passed(), ["FAIL round-trip"], "{r:?}");
     assert!(
         r.line("round-trip")
-            .contains("no answer within the per-node timeout of 300ms"),
+            .contains("no answer within the per-node timeout of 500ms"),
         "{r:?}"
     );
 }
