@@ -437,6 +437,8 @@ fn hint(message: &str) -> &'static str {
         " (the server wants a client certificate: --tls-cert and --tls-key)"
     } else if found(&["DB index is out of range"]) {
         " (the URL names a database the server does not have: see 'databases' in redis.conf)"
+    } else if found(&["Could not find scripting engine"]) {
+        " (the server runs no Lua: Valkey 9.1 and later need their Lua module loaded)"
     } else if found(&["unknown command", "NOSCRIPT"]) {
         " (the server does not offer EVAL, which redlock-run needs: is it renamed or disabled?)"
     } else if found(&["READONLY"]) {

@@ -265,6 +265,65 @@ fn eval_disabled_fails_scripting() {
     assert_eq!(r.of("scripting"), ["FAIL"], "{r:?}");
 }
 
+/// Valkey 9.1 moved Lua into a module: unloaded, no script runs. Where
+/// the server has no such module (Redis, Valkey 8), nothing to unload.
+#[test]
+fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
+    let probe = RedisServer::start();
+    let has_switch: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("enable-module-command")
+        .query(&mut probe.conn())
+        .unwrap_or_default();
+    if has_switch.is_empty() {
+        eprintln!("note: this server has no enable-module-command: no Lua module to unload");
+        return;
+    }
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--enable-module-command")
+        .arg("yes")
+        .start();
+    let modules: redis::Value = redis::cmd("MODULE")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .expect("MODULE LIST");
+    if !format!("{modules:?}").contains("lua") {
+        eprintln!(
+            "note: Lua is not a module on this server (before Valkey 9.1): nothing to unload"
+        );
+        return;
+    }
+    let _: () = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query(&mut server.conn())
+        .expect("MODULE UNLOAD lua");
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL scripting"], "{r:?}");
+    assert!(
+        r.line("scripting")
+            .contains("the Lua module must be loaded"),
+        "{r:?}"
+    );
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .args(["-k", "no-lua", "-n", "--", "touch"])
+            .arg(&ran),
+        T,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(
+        out.stderr.contains("need their Lua module loaded"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "COMMAND ran without a lock");
+}
+
 #[test]
 fn an_unreachable_server_fails() {
     let r = doctor(&format!("redis://127.0.0.1:{}", free_port()), &[]);
