@@ -306,8 +306,12 @@ impl Doctor {
                 "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
             return self.bad(Status::Warn, "server", node, detail, fix);
         }
-        let keydb =
-            field("executable").contains("keydb") || field("redis_version").starts_with("6.3.");
+        // KeyDB has no version field of its own: its INFO has a "# KeyDB"
+        // section (mvcc_depth), and it calls itself Redis 6.3, which Redis
+        // never was.
+        let keydb = info.contains_key("mvcc_depth")
+            || field("executable").contains("keydb")
+            || field("redis_version").starts_with("6.3.");
         if keydb || field("role") == "active-replica" {
             let detail = format!(
                 "KeyDB (redis_version {}): with active-replica (multi-master) two masters \
