@@ -66,6 +66,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Show every held lock under the prefix')
             [CompletionResult]::new('wait', 'wait', [CompletionResultType]::ParameterValue, 'Wait until KEY is free, without taking it')
             [CompletionResult]::new('force-release', 'force-release', [CompletionResultType]::ParameterValue, 'Delete a lock by hand, saying whose it was')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the servers for every setting that weakens a lock (eviction, persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Print the man page (roff) or a shell completion script on stdout')
             break
         }
@@ -128,6 +129,27 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate chain (PEM) for mutual TLS; needs --tls-key')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
             [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'redlock-run;doctor' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'The lock whose keys, channels and Cluster slot are checked')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock whose keys, channels and Cluster slot are checked')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'The TTL the runs will use: it sets the per-node timeout and the clock''s drift allowance')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'The TTL the runs will use: it sets the per-node timeout and the clock''s drift allowance')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'The --replicas the runs will use: checks that many replicas and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace of every key this tool writes')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'How redlock-run''s own stderr lines are written: `text`, or `json` (one object per line)')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'CA certificates (PEM) to verify rediss:// servers with, instead of the system''s roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate chain (PEM) for mutual TLS; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'One JSON object per check per line')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors')

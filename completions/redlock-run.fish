@@ -63,6 +63,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Sh
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'Show every held lock under the prefix'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "wait" -d 'Wait until KEY is free, without taking it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "force-release" -d 'Delete a lock by hand, saying whose it was'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "doctor" -d 'Check the servers for every setting that weakens a lock (eviction, persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "generate" -d 'Print the man page (roff) or a shell completion script on stdout'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Namespace of every key this tool writes' -r
@@ -110,6 +111,20 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s k -l key -d 'The lock whose keys, channels and Cluster slot are checked' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s t -l ttl -d 'The TTL the runs will use: it sets the per-node timeout and the clock\'s drift allowance' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l replicas -d 'The --replicas the runs will use: checks that many replicas and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l json -d 'One JSON object per check per line'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s v -l verbose -d 'Print lock events on stderr'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s q -l quiet -d 'Print nothing but errors'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l prefix -d 'Namespace of every key this tool writes' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'

@@ -31,6 +31,7 @@ redlock_prereqs_packages=(
     "fish fish"
     "tmux tmux"                  # job-control tests
     "prometheus promtool"        # the alert rules' unit tests (contrib/prometheus)
+    "faketime faketime"          # doctor's clock-offset test (libfaketime)
     "python3 python3"            # the benchmark, Prometheus text parsing
     "python3-venv -"
     "ca-certificates -"          # pip's HTTPS to PyPI

@@ -43,6 +43,8 @@ pub enum Exit {
     LocalFailure,
     /// An admin subcommand's "no" (a free key, nothing deleted).
     No,
+    /// `doctor` found a setting that breaks locks (a FAIL line).
+    DoctorFail,
     /// A bug in redlock-run.
     Internal,
 }
@@ -65,6 +67,7 @@ impl Exit {
             Exit::LockLost => 70,
             Exit::LocalFailure => 71,
             Exit::Refused => 77,
+            Exit::DoctorFail => 78,
             Exit::MaxHold => 124,
             // Past sysexits' 64-78, so no tool reads it as one of theirs.
             Exit::Replaced => 79,
@@ -119,6 +122,10 @@ impl Exit {
         Row {
             code: "126 / 127",
             when: "COMMAND not executable / not found",
+        },
+        Row {
+            code: "78",
+            when: "doctor found a FAIL: a server setting that breaks locks (EX_CONFIG)",
         },
         Row {
             code: "1",
@@ -212,6 +219,7 @@ mod tests {
         assert_eq!(Exit::Usage.code(), 2);
         assert_eq!(Exit::Refused.code(), 77);
         assert_eq!(Exit::Replaced.code(), 79);
+        assert_eq!(Exit::DoctorFail.code(), 78);
         assert_eq!(Exit::Success.code(), 0);
         assert_eq!(Exit::Signaled(200).code(), 255);
     }
@@ -226,6 +234,7 @@ mod tests {
             Exit::LocalFailure,
             Exit::MaxHold,
             Exit::Replaced,
+            Exit::DoctorFail,
             Exit::Internal,
         ];
         for exit in exits {

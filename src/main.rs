@@ -4,6 +4,7 @@ mod child;
 mod cli;
 mod config;
 mod docs;
+mod doctor;
 mod exit;
 mod lock;
 mod log;
@@ -63,6 +64,21 @@ fn dispatch(cli: Cli) -> Exit {
         Some(Cmd::Wait(args)) => {
             let log = log.for_key(&args.key);
             (wait_cmd::run(&conn, &args), log)
+        }
+        Some(Cmd::Doctor {
+            key,
+            ttl,
+            replicas,
+            json,
+        }) => {
+            let replicas = replicas.unwrap_or_default();
+            let opts = doctor::Options {
+                key,
+                ttl,
+                replicas,
+                json,
+            };
+            (doctor::run(conn, opts), log)
         }
         Some(cmd) => {
             // Every event names the key it is about, when there is one.

@@ -50,7 +50,9 @@ pub fn run(conn: Conn, cmd: Cmd) -> Result<Exit, Failure> {
             };
             force_release(&mut quorum, prefix, &key, how, &log)
         }
-        Cmd::Generate { .. } => Err(anyhow!("`generate` is handled before connecting").into()),
+        Cmd::Generate { .. } | Cmd::Doctor { .. } => {
+            Err(anyhow!("`generate` and `doctor` are handled before status::run").into())
+        }
         Cmd::Wait(_) => Err(anyhow!("`wait` is not an inspection").into()),
     }
 }

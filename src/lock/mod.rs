@@ -17,6 +17,7 @@
 //! - `quorum`: N servers (Redlock): majority, validity, fan-out; one
 //!   server is a quorum of one.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
+//! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
 mod cluster;
 mod dial;
@@ -26,6 +27,7 @@ mod keys;
 mod kind;
 mod line;
 mod node;
+pub mod probe;
 mod quorum;
 mod reply;
 mod scripts;

@@ -669,11 +669,15 @@ fn describe(e: RedisError) -> anyhow::Error {
 
 /// What to do about the usual refusals.
 fn hint(message: &str) -> &'static str {
+    // Valkey words a refusal inside a script as "ACL failure in script:
+    // User U has no permissions to run the 'zcard' command", with no code.
     let acl = [
         "NoPerm",
         "NOPERM",
         "can't run this command",
         "No permissions to access",
+        "has no permissions to run",
+        "ACL failure in script",
     ];
     let found = |needles: &[&str]| needles.iter().any(|n| message.contains(n));
     if found(&acl) {
@@ -684,6 +688,8 @@ fn hint(message: &str) -> &'static str {
         " (the server wants a client certificate: --tls-cert and --tls-key)"
     } else if found(&["DB index is out of range"]) {
         " (the URL names a database the server does not have: see 'databases' in redis.conf)"
+    } else if found(&["Could not find scripting engine"]) {
+        " (the server runs no Lua: Valkey 9.1 and later need their Lua module loaded)"
     } else if found(&["unknown command", "NOSCRIPT"]) {
         " (the server does not offer EVAL, which redlock-run needs: is it renamed or disabled?)"
     } else if found(&["READONLY"]) {

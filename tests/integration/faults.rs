@@ -370,7 +370,15 @@ impl Tmux {
     /// Ctrl-Z: the shell must get its prompt back and list the job as
     /// stopped (`jobs -l` into `jobs` in `dir`).
     fn suspend(&self, dir: &TestDir) {
+        let stops = self.screen().matches("Stopped").count();
         self.keys(&["C-z"]);
+        // Keys typed before the stop reach the job's terminal and are
+        // flushed with it (ISIG): type the next line only at the prompt.
+        assert!(
+            wait_until(LONG, || self.screen().matches("Stopped").count() > stops),
+            "the job did not stop on Ctrl-Z:\n{}",
+            self.screen()
+        );
         self.keys(&[
             "jobs -l > ",
             &dir.file("jobs").display().to_string(),

@@ -176,6 +176,9 @@ fn run_job(url: &str, tls: &[&str], marker: &Path) -> Output {
 
 #[test]
 fn trusted_ca_runs_the_command_under_the_lock() {
+    if !have_tls("TLS against this server") {
+        return;
+    }
     let pki = pki();
     let tls = TlsServer::start(pki, false);
     let dir = TestDir::new();
@@ -205,6 +208,9 @@ fn trusted_ca_runs_the_command_under_the_lock() {
 
 #[test]
 fn untrusted_server_certificate_is_refused() {
+    if !have_tls("TLS against this server") {
+        return;
+    }
     let pki = pki();
     let tls = TlsServer::start(pki, false);
     let dir = TestDir::new();
@@ -235,6 +241,9 @@ fn untrusted_server_certificate_is_refused() {
 
 #[test]
 fn mutual_tls_needs_the_client_certificate() {
+    if !have_tls("TLS against this server") {
+        return;
+    }
     let pki = pki();
     let tls = TlsServer::start(pki, true);
     let dir = TestDir::new();

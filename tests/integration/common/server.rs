@@ -46,6 +46,45 @@ pub fn redis_cli_bin() -> String {
     std::env::var("REDLOCK_TEST_REDIS_CLI").unwrap_or("redis-cli".into())
 }
 
+/// Whether the redis-server under test was built with TLS: a TLS build
+/// fails on the missing certificate file, one without on `--tls-port`
+/// itself (Redis 6.2: a bad directive; Valkey: "Failed finding TLS
+/// support"). Asked once per test run.
+pub fn server_has_tls() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let out = Command::new(redis_server_bin())
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                "1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args([
+                "--tls-cert-file",
+                "/nonexistent/c",
+                "--tls-key-file",
+                "/nonexistent/k",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", redis_server_bin()));
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        ![
+            "Bad directive",
+            "Failed finding TLS support",
+            "connection type tls",
+        ]
+        .iter()
+        .any(|no| text.contains(no))
+    })
+}
+
 /// Redis Cluster's bus port is always the data port + 10000.
 pub const CLUSTER_BUS_OFFSET: u16 = 10000;
 

@@ -61,6 +61,24 @@ pub fn unshared(setup: &str, cmd: &Command) -> Command {
     wrapped
 }
 
+/// Whether the server under test has TLS. When not: a loud note, or a
+/// failure under `REDLOCK_TEST_REQUIRE_TOOLS=1` unless
+/// `REDLOCK_TEST_REQUIRE_TLS=0` says this server is known to lack it
+/// (`scripts/test.sh --server` sets it for the builds without TLS).
+pub fn have_tls(untested: &str) -> bool {
+    if super::server_has_tls() {
+        return true;
+    }
+    let known = std::env::var("REDLOCK_TEST_REQUIRE_TLS").is_ok_and(|v| v == "0");
+    let note = format!("{} was built without TLS", super::redis_server_bin());
+    assert!(
+        known || !tools_required(),
+        "{note}, and REDLOCK_TEST_REQUIRE_TOOLS=1 without REDLOCK_TEST_REQUIRE_TLS=0"
+    );
+    eprintln!("\n!!!!! SKIPPED: {note}: {untested} is NOT tested !!!!!\n");
+    false
+}
+
 /// Whether a missing tool must fail the test rather than skip it.
 pub fn tools_required() -> bool {
     std::env::var("REDLOCK_TEST_REQUIRE_TOOLS").is_ok_and(|v| v == "1")

@@ -1,0 +1,943 @@
+//! `redlock-run doctor`: every setting of the servers that weakens a lock,
+//! checked before any job runs. One line per check, `PASS`, `WARN` or
+//! `FAIL` with the fix; `--json`, one object per check. Exit 0 when
+//! nothing fails, [`Exit::DoctorFail`] (78) when something does.
+//!
+//! Behaviour is read from what a server says it has (`INFO` fields,
+//! whether a command answers), never from `redis_version`: Valkey says
+//! 7.2.4 forever.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::config::Conn;
+use crate::exit::{Exit, Failure};
+use crate::lock::probe::{self, Conn as Link, Failed, Layout, Reply, Server};
+use crate::lock::{timing, LockKeys, Replicas};
+use crate::log::show;
+use crate::secrets::untrusted;
+
+/// What `doctor` is asked to check against.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The lock whose keys, channels and Cluster slot are checked.
+    pub key: String,
+    /// The TTL runs will use: it sets the per-node timeout and the drift
+    /// allowance.
+    pub ttl: Duration,
+    pub replicas: Replicas,
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// One check's verdict.
+#[derive(Debug, Serialize)]
+struct Check {
+    status: Status,
+    check: &'static str,
+    node: String,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+/// Where the verdicts go, and what each server is checked against.
+struct Doctor {
+    opts: Options,
+    keys: LockKeys,
+    timeout: Duration,
+    checks: Vec<Check>,
+}
+
+impl Doctor {
+    fn add(&mut self, status: Status, check: &'static str, node: &str, detail: String) {
+        self.checks.push(Check {
+            status,
+            check,
+            node: node.to_string(),
+            detail,
+            fix: None,
+        });
+    }
+
+    fn pass(&mut self, check: &'static str, node: &str, detail: String) {
+        self.add(Status::Pass, check, node, detail);
+    }
+
+    fn bad(&mut self, status: Status, check: &'static str, node: &str, detail: String, fix: &str) {
+        self.add(status, check, node, detail);
+        if let Some(last) = self.checks.last_mut() {
+            last.fix = Some(fix.to_string());
+        }
+    }
+}
+
+pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
+    let mut doctor = Doctor {
+        keys: LockKeys::new(&conn.prefix, &opts.key),
+        timeout: timing::node_timeout(opts.ttl),
+        opts,
+        checks: Vec::new(),
+    };
+    for endpoint in &conn.endpoints {
+        let shown = endpoint.shown.clone();
+        match probe::layout(endpoint) {
+            Layout::Plain(server) => {
+                let needed = doctor.needed(false);
+                doctor.server(&server, &shown, needed);
+            }
+            Layout::Sentinel {
+                sentinels,
+                service,
+                data,
+            } => doctor.sentinel(&sentinels, &service, &data, &shown),
+            Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
+        }
+    }
+    let text: String = doctor
+        .checks
+        .iter()
+        .map(|c| match doctor.opts.json {
+            true => serde_json::to_string(c).unwrap_or_default() + "\n",
+            false => line(c),
+        })
+        .collect();
+    crate::log::to_stdout(text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
+    Ok(
+        match doctor.checks.iter().any(|c| c.status == Status::Fail) {
+            true => Exit::DoctorFail,
+            false => Exit::Success,
+        },
+    )
+}
+
+/// `PASS  check  node: detail`, and for the others `; fix: ...`.
+fn line(c: &Check) -> String {
+    let status = match c.status {
+        Status::Pass => "PASS",
+        Status::Warn => "WARN",
+        Status::Fail => "FAIL",
+    };
+    match &c.fix {
+        Some(fix) => format!(
+            "{status}  {:<12} {}: {}; fix: {fix}\n",
+            c.check, c.node, c.detail
+        ),
+        None => format!("{status}  {:<12} {}: {}\n", c.check, c.node, c.detail),
+    }
+}
+
+/// A measured duration: milliseconds with two decimals below a second.
+fn fine(d: Duration) -> String {
+    match d < Duration::from_secs(1) {
+        true => format!("{:.2}ms", d.as_secs_f64() * 1000.0),
+        false => show(d),
+    }
+}
+
+/// `INFO` as field -> value.
+type Info = HashMap<String, String>;
+
+fn parse_info(text: &str) -> Info {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Now by this host's clock, in microseconds since the epoch.
+fn host_micros() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i128)
+        .unwrap_or(0)
+}
+
+impl Doctor {
+    /// The replicas that must confirm each write: `--replicas N`, or with
+    /// `auto` (the default on Sentinel and Cluster) none required but one
+    /// used when there is any.
+    fn needed(&self, topology: bool) -> Option<u32> {
+        match self.opts.replicas {
+            Replicas::Exactly(n) => Some(n),
+            Replicas::Auto => None,
+            Replicas::Default if topology => None,
+            Replicas::Default => Some(0),
+        }
+    }
+
+    /// Every check of one data server (a server, a master, a primary).
+    /// `needed`: the replicas `--replicas` requires (None: `auto`).
+    fn server(&mut self, server: &Server, node: &str, needed: Option<u32>) {
+        let mut link = match server.connect(self.timeout) {
+            Ok(link) => link,
+            Err(e) => {
+                let fix = "check the URL, the network and the password; \
+                           the server must answer within the per-node timeout";
+                let detail = format!("cannot connect to {}: {e}", server.address);
+                return self.bad(Status::Fail, "connect", node, detail, fix);
+            }
+        };
+        if !self.round_trip(&mut link, node) {
+            return;
+        }
+        let info = match link.call(&["INFO"]) {
+            Ok(reply) => Some(parse_info(&reply.text().unwrap_or_default())),
+            Err(_) => None,
+        };
+        match &info {
+            Some(info) => {
+                self.kind(info, node);
+                self.role(info, node, needed);
+                self.eviction(info, node);
+                self.persistence(info, &mut link, node);
+            }
+            None => self.bad(
+                Status::Warn,
+                "info",
+                node,
+                "INFO is refused, so eviction, persistence and the server's role cannot be \
+                 checked (a run needs INFO only for --replicas)"
+                    .into(),
+                "grant +info to the Redis user, or check maxmemory-policy, persistence and \
+                 the role by hand",
+            ),
+        }
+        self.scripting(&mut link, node);
+        self.rights(server, &mut link, node, needed);
+        self.clock(&mut link, node);
+    }
+
+    /// PING a few times; the slowest answer against the per-node timeout.
+    fn round_trip(&mut self, link: &mut Link, node: &str) -> bool {
+        let mut slowest = Duration::ZERO;
+        for _ in 0..5 {
+            let sent = Instant::now();
+            // Any answer times a round trip: a user without +ping gets NOPERM.
+            let answer = match link.call(&["PING"]) {
+                Err(Failed::Refused { code, .. })
+                    if !matches!(code.as_str(), "NOAUTH" | "WRONGPASS") =>
+                {
+                    Ok(Reply::Nil)
+                }
+                other => other,
+            };
+            if let Err(e) = answer {
+                let detail = match &e {
+                    Failed::Io(why) if why == "timed out" => format!(
+                        "PING got no answer within the per-node timeout of {} (--ttl {})",
+                        show(self.timeout),
+                        show(self.opts.ttl)
+                    ),
+                    _ => format!("PING failed: {e}"),
+                };
+                let fix = match &e {
+                    Failed::Refused { .. } => {
+                        "give the user and password in the URL (redis://[USER]:PASSWORD@HOST:PORT)"
+                    }
+                    Failed::Io(why) if why == "timed out" => {
+                        "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
+                         or use a server closer to this host"
+                    }
+                    _ => "check the URL, the network and the password",
+                };
+                self.bad(Status::Fail, "round-trip", node, detail, fix);
+                return false;
+            }
+            slowest = slowest.max(sent.elapsed());
+        }
+        let detail = format!(
+            "slowest of 5 PINGs {} against a per-node timeout of {} (--ttl {})",
+            fine(slowest),
+            show(self.timeout),
+            show(self.opts.ttl)
+        );
+        let fix = "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
+                   or use a server closer to this host";
+        if slowest >= self.timeout {
+            self.bad(Status::Fail, "round-trip", node, detail, fix);
+        } else if slowest * 2 >= self.timeout {
+            self.bad(Status::Warn, "round-trip", node, detail, fix);
+        } else {
+            self.pass("round-trip", node, detail);
+        }
+        true
+    }
+
+    /// Which server this is, by the fields its `INFO` has.
+    fn kind(&mut self, info: &Info, node: &str) {
+        let field = |name: &str| info.get(name).cloned().unwrap_or_default();
+        let untested = "not tested with redlock-run";
+        if info.contains_key("dragonfly_version") {
+            let detail = format!(
+                "Dragonfly {}: it refuses scripts that touch keys they do not declare, \
+                 and redlock-run's scripts do (the line of waiters); {untested}",
+                field("dragonfly_version")
+            );
+            let fix = "use Redis or Valkey (Dragonfly's --default_lua_flags=allow-undeclared-keys \
+                       runs the scripts without its atomicity guarantees)";
+            return self.bad(Status::Fail, "server", node, detail, fix);
+        }
+        if info.contains_key("kvrocks_version") {
+            let detail = format!(
+                "kvrocks {}: its scripts are not atomic under a crash, so a lock can be \
+                 half written; {untested}",
+                field("kvrocks_version")
+            );
+            return self.bad(Status::Fail, "server", node, detail, "use Redis or Valkey");
+        }
+        if info.contains_key("garnet_version") {
+            let detail = format!(
+                "Garnet {}: Lua is off by default (--lua), and {untested}",
+                field("garnet_version")
+            );
+            let fix =
+                "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
+            return self.bad(Status::Warn, "server", node, detail, fix);
+        }
+        // KeyDB has no version field of its own: its INFO has a "# KeyDB"
+        // section (mvcc_depth), and it calls itself Redis 6.3, which Redis
+        // never was.
+        let keydb = info.contains_key("mvcc_depth")
+            || field("executable").contains("keydb")
+            || field("redis_version").starts_with("6.3.");
+        if keydb || field("role") == "active-replica" {
+            let detail = format!(
+                "KeyDB (redis_version {}): with active-replica (multi-master) two masters \
+                 can grant the same lock; {untested}",
+                field("redis_version")
+            );
+            let fix = "use Redis or Valkey, or KeyDB without active-replica and multi-master";
+            let status = match field("role") == "active-replica" {
+                true => Status::Fail,
+                false => Status::Warn,
+            };
+            return self.bad(status, "server", node, detail, fix);
+        }
+        if field("server_name") == "valkey" || info.contains_key("valkey_version") {
+            let detail = format!(
+                "Valkey {} (tested in CI: 8.1 and 9.1)",
+                field("valkey_version")
+            );
+            return self.pass("server", node, detail);
+        }
+        if info.contains_key("redis_version") {
+            let detail = format!(
+                "Redis {} (tested in CI: 6.2 and 7.0)",
+                field("redis_version")
+            );
+            return self.pass("server", node, detail);
+        }
+        self.bad(
+            Status::Warn,
+            "server",
+            node,
+            "INFO names no known server (no redis_version): a proxy or another \
+             implementation, not tested with redlock-run"
+                .into(),
+            "check that it runs Lua scripts atomically and replicates them (see the README's \
+             Compatibility section)",
+        );
+    }
+
+    /// A replica refuses writes (or accepts them and loses them).
+    fn role(&mut self, info: &Info, node: &str, needed: Option<u32>) {
+        let role = info.get("role").map(String::as_str).unwrap_or("");
+        if role == "slave" || role == "replica" {
+            let of = match (info.get("master_host"), info.get("master_port")) {
+                (Some(h), Some(p)) => format!(" of {h}:{p}"),
+                _ => String::new(),
+            };
+            let read_only = match info.get("slave_read_only").map(String::as_str) {
+                Some("0") => "it accepts writes but its primary overwrites them",
+                _ => "it is read-only and refuses every lock write",
+            };
+            let detail = format!("the server is a replica{of}: {read_only}");
+            let fix = "give the primary's URL, or a redis+sentinel:// URL that finds the \
+                       current master";
+            return self.bad(Status::Fail, "role", node, detail, fix);
+        }
+        let replicas: u64 = info
+            .get("connected_slaves")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        self.pass(
+            "role",
+            node,
+            format!("a primary with {replicas} connected replica(s)"),
+        );
+        match needed {
+            Some(0) => {}
+            Some(n) if replicas < u64::from(n) => self.bad(
+                Status::Fail,
+                "replicas",
+                node,
+                format!("--replicas {n} needs {n} replica(s); {replicas} connected"),
+                "add replicas, or lower --replicas",
+            ),
+            Some(n) => self.pass(
+                "replicas",
+                node,
+                format!("--replicas {n}: {replicas} replica(s) connected"),
+            ),
+            None if replicas == 0 => self.bad(
+                Status::Warn,
+                "replicas",
+                node,
+                "--replicas auto: no replica is connected, so no write is confirmed by \
+                 one and a failover would start from an empty copy"
+                    .into(),
+                "add a replica (or pass --replicas 0 to accept this)",
+            ),
+            None => self.pass(
+                "replicas",
+                node,
+                format!(
+                    "--replicas auto: {replicas} replica(s) connected, one confirms each write"
+                ),
+            ),
+        }
+    }
+
+    /// `maxmemory` with an evicting policy can drop a lock key early.
+    fn eviction(&mut self, info: &Info, node: &str) {
+        let maxmemory: u64 = info
+            .get("maxmemory")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let policy = info
+            .get("maxmemory_policy")
+            .map(String::as_str)
+            .unwrap_or("unknown");
+        if maxmemory == 0 || policy == "noeviction" {
+            let detail = match maxmemory {
+                0 => format!("no maxmemory (maxmemory-policy {policy})"),
+                n => format!("maxmemory {n} bytes with maxmemory-policy noeviction"),
+            };
+            return self.pass("eviction", node, detail);
+        }
+        let detail = format!(
+            "maxmemory {maxmemory} bytes with maxmemory-policy {policy}: a lock key (it has a \
+             TTL) can be evicted under memory pressure while its holder still runs"
+        );
+        let fix = "CONFIG SET maxmemory-policy noeviction (and put it in the server's \
+                   configuration), or give the locks a server of their own";
+        self.bad(Status::Fail, "eviction", node, detail, fix);
+    }
+
+    /// No AOF and no RDB snapshots: a restart forgets every lock and fence.
+    fn persistence(&mut self, info: &Info, link: &mut Link, node: &str) {
+        if info.get("aof_enabled").map(String::as_str) == Some("1") {
+            return self.pass("persistence", node, "AOF is on".into());
+        }
+        let save = link
+            .call(&["CONFIG", "GET", "save"])
+            .ok()
+            .and_then(|r| r.items().get(1).and_then(Reply::text));
+        let fix = "appendonly yes (best), or RDB save points (save 3600 1 300 100 60 10000)";
+        match save {
+            Some(points) if !points.trim().is_empty() => self.pass(
+                "persistence",
+                node,
+                format!("RDB snapshots (save {points}); AOF is off"),
+            ),
+            Some(_) => self.bad(
+                Status::Warn,
+                "persistence",
+                node,
+                "AOF and RDB are off: after a restart every lock is gone and fences restart \
+                 from the clock"
+                    .into(),
+                fix,
+            ),
+            None => self.bad(
+                Status::Warn,
+                "persistence",
+                node,
+                "AOF is off and CONFIG GET save is refused, so RDB snapshots cannot be \
+                 checked: without them a restart forgets every lock"
+                    .into(),
+                fix,
+            ),
+        }
+    }
+
+    /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
+    /// Lua is a module; Garnet's Lua is off by default).
+    fn scripting(&mut self, link: &mut Link, node: &str) {
+        match link.call(&["EVAL", "return 1", "0"]) {
+            Ok(Reply::Int(1)) => self.pass("scripting", node, "EVAL runs Lua scripts".into()),
+            Ok(other) => self.bad(
+                Status::Fail,
+                "scripting",
+                node,
+                format!("EVAL 'return 1' answered {other:?}, not 1"),
+                "redlock-run needs Lua scripts that behave as Redis's",
+            ),
+            // Not allowed to the user: the rights line says which right.
+            Err(Failed::Refused { code, .. }) if code == "NOPERM" => {}
+            Err(e) => self.bad(
+                Status::Fail,
+                "scripting",
+                node,
+                format!("EVAL does not run: {e}"),
+                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
+                 the Lua module must be loaded)",
+            ),
+        }
+    }
+
+    /// The commands redlock-run sends, and those its scripts call, for
+    /// the connection's user: by `ACL DRYRUN` where the server has it and
+    /// lets us, else by sending the harmless ones.
+    fn rights(&mut self, server: &Server, link: &mut Link, node: &str, needed: Option<u32>) {
+        let k = self.keys.clone();
+        let channel = k.wake_channel("doctor");
+        let wait = needed != Some(0);
+        let mut commands: Vec<Vec<&str>> = vec![
+            vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
+            vec!["GET", &k.lock],
+            vec!["PTTL", &k.lock],
+            vec!["SET", &k.lock, "x"],
+            vec!["DEL", &k.lock],
+            vec!["PEXPIRE", &k.lock, "1000"],
+            vec!["INCR", &k.fence],
+            vec!["HSET", &k.holder, "f", "v"],
+            vec!["HGETALL", &k.holder],
+            vec!["HMGET", &k.holder, "f"],
+            vec!["EXISTS", &k.waiters],
+            vec!["ZADD", &k.waiters, "1", "m"],
+            vec!["ZRANGE", &k.waiters, "0", "-1"],
+            vec!["ZREM", &k.waiters, "m"],
+            vec!["TIME"],
+            vec!["PUBLISH", &channel, ""],
+            vec!["SUBSCRIBE", &channel],
+        ];
+        if wait {
+            commands.push(vec!["INFO", "replication"]);
+            commands.push(vec!["WAIT", "0", "0"]);
+        }
+        let user = link
+            .call(&["ACL", "WHOAMI"])
+            .ok()
+            .and_then(|r| r.text())
+            .or_else(|| server.user())
+            .unwrap_or_else(|| "default".into());
+        let shown_user = untrusted(&user);
+        let mut missing: Vec<String> = Vec::new();
+        let mut dry = true;
+        for command in &commands {
+            let mut asked = vec!["ACL", "DRYRUN", user.as_str()];
+            asked.extend(command.iter().copied());
+            match link.call(&asked) {
+                Ok(Reply::Text(ok)) if ok == "OK" => {}
+                Ok(_) => missing.push(command[0].to_lowercase()),
+                Err(Failed::Refused { .. }) => {
+                    dry = false;
+                    missing = self.tried(server, link, &commands);
+                    break;
+                }
+                Err(e) => {
+                    let detail = format!("the connection broke while checking: {e}");
+                    return self.bad(Status::Fail, "rights", node, detail, "check the server");
+                }
+            }
+        }
+        missing.dedup();
+        if missing.is_empty() {
+            let also = match wait {
+                true => ", INFO and WAIT (for --replicas)",
+                false => "",
+            };
+            let detail = match dry {
+                true => format!(
+                    "user '{shown_user}' may run EVAL, the scripts' commands on the lock's \
+                     keys and PUBLISH/SUBSCRIBE on its channels{also} (by ACL DRYRUN)"
+                ),
+                false => format!(
+                    "user '{shown_user}' may run EVAL on the lock's keys and PUBLISH/SUBSCRIBE \
+                     on its channels{also} (by trying them: ACL DRYRUN is not available to this \
+                     user, so the scripts' own commands are checked only when they run)"
+                ),
+            };
+            return self.pass("rights", node, detail);
+        }
+        let plus: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        let how = match dry {
+            true => "ACL DRYRUN",
+            false => "trying them",
+        };
+        let detail = format!(
+            "user '{shown_user}' may not run: {} (by {how}); a run cannot take the lock",
+            missing.join(", ")
+        );
+        let fix = format!(
+            "ACL SETUSER {shown_user} {} (see REDIS PERMISSIONS in redlock-run(1) for the \
+             whole rule, keys and channels included)",
+            plus.join(" ")
+        );
+        self.bad(Status::Fail, "rights", node, detail, &fix);
+    }
+
+    /// Without `ACL DRYRUN`: send what changes nothing (EVAL of a script
+    /// that touches no key, PUBLISH to a channel nobody hears, SUBSCRIBE
+    /// on a connection of its own, INFO, WAIT 0 0). The scripts' inner
+    /// commands cannot be checked this way.
+    fn tried(&self, server: &Server, link: &mut Link, commands: &[Vec<&str>]) -> Vec<String> {
+        let mut missing = Vec::new();
+        for command in commands {
+            let name = command[0];
+            let result = match name {
+                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" => link.call(command),
+                "SUBSCRIBE" => server
+                    .connect(self.timeout)
+                    .and_then(|mut other| other.call(command)),
+                _ => continue,
+            };
+            if let Err(Failed::Refused { code, .. }) = result {
+                if code == "NOPERM" {
+                    missing.push(name.to_lowercase());
+                }
+            }
+        }
+        missing
+    }
+
+    /// This host's clock against the server's (`TIME`), within the
+    /// uncertainty of the round trip.
+    fn clock(&mut self, link: &mut Link, node: &str) {
+        let before = host_micros();
+        let sent = Instant::now();
+        let reply = link.call(&["TIME"]);
+        let rtt = sent.elapsed();
+        let after = host_micros();
+        let server = reply.ok().and_then(|r| {
+            let items = r.items();
+            Some(items.first()?.int()? as i128 * 1_000_000 + items.get(1)?.int()? as i128)
+        });
+        let Some(server) = server else {
+            return self.bad(
+                Status::Warn,
+                "clock",
+                node,
+                "TIME did not answer: the clock offset is unknown".into(),
+                "grant +time to the Redis user (the scripts call TIME)",
+            );
+        };
+        let offset = server - (before + after) / 2;
+        let beyond = offset
+            .unsigned_abs()
+            .saturating_sub(rtt.as_micros() / 2 + 1000);
+        let beyond = Duration::from_micros(u64::try_from(beyond).unwrap_or(u64::MAX));
+        let allowance = timing::drift(self.opts.ttl);
+        let ahead = match offset >= 0 {
+            true => "ahead of",
+            false => "behind",
+        };
+        let shown = Duration::from_micros(u64::try_from(offset.unsigned_abs()).unwrap_or(u64::MAX));
+        let detail = format!(
+            "the server's clock is {} {ahead} this host's (drift allowance of --ttl {}: {})",
+            fine(shown),
+            show(self.opts.ttl),
+            show(allowance)
+        );
+        let fix = "run NTP (chrony, systemd-timesyncd) on this host and on the server";
+        if beyond > self.opts.ttl {
+            self.bad(
+                Status::Fail,
+                "clock",
+                node,
+                detail
+                    + ": more than a whole TTL, so holders' \
+                times in status and fences seeded after a data loss are wrong by more than a lease",
+                fix,
+            );
+        } else if beyond > allowance {
+            self.bad(Status::Warn, "clock", node, detail, fix);
+        } else {
+            self.pass("clock", node, detail);
+        }
+    }
+
+    /// A Sentinel service: every sentinel answers and names the same
+    /// master; the master's replicas; then the master's own checks.
+    fn sentinel(&mut self, sentinels: &[Server], service: &str, data: &Server, node: &str) {
+        let mut named: Vec<(String, Option<(String, u16)>)> = Vec::new();
+        let mut dead: Vec<String> = Vec::new();
+        let mut replicas: Option<usize> = None;
+        for sentinel in sentinels {
+            let answer = sentinel.connect(self.timeout).and_then(|mut link| {
+                let master = link.call(&["SENTINEL", "get-master-addr-by-name", service])?;
+                if replicas.is_none() {
+                    if let Ok(list) = link.call(&["SENTINEL", "replicas", service]) {
+                        replicas = Some(list.items().iter().filter(|r| healthy(r)).count());
+                    }
+                }
+                Ok(master)
+            });
+            match answer {
+                Ok(reply) => {
+                    let items = reply.items();
+                    let at = match (
+                        items.first().and_then(Reply::text),
+                        items.get(1).and_then(Reply::int),
+                    ) {
+                        (Some(host), Some(port)) => u16::try_from(port).ok().map(|p| (host, p)),
+                        _ => None,
+                    };
+                    named.push((sentinel.address.clone(), at));
+                }
+                Err(e) => dead.push(format!("{} ({e})", sentinel.address)),
+            }
+        }
+        let masters: Vec<&(String, u16)> = named.iter().filter_map(|(_, m)| m.as_ref()).collect();
+        let mut distinct: Vec<&(String, u16)> = masters.clone();
+        distinct.sort();
+        distinct.dedup();
+        let unknown: Vec<&str> = named
+            .iter()
+            .filter(|(_, m)| m.is_none())
+            .map(|(a, _)| a.as_str())
+            .collect();
+        let total = sentinels.len();
+        if masters.is_empty() {
+            let detail = match named.is_empty() {
+                true => format!("no sentinel answered: {}", dead.join("; ")),
+                false => format!(
+                    "service '{service}' is unknown to the sentinels that answered ({})",
+                    unknown.join(", ")
+                ),
+            };
+            let fix = "check the sentinels' addresses and the service name in the URL";
+            return self.bad(Status::Fail, "sentinels", node, detail, fix);
+        }
+        if distinct.len() > 1 {
+            let list: Vec<String> = named
+                .iter()
+                .map(|(a, m)| match m {
+                    Some((h, p)) => format!("{a} names {h}:{p}"),
+                    None => format!("{a} names none"),
+                })
+                .collect();
+            let detail = format!(
+                "the sentinels disagree on the master of '{service}': {}",
+                list.join(", ")
+            );
+            let fix = "wait for the failover to end, then check that every sentinel monitors \
+                       the same master with the same name";
+            return self.bad(Status::Fail, "sentinels", node, detail, fix);
+        }
+        let (host, port) = distinct[0].clone();
+        let detail = format!(
+            "{} of {total} sentinels answer and name {host}:{port} as master of '{service}'",
+            masters.len()
+        );
+        if dead.is_empty() && unknown.is_empty() {
+            self.pass("sentinels", node, detail);
+        } else {
+            let mut missing = dead.clone();
+            missing.extend(
+                unknown
+                    .iter()
+                    .map(|a| format!("{a} (does not know '{service}')")),
+            );
+            let fix = "bring every sentinel back (a failover needs a majority of them)";
+            self.bad(
+                Status::Warn,
+                "sentinels",
+                node,
+                format!("{detail}; not: {}", missing.join("; ")),
+                fix,
+            );
+        }
+        let needed = self.needed(true);
+        if let Some(healthy) = replicas {
+            let want = needed.unwrap_or(1) as usize;
+            let detail = format!(
+                "the sentinels see {healthy} healthy replica(s) of '{service}'; --replicas {} needs {want}",
+                match needed {
+                    Some(n) => n.to_string(),
+                    None => "auto".into(),
+                }
+            );
+            if healthy >= want {
+                self.pass("sentinel-replicas", node, detail);
+            } else if needed.is_none() {
+                let fix = "add a replica: without one a failover cannot keep the lock";
+                self.bad(Status::Warn, "sentinel-replicas", node, detail, fix);
+            } else {
+                self.bad(
+                    Status::Fail,
+                    "sentinel-replicas",
+                    node,
+                    detail,
+                    "add replicas, or lower --replicas",
+                );
+            }
+        }
+        let master = data.at(&host, port);
+        let shown = format!("{node} ({host}:{port})");
+        self.server(&master, &shown, needed);
+    }
+
+    /// A Cluster: every slot served, the lock's slot's primary answers;
+    /// then each primary's own checks.
+    fn cluster(&mut self, seeds: &[Server], node: &str) {
+        let primaries = match probe::primaries(seeds, self.timeout) {
+            Ok(p) => p,
+            Err(e) => {
+                let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
+                let fix =
+                    "check the seed addresses in the URL (and that the nodes run in cluster mode)";
+                return self.bad(Status::Fail, "cluster", node, detail, fix);
+            }
+        };
+        let mut served = vec![false; 16384];
+        for p in &primaries {
+            for range in &p.slots {
+                for slot in range.clone() {
+                    if let Some(s) = served.get_mut(usize::from(slot)) {
+                        *s = true;
+                    }
+                }
+            }
+        }
+        let gaps = gaps(&served);
+        let uncovered: usize = served.iter().filter(|s| !**s).count();
+        if uncovered == 0 {
+            let detail = format!(
+                "all 16384 slots are served by {} primaries",
+                primaries.len()
+            );
+            self.pass("slots", node, detail);
+        } else {
+            let detail = format!(
+                "{uncovered} slot(s) are served by no primary: {}; locks there cannot be taken",
+                gaps.join(", ")
+            );
+            let fix = "assign the slots (valkey-cli/redis-cli --cluster fix HOST:PORT)";
+            self.bad(Status::Fail, "slots", node, detail, fix);
+        }
+        let slot = self.keys.slot();
+        let owner = primaries
+            .iter()
+            .find(|p| p.slots.iter().any(|r| r.contains(&slot)));
+        match owner {
+            None => {
+                let detail = format!("no primary serves slot {slot} of lock '{}'", self.opts.key);
+                let fix = "assign the slot (redis-cli --cluster fix HOST:PORT)";
+                self.bad(Status::Fail, "lock-slot", node, detail, fix);
+            }
+            Some(p) => {
+                let reach = p
+                    .server
+                    .connect(self.timeout)
+                    .and_then(|mut l| l.call(&["PING"]));
+                match reach {
+                    Ok(_) => self.pass(
+                        "lock-slot",
+                        node,
+                        format!(
+                            "slot {slot} of lock '{}' is served by {}, which answers",
+                            self.opts.key, p.server.address
+                        ),
+                    ),
+                    Err(e) => self.bad(
+                        Status::Fail,
+                        "lock-slot",
+                        node,
+                        format!(
+                            "slot {slot} of lock '{}' is served by {}, which does not answer: {e}",
+                            self.opts.key, p.server.address
+                        ),
+                        "bring the primary back, or let a replica take over",
+                    ),
+                }
+            }
+        }
+        let needed = self.needed(true);
+        for p in &primaries {
+            let shown = format!("{node} ({})", p.server.address);
+            self.server(&p.server, &shown, needed);
+        }
+    }
+}
+
+/// A replica in `SENTINEL replicas`: not down, and its link up.
+fn healthy(replica: &Reply) -> bool {
+    let fields: Vec<String> = replica
+        .items()
+        .iter()
+        .map(|r| r.text().unwrap_or_default())
+        .collect();
+    let get = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|pair| pair.first().map(String::as_str) == Some(name))
+            .and_then(|pair| pair.get(1).cloned())
+            .unwrap_or_default()
+    };
+    let flags = get("flags");
+    !flags.contains("s_down")
+        && !flags.contains("o_down")
+        && !flags.contains("disconnected")
+        && get("master-link-status") == "ok"
+}
+
+/// The unserved slots as ranges, `a-b`, the first few.
+fn gaps(served: &[bool]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, s) in served.iter().chain([&true]).enumerate() {
+        match (s, start) {
+            (false, None) => start = Some(i),
+            (true, Some(a)) => {
+                out.push(match i - 1 == a {
+                    true => a.to_string(),
+                    false => format!("{a}-{}", i - 1),
+                });
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if out.len() > 5 {
+        let more = out.len() - 5;
+        out.truncate(5);
+        out.push(format!("and {more} more range(s)"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_are_ranges() {
+        let mut served = vec![true; 10];
+        served[2] = false;
+        served[5] = false;
+        served[6] = false;
+        served[9] = false;
+        assert_eq!(gaps(&served), ["2", "5-6", "9"]);
+        assert!(gaps(&[true; 4]).is_empty());
+    }
+
+    #[test]
+    fn info_is_parsed_by_field() {
+        let info = parse_info("# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n");
+        assert_eq!(info.get("server_name").map(String::as_str), Some("valkey"));
+    }
+}

@@ -1,0 +1,543 @@
+//! `redlock-run doctor`: each FAIL and WARN is produced by a real server
+//! configured that way, and a clean server (persistence on, noeviction)
+//! gives only PASS. Exit 0 without a FAIL, 78 with one.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+
+const T: Duration = Duration::from_secs(60);
+
+/// One line of doctor's text output: status, check, the whole line.
+#[derive(Debug)]
+struct Line {
+    status: String,
+    check: String,
+    text: String,
+}
+
+struct Report {
+    code: Option<i32>,
+    lines: Vec<Line>,
+    stderr: String,
+}
+
+impl Report {
+    /// The statuses of `check` (one per node).
+    fn of(&self, check: &str) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter(|l| l.check == check)
+            .map(|l| l.status.as_str())
+            .collect()
+    }
+
+    fn line(&self, check: &str) -> &str {
+        self.lines
+            .iter()
+            .find(|l| l.check == check)
+            .map(|l| l.text.as_str())
+            .unwrap_or_else(|| panic!("no {check} line in {self:?}"))
+    }
+
+    /// The checks that did not pass, as `STATUS check`.
+    fn not_passed(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter(|l| l.status != "PASS")
+            .map(|l| format!("{} {}", l.status, l.check))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "exit {:?}", self.code)?;
+        for l in &self.lines {
+            writeln!(f, "{}", l.text)?;
+        }
+        write!(f, "stderr: {}", self.stderr)
+    }
+}
+
+fn report(out: Output) -> Report {
+    let lines = out
+        .stdout
+        .lines()
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            Line {
+                status: words.next().unwrap_or_default().to_string(),
+                check: words.next().unwrap_or_default().to_string(),
+                text: l.to_string(),
+            }
+        })
+        .collect();
+    Report {
+        code: out.code,
+        lines,
+        stderr: out.stderr,
+    }
+}
+
+fn doctor(url: &str, args: &[&str]) -> Report {
+    report(run_with_timeout(redlock(url).arg("doctor").args(args), T))
+}
+
+/// A server without the WARN of the default test server: AOF on.
+fn clean_server() -> RedisServer {
+    RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .start()
+}
+
+fn config_set(server: &RedisServer, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(&mut server.conn())
+        .expect("CONFIG SET");
+}
+
+#[test]
+fn a_clean_server_gives_only_pass_and_exit_0() {
+    let server = clean_server();
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.not_passed().is_empty(), "{r:?}");
+    for check in [
+        "round-trip",
+        "server",
+        "role",
+        "eviction",
+        "persistence",
+        "scripting",
+        "rights",
+        "clock",
+    ] {
+        assert_eq!(r.of(check), ["PASS"], "{check}: {r:?}");
+    }
+    // JSON: one object per check, the same verdicts.
+    let out = run_with_timeout(redlock(&server.url()).args(["doctor", "--json"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let objects: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect();
+    assert_eq!(objects.len(), r.lines.len(), "{out:?}");
+    assert!(objects.iter().all(|o| o["status"] == "PASS"), "{out:?}");
+    assert!(objects.iter().any(|o| o["check"] == "eviction"), "{out:?}");
+}
+
+#[test]
+fn an_evicting_policy_with_maxmemory_fails() {
+    let server = clean_server();
+    config_set(&server, "maxmemory-policy", "allkeys-lru");
+    // No maxmemory: nothing is ever evicted.
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.of("eviction"), ["PASS"], "{r:?}");
+    config_set(&server, "maxmemory", "100mb");
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL eviction"], "{r:?}");
+    let line = r.line("eviction");
+    assert!(
+        line.contains("allkeys-lru")
+            && line.contains("fix: CONFIG SET maxmemory-policy noeviction"),
+        "{line}"
+    );
+    config_set(&server, "maxmemory-policy", "volatile-ttl");
+    let r = doctor(&server.url(), &["--json"]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+}
+
+#[test]
+fn no_persistence_warns_and_exits_0() {
+    // The test harness's default: save "" and appendonly no.
+    let server = RedisServer::start();
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(0), "a WARN is not a failure: {r:?}");
+    assert_eq!(r.not_passed(), ["WARN persistence"], "{r:?}");
+    assert!(
+        r.line("persistence")
+            .contains("fences restart from the clock"),
+        "{r:?}"
+    );
+    // RDB save points alone are persistence too.
+    config_set(&server, "save", "3600 1");
+    assert_eq!(doctor(&server.url(), &[]).of("persistence"), ["PASS"]);
+}
+
+#[test]
+fn a_replica_fails() {
+    let primary = clean_server();
+    let replica = clean_server();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    let r = doctor(&replica.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL role"], "{r:?}");
+    let line = r.line("role");
+    assert!(
+        line.contains(&format!("a replica of 127.0.0.1:{}", primary.port())),
+        "{line}"
+    );
+    assert!(line.contains("fix: give the primary's URL"), "{line}");
+}
+
+#[test]
+fn too_few_replicas_for_replicas_n_fail() {
+    let server = clean_server();
+    let r = doctor(&server.url(), &["--replicas", "1"]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL replicas"], "{r:?}");
+    assert!(r.line("rights").contains("WAIT"), "{r:?}");
+}
+
+#[test]
+fn a_user_without_eval_fails_by_acl_dryrun_where_the_server_has_it() {
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .acl_user("noeval", "pw-noeval", "~* &* +@all -eval")
+        .start();
+    let r = doctor(&server.url_with(Some("noeval"), "pw-noeval"), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL rights"], "{r:?}");
+    let line = r.line("rights");
+    // Redis 6.2 has no ACL DRYRUN: the harmless commands are tried.
+    let dryrun = redis::cmd("ACL")
+        .arg("DRYRUN")
+        .arg("default")
+        .arg("PING")
+        .query::<String>(&mut server.conn())
+        .is_ok();
+    let how = match dryrun {
+        true => "(by ACL DRYRUN)",
+        false => "(by trying them)",
+    };
+    assert!(line.contains(&format!("may not run: eval {how}")), "{line}");
+    assert!(line.contains("fix: ACL SETUSER noeval +eval"), "{line}");
+    assert!(!r.stderr.contains("pw-noeval") && !line.contains("pw-noeval"));
+}
+
+/// The documented least-privilege user has no right to ACL DRYRUN or
+/// CONFIG: the rights are tried, and what cannot be read is a WARN; one
+/// from before `+info` was documented cannot be asked INFO either.
+#[test]
+fn the_least_privilege_user_passes_rights_by_trying_and_without_eval_fails() {
+    let rules = documented_acl_rules().join(" ");
+    assert!(rules.contains("+info"), "{rules}");
+    let without_eval = rules.replace("+eval", "");
+    let without_info = rules.replace("+info", "");
+    let server = RedisServer::builder()
+        .acl_user("least", "pw-least", &rules)
+        .acl_user("lesser", "pw-lesser", &without_eval)
+        .acl_user("older", "pw-older", &without_info)
+        .start();
+    let r = doctor(&server.url_with(Some("least"), "pw-least"), &[]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.of("rights"), ["PASS"], "{r:?}");
+    assert!(r.line("rights").contains("by trying them"), "{r:?}");
+    assert!(!r.of("info").contains(&"WARN"), "{r:?}");
+    let r = doctor(&server.url_with(Some("older"), "pw-older"), &[]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.of("info"), ["WARN"], "{r:?}");
+    let r = doctor(&server.url_with(Some("lesser"), "pw-lesser"), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("rights"), ["FAIL"], "{r:?}");
+    assert!(r.line("rights").contains("may not run: eval"), "{r:?}");
+}
+
+#[test]
+fn eval_disabled_fails_scripting() {
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--rename-command")
+        .arg("EVAL")
+        .arg("\"\"")
+        .start();
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("scripting"), ["FAIL"], "{r:?}");
+}
+
+/// Valkey 9.1 moved Lua into a module: unloaded, no script runs. Where
+/// the server has no such module (Redis, Valkey 8), nothing to unload.
+#[test]
+fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
+    let probe = RedisServer::start();
+    let has_switch: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("enable-module-command")
+        .query(&mut probe.conn())
+        .unwrap_or_default();
+    if has_switch.is_empty() {
+        eprintln!("note: this server has no enable-module-command: no Lua module to unload");
+        return;
+    }
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--enable-module-command")
+        .arg("yes")
+        .start();
+    let modules: redis::Value = redis::cmd("MODULE")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .expect("MODULE LIST");
+    if !format!("{modules:?}").contains("lua") {
+        eprintln!(
+            "note: Lua is not a module on this server (before Valkey 9.1): nothing to unload"
+        );
+        return;
+    }
+    let _: () = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query(&mut server.conn())
+        .expect("MODULE UNLOAD lua");
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL scripting"], "{r:?}");
+    assert!(
+        r.line("scripting")
+            .contains("the Lua module must be loaded"),
+        "{r:?}"
+    );
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .args(["-k", "no-lua", "-n", "--", "touch"])
+            .arg(&ran),
+        T,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(
+        out.stderr.contains("need their Lua module loaded"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "COMMAND ran without a lock");
+}
+
+#[test]
+fn an_unreachable_server_fails() {
+    let r = doctor(&format!("redis://127.0.0.1:{}", free_port()), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL connect"], "{r:?}");
+    assert!(r.line("connect").contains("connection refused"), "{r:?}");
+}
+
+/// Whether the binary under test is statically linked (libfaketime cannot
+/// change its clock: it makes system calls directly).
+fn is_static(bin: &str) -> bool {
+    Command::new("ldd")
+        .arg(bin)
+        .output()
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).to_string()
+                + &String::from_utf8_lossy(&o.stderr);
+            text.contains("not a dynamic executable") || text.contains("statically linked")
+        })
+        .unwrap_or(false)
+}
+
+/// This host's clock moved by libfaketime (on the client: Debian's
+/// redis-server hangs under it); the monotonic clock stays true.
+#[test]
+fn a_clock_offset_warns_beyond_the_drift_and_fails_beyond_the_ttl() {
+    if !have_tool("faketime", "faketime") {
+        return;
+    }
+    if is_static(bin()) {
+        eprintln!("note: the clock-offset test needs a dynamically linked binary (libfaketime); skipped for {}", bin());
+        return;
+    }
+    let server = clean_server();
+    let faked = |offset: &str| {
+        let mut cmd = Command::new("faketime");
+        cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .env_remove("REDLOCK_REDIS_URL")
+            .env_remove("REDIS_URL")
+            .args(["-f", offset, bin(), "--redis", &server.url(), "doctor"]);
+        report(run_with_timeout(&mut cmd, T))
+    };
+    // --ttl 30s: a drift allowance of 302 ms.
+    let r = faked("+2s");
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.not_passed(), ["WARN clock"], "{r:?}");
+    assert!(r.line("clock").contains("behind this host's"), "{r:?}");
+    let r = faked("-90s");
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL clock"], "{r:?}");
+    assert!(r.line("clock").contains("more than a whole TTL"), "{r:?}");
+}
+
+/// A TCP proxy on loopback that holds every reply for `delay`.
+fn slow_proxy(upstream: u16, delay: Duration) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)) else {
+                continue;
+            };
+            let (mut c_read, mut s_write) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = c_read.read(&mut buf) {
+                    if s_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+            let (mut s_read, mut c_write) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = s_read.read(&mut buf) {
+                    std::thread::sleep(delay);
+                    if c_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_slow_round_trip_warns_and_one_past_the_timeout_fails() {
+    let server = clean_server();
+    // --ttl 5s: a per-node timeout of 500 ms; a WARN from half of it
+    // (250 ms), and 200 ms of room above the 300 ms of delay.
+    let slow = slow_proxy(server.port(), Duration::from_millis(300));
+    let r = doctor(&format!("redis://127.0.0.1:{slow}"), &["--ttl", "5s"]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.not_passed(), ["WARN round-trip"], "{r:?}");
+    let slower = slow_proxy(server.port(), Duration::from_millis(1000));
+    let r = doctor(&format!("redis://127.0.0.1:{slower}"), &["--ttl", "5s"]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL round-trip"], "{r:?}");
+    assert!(
+        r.line("round-trip")
+            .contains("no answer within the per-node timeout of 500ms"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn sentinel_checks_every_sentinel_the_master_and_the_replicas() {
+    let mut set = SentinelSet::start();
+    let r = doctor(&set.url(), &[]);
+    assert_eq!(r.of("sentinels"), ["PASS"], "{r:?}");
+    assert_eq!(r.of("sentinel-replicas"), ["PASS"], "{r:?}");
+    assert_eq!(r.of("role"), ["PASS"], "the master's own checks: {r:?}");
+    assert!(
+        r.line("sentinels").contains(&format!(
+            "3 of 3 sentinels answer and name 127.0.0.1:{}",
+            set.primary()
+        )),
+        "{r:?}"
+    );
+    assert!(
+        !r.not_passed().iter().any(|l| l.starts_with("FAIL")),
+        "{r:?}"
+    );
+
+    // More replicas than there are.
+    let r = doctor(&set.url(), &["--replicas", "3"]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("sentinel-replicas"), ["FAIL"], "{r:?}");
+    assert_eq!(r.of("replicas"), ["FAIL"], "{r:?}");
+
+    // A sentinel that names another master under the same service name.
+    let other = clean_server();
+    let stray = RedisServer::builder()
+        .config(&format!(
+            "sentinel resolve-hostnames no\nsentinel monitor {} 127.0.0.1 {} 1\n",
+            set.service(),
+            other.port()
+        ))
+        .sentinel()
+        .start();
+    let url = with_sentinel(&set.url(), stray.port());
+    let r = doctor(&url, &[]);
+    assert_eq!(r.code, Some(78), "{url}: {r:?}");
+    assert_eq!(r.of("sentinels"), ["FAIL"], "{r:?}");
+    assert!(r.line("sentinels").contains("disagree"), "{r:?}");
+
+    // One sentinel down: a WARN, the others still agree.
+    set.kill_sentinel(0);
+    let r = doctor(&set.url(), &[]);
+    assert_eq!(r.of("sentinels"), ["WARN"], "{r:?}");
+    assert!(r.line("sentinels").contains("2 of 3 sentinels"), "{r:?}");
+
+    // No sentinel answers.
+    let r = doctor(
+        &format!(
+            "redis+sentinel://127.0.0.1:{}/{}",
+            free_port(),
+            set.service()
+        ),
+        &[],
+    );
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL sentinels"], "{r:?}");
+}
+
+/// `redis+sentinel://H1,H2,H3/S` with one more sentinel before the `/S`.
+fn with_sentinel(url: &str, port: u16) -> String {
+    let (hosts, service) = url.rsplit_once('/').expect("a service");
+    format!("{hosts},127.0.0.1:{port}/{service}")
+}
+
+#[test]
+fn cluster_checks_every_slot_and_the_locks_primary() {
+    let cluster = Cluster::start();
+    let key = "doctor-cluster";
+    let r = doctor(&cluster.url(), &["--key", key]);
+    assert_eq!(r.of("slots"), ["PASS"], "{r:?}");
+    assert_eq!(r.of("lock-slot"), ["PASS"], "{r:?}");
+    assert_eq!(
+        r.of("role"),
+        ["PASS", "PASS", "PASS"],
+        "each primary's checks: {r:?}"
+    );
+    assert!(
+        !r.not_passed().iter().any(|l| l.starts_with("FAIL")),
+        "{r:?}"
+    );
+
+    // The lock's slot served by nobody: on every node, so no view has it.
+    let slot = cluster.slot_of(&format!("redlock:{{{key}}}"));
+    for port in cluster.ports() {
+        let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+            .arg("DELSLOTS")
+            .arg(slot)
+            .query(&mut cluster.conn(port));
+    }
+    let r = doctor(&cluster.url(), &["--key", key]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("slots"), ["FAIL"], "{r:?}");
+    assert!(
+        r.line("slots")
+            .contains(&format!("1 slot(s) are served by no primary: {slot}")),
+        "{r:?}"
+    );
+    assert_eq!(r.of("lock-slot"), ["FAIL"], "{r:?}");
+}
