@@ -334,6 +334,7 @@ impl Quorum {
                     match short {
                         Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
                         Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
+                        Short::Refused(e) => Attempt::Refused(e),
                     }
                 }
             };
@@ -485,7 +486,9 @@ impl Quorum {
         if ours >= self.needed() && Instant::now() < valid_until {
             return match self.confirm_replicas() {
                 Ok(()) => Extend::Extended(valid_until),
-                Err(Short::Unconfirmed(e) | Short::TooFewReplicas(e)) => Extend::Failed(e),
+                Err(Short::Unconfirmed(e) | Short::TooFewReplicas(e) | Short::Refused(e)) => {
+                    Extend::Failed(e)
+                }
             };
         }
         if self.nodes.len() - lost.len() < self.needed() {
@@ -523,7 +526,13 @@ impl Quorum {
             Ok::<_, NodeError>(confirmed)
         });
         for answer in answers {
-            let checked = answer.map_err(|e| Short::Unconfirmed(e.error))?;
+            // A refused WAIT or INFO (NOPERM, a managed service that
+            // forbids WAIT) is a refusal, not a replica that is late:
+            // retrying it until --wait ran out would hide the cause.
+            let checked = answer.map_err(|e| match e.fault {
+                Fault::Refused => Short::Refused(e.error),
+                _ => Short::Unconfirmed(e.error),
+            })?;
             let Some((wanted, auto, confirmed, connected, node)) = checked else {
                 continue;
             };
@@ -638,6 +647,8 @@ enum Short {
     Unconfirmed(anyhow::Error),
     /// Never: fewer replicas are connected than wanted.
     TooFewReplicas(anyhow::Error),
+    /// The server refused WAIT or INFO (permissions, a forbidden command).
+    Refused(anyhow::Error),
 }
 
 /// Several nodes' errors as one error: "2 of 3 nodes failed: a; b".

@@ -338,3 +338,34 @@ fn min_hold_survives_the_server_closing_the_idle_acquire_connection() {
     let next = run_with_timeout(&mut server.job("idle").args(["-n"]).sh("echo ran"), LONG);
     assert_eq!(next.code, Some(75), "the next run went ahead: {next:?}");
 }
+
+/// A user that may not run WAIT (a managed service that forbids it) with
+/// `--replicas 1`: a refusal, exit 77 naming WAIT, at once; not a replica
+/// that is late, retried until `--wait` runs out (with the default
+/// `--wait forever`, never).
+#[test]
+fn a_refused_wait_under_replicas_is_a_refusal_not_a_late_replica() {
+    let (primary, _replica) = primary_with_replica();
+    let mut acl = redis::cmd("ACL");
+    for a in [
+        "SETUSER", "nowait", "on", ">pw", "~*", "&*", "+@all", "-wait",
+    ] {
+        acl.arg(a);
+    }
+    let _: () = acl.query(&mut primary.conn()).unwrap();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let out = run_with_timeout(
+        &mut Job::new(&primary.url_with(Some("nowait"), "pw"), "durable")
+            .args(["--replicas", "1", "--wait", "20s"])
+            .sh(format!("touch '{}'", marker.display())),
+        LONG,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(out.stderr.to_lowercase().contains("wait"), "{out:?}");
+    assert!(!marker.exists(), "ran without a confirmed lock");
+    assert!(
+        !exists(&mut primary.conn(), "redlock:{durable}"),
+        "lock left held"
+    );
+}
