@@ -121,11 +121,11 @@ fn run_recorded(
         return Ok(Exit::Signaled(sig));
     }
     let mut main = quorum();
-    let token = uuid::Uuid::new_v4().to_string();
+    let mut token = uuid::Uuid::new_v4().to_string();
     let started = Instant::now();
     let waited = wait::acquire(
         &mut main,
-        &token,
+        &mut token,
         &holder(cfg),
         cfg.wait,
         &cfg.key,

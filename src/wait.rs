@@ -57,9 +57,15 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 const SLICE: Duration = Duration::from_millis(50);
 
 /// Try to take the lock, waiting up to `wait` (`None`: forever).
+/// `token` may be replaced: an attempt whose fate on some node is unknown
+/// (a timeout) or that was given back (a Redlock minority) is followed by
+/// one with a fresh token, so that a command of the earlier attempt that
+/// reaches a node late (a lossy link delivers what was queued on a dropped
+/// connection) can never touch the later attempt's lock. On return it is
+/// the token of the lock we hold.
 pub fn acquire(
     quorum: &mut Quorum,
-    token: &str,
+    token: &mut String,
     holder: &Holder,
     wait: Option<Duration>,
     key: &str,
@@ -67,7 +73,7 @@ pub fn acquire(
     log: &Log,
 ) -> Result<Waited, Failure> {
     let mut waiter = Waiter {
-        token,
+        token: token.clone(),
         holder,
         give_up: wait.map(|w| Instant::now() + w),
         key,
@@ -79,6 +85,7 @@ pub fn acquire(
         holder_until: None,
     };
     let waited = waiter.wait_in_line(quorum);
+    token.clone_from(&waiter.token);
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
         // Out of the line already: the newer waiter took us out.
@@ -96,7 +103,7 @@ pub fn acquire(
 
 /// One waiter's state while it waits.
 struct Waiter<'a> {
-    token: &'a str,
+    token: String,
     holder: &'a Holder,
     give_up: Option<Instant>,
     key: &'a str,
@@ -121,8 +128,14 @@ impl Waiter<'_> {
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             // The first try does not queue: the uncontended path stays one EVAL.
-            let info = match quorum.try_acquire(self.token, self.holder, !self.first_busy) {
-                Attempt::Busy(info) => info,
+            let info = match quorum.try_acquire(&self.token, self.holder, !self.first_busy) {
+                Attempt::Busy(info) => {
+                    if quorum.nodes() > 1 {
+                        // A minority granted it and was given back.
+                        self.renew_token(quorum);
+                    }
+                    info
+                }
                 Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
                     if let Some(sig) = self.wait_out_lost_holder(quorum) {
                         return Ok(Waited::Signaled(sig));
@@ -131,7 +144,10 @@ impl Waiter<'_> {
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
-                    Next::Retry => match self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX)) {
+                    Next::Retry => match {
+                        self.renew_token(quorum);
+                        self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX))
+                    } {
                         Some(sig) => return Ok(Waited::Signaled(sig)),
                         None => continue,
                     },
@@ -177,6 +193,21 @@ impl Waiter<'_> {
         }
     }
 
+    /// A fresh token for the next attempt (see [`acquire`]). A waiter in
+    /// line leaves it under the old token and, subscribed, subscribes
+    /// anew for the new one's wake-ups: it rejoins the line at its place
+    /// for a newcomer (after a network error only, on one node).
+    fn renew_token(&mut self, quorum: &mut Quorum) {
+        let old = std::mem::replace(&mut self.token, uuid::Uuid::new_v4().to_string());
+        if quorum.queues_waiters() {
+            quorum.leave(&old);
+            if self.wakeups.is_some() {
+                self.wakeups = None;
+                self.subscribe(quorum);
+            }
+        }
+    }
+
     /// We got the lock, but its fence counter was started anew while a
     /// holder we saw may still hold it: Redis lost its data (a restart
     /// without persistence, FLUSHALL) under that holder, which may still be
@@ -191,7 +222,7 @@ impl Waiter<'_> {
     /// Give the lock back and wait until the lost holder's lease would have
     /// ended (by then it has stopped its job), then try again.
     fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> Option<i32> {
-        quorum.release(self.token, 1);
+        quorum.release(&self.token, 1);
         let until = self.holder_until.take()?;
         self.log.warn(format!(
             "lock '{}': the data in Redis was lost (its fence counter started anew) while \
@@ -210,7 +241,7 @@ impl Waiter<'_> {
 
     /// Subscribe to releases; whether it worked.
     fn subscribe(&mut self, quorum: &Quorum) -> bool {
-        match quorum.subscribe(self.token) {
+        match quorum.subscribe(&self.token) {
             Ok(subscribed) => {
                 self.wakeups = Some(subscribed);
                 true

@@ -350,3 +350,65 @@ fn a_fence_not_raised_on_a_majority_is_no_lock() {
         );
     }
 }
+
+/// A command of a failed attempt that reaches a node late (a lossy link
+/// delivers what was queued on a connection the client dropped) never
+/// touches the lock a later attempt took: each attempt after a failed one
+/// has a fresh token. Here the third node's first connection delivers the
+/// give-back of the first attempt (a minority: the other two nodes were
+/// held) 2.5 s late, after the second attempt took the lock: no node
+/// that held the holder's lock loses it while its job runs.
+#[test]
+fn a_late_give_back_of_a_failed_attempt_never_deletes_a_later_lock() {
+    let servers = RedisServer::many(3);
+    for s in &servers[..2] {
+        let _: () = redis::cmd("SET")
+            .arg("redlock:{late}")
+            .arg("someone-else")
+            .arg("PX")
+            .arg(1000)
+            .query(&mut s.conn())
+            .unwrap();
+    }
+    // INFO server, INFO memory and the acquire go through at once; the
+    // give-back after the failed attempt arrives 2.5 s after it was sent.
+    let proxy = Proxy::first_connection_late(servers[2].port(), 3, Duration::from_millis(2500));
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let dir = TestDir::new();
+    let token_file = dir.file("token");
+    let mut child = spawn_piped(
+        &mut Job::using(redlock_on(&urls), "late")
+            .args(["--ttl", "5s", "--wait", "20s"])
+            .sh(format!(
+                "echo \"$REDLOCK_TOKEN\" > '{}'; sleep 4",
+                token_file.display()
+            )),
+    );
+    assert!(wait_for_file(&token_file, LONG), "never acquired");
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut conns: Vec<_> = servers.iter().map(|s| s.conn()).collect();
+    let mut had = [false; 3];
+    while !child.has_exited() {
+        let mut holding = 0;
+        for (i, conn) in conns.iter_mut().enumerate() {
+            let held: Option<String> = redis::cmd("GET").arg("redlock:{late}").query(conn).unwrap();
+            let ours = held.as_deref() == Some(token.as_str());
+            assert!(
+                ours || !had[i] || child.has_exited(),
+                "node {i} lost the holder's lock under it (now {held:?})"
+            );
+            had[i] |= ours;
+            holding += usize::from(ours);
+        }
+        assert!(
+            holding >= 2 || child.has_exited(),
+            "no majority holds {token}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}

@@ -15,7 +15,15 @@ use super::server::free_port;
 const SCRIPT: &str = r#"
 import socket, sys, threading
 listen, target = int(sys.argv[1]), int(sys.argv[2])
-limit = None if sys.argv[3] == "all" else int(sys.argv[3])
+mode = sys.argv[3]
+late = None
+limit = None
+if mode.startswith("late:"):
+    _, n, ms = mode.split(":")
+    late = (int(n), int(ms) / 1000)
+elif mode != "all":
+    limit = int(mode)
+import time
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 server.bind(("127.0.0.1", listen))
@@ -39,10 +47,42 @@ def pipe(a, b, limit=None):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+def pipe_late(a, b, first, delay):
+    """The first `first` requests at once, later ones `delay` after they
+    came, even once the client has gone (as TCP delivers what a lossy link
+    held back on a connection the client dropped)."""
+    sent, timers = 0, []
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            if sent < first:
+                b.sendall(data)
+            else:
+                t = threading.Timer(delay, lambda d=data: b.sendall(d))
+                t.start()
+                timers.append(t)
+            sent += 1
+    except OSError:
+        pass
+    for t in timers:
+        t.join()
+    time.sleep(0.2)
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+connections = 0
 while True:
     client, _ = server.accept()
     upstream = socket.create_connection(("127.0.0.1", target))
-    threading.Thread(target=pipe, args=(client, upstream, limit), daemon=True).start()
+    connections += 1
+    if late is not None and connections == 1:
+        threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
+    else:
+        threading.Thread(target=pipe, args=(client, upstream, limit), daemon=True).start()
     threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
 "#;
 
@@ -63,6 +103,13 @@ impl Proxy {
     /// time out.
     pub fn first_requests_only(target: u16, n: usize) -> Proxy {
         Proxy::spawn(target, &n.to_string())
+    }
+
+    /// A proxy whose first connection forwards its first `first`
+    /// requests at once and every later one `late` after it came, even
+    /// after the client closed it; later connections forward at once.
+    pub fn first_connection_late(target: u16, first: usize, late: std::time::Duration) -> Proxy {
+        Proxy::spawn(target, &format!("late:{first}:{}", late.as_millis()))
     }
 
     fn spawn(target: u16, mode: &str) -> Proxy {
