@@ -30,6 +30,10 @@ pub enum Exit {
     LockLost,
     /// `--max-hold` ran out; COMMAND was stopped.
     MaxHold,
+    /// A local failure (out of processes, threads, file descriptors or
+    /// memory) kept COMMAND from starting, or stopped it; the lock was
+    /// given back.
+    Local,
     /// COMMAND exists but could not be executed.
     CannotInvoke,
     /// COMMAND was not found.
@@ -56,6 +60,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::Unavailable => 69,
             Exit::LockLost => 70,
+            Exit::Local => 71,
             Exit::Refused => 77,
             Exit::MaxHold => 124,
             Exit::CannotInvoke => 126,
@@ -93,6 +98,10 @@ impl Exit {
         Row {
             code: "70",
             when: "lock lost while COMMAND ran; COMMAND was stopped",
+        },
+        Row {
+            code: "71",
+            when: "a local failure (out of processes, threads, file descriptors or memory): COMMAND did not start, or was stopped; the lock was released",
         },
         Row {
             code: "124",
@@ -175,6 +184,7 @@ mod tests {
             Exit::Refused,
             Exit::LockLost,
             Exit::MaxHold,
+            Exit::Local,
             Exit::Internal,
         ];
         for exit in exits {

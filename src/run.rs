@@ -235,23 +235,37 @@ impl Held<'_> {
         if let Some(exit) = self.too_late(main) {
             return Ok(exit);
         }
+        // Everything supervision needs exists before COMMAND does: a
+        // failure here is a local one, and COMMAND never starts.
+        let (wake, woken) = match wake_pipe() {
+            Ok(pipe) => pipe,
+            Err(e) => {
+                self.release(main);
+                return Err(Failure {
+                    exit: Exit::Local,
+                    error: anyhow::Error::new(e).context(
+                        "cannot create the wake-up pipe (out of file descriptors?); COMMAND did not run",
+                    ),
+                });
+            }
+        };
         let job = self.spawn(main)?;
         drop(subscription);
         record.running(self.cfg, self.log);
         let timing = self.cfg.timing;
-        let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
-        wake.set_nonblocking(true).context("cannot create a pipe")?;
         let lease = Lease::new(self.acquired.valid_until, wake);
         let refresher = RefCell::new(None);
+        // The one resource made after the spawn (a thread, started lazily
+        // so that a short job pays for none): if it cannot start, COMMAND
+        // is stopped at once and the run ends as a local failure.
         let start_refresher = || {
             let log = self.log.clone();
             match Refresher::start(fresh(), self.token.to_string(), lease.clone(), timing, log) {
-                Ok(started) => *refresher.borrow_mut() = Some(started),
-                // Nothing refreshes: the deadline stops COMMAND in time.
-                Err(e) => self.log.error(format!(
-                    "cannot start the refresh thread ({e}); COMMAND will be stopped before \
-                     the lock could expire"
-                )),
+                Ok(started) => {
+                    *refresher.borrow_mut() = Some(started);
+                    Ok(())
+                }
+                Err(e) => Err(format!("cannot start the refresh thread: {e}")),
             }
         };
         let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
@@ -304,6 +318,13 @@ impl Held<'_> {
 
     /// After COMMAND: release (or keep for `--min-hold`), and the exit code.
     fn finish(&self, main: &mut Quorum, ended: crate::supervise::Ended) -> Result<Exit, Failure> {
+        if let (Some(why), None) = (&ended.local, ended.lost) {
+            self.release(main);
+            return Err(Failure {
+                exit: Exit::Local,
+                error: anyhow::anyhow!("{why}; COMMAND was stopped and the lock released"),
+            });
+        }
         match ended.lost {
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
             // Revoked by force-release: the marker keeps waiters out until
@@ -403,6 +424,14 @@ impl Held<'_> {
                 .emit(Ev::Released, format!("released lock '{key}'"), &[]);
         }
     }
+}
+
+/// The refresher's wake-up pipe (write end, read end), both nonblocking.
+fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
+    let (wake, woken) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    woken.set_nonblocking(true)?;
+    Ok((wake, woken))
 }
 
 /// Inside COMMAND of a run for the same KEY: that run's token, if any.

@@ -38,6 +38,8 @@ pub enum Reason {
     MaxHold,
     /// COMMAND exited, but left processes behind.
     Leftovers,
+    /// A resource supervision needs could not be had (a thread).
+    Local,
 }
 
 /// How a supervised COMMAND ended.
@@ -49,6 +51,8 @@ pub struct Ended {
     pub lost: Option<Loss>,
     /// COMMAND was stopped by `--max-hold`.
     pub max_hold: bool,
+    /// COMMAND was stopped for a local failure (this one).
+    pub local: Option<String>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -73,11 +77,15 @@ pub struct Supervisor<'a> {
     guard: Option<Guard>,
     grace: Duration,
     max_hold: Option<(Duration, Instant)>,
-    /// Called once when `start_at` passes (the refresher's lazy start).
-    later: Option<(Instant, Box<dyn FnOnce() + 'a>)>,
+    /// Called once when `start_at` passes (the refresher's lazy start);
+    /// an error stops COMMAND (a local failure).
+    later: Option<(Instant, Later<'a>)>,
     stopping: Option<Stopping>,
     lost: Option<Loss>,
+    local: Option<String>,
 }
+
+type Later<'a> = Box<dyn FnOnce() -> Result<(), String> + 'a>;
 
 impl<'a> Supervisor<'a> {
     pub fn new(job: Job, signals: &'a Signals, log: &'a Log, grace: Duration) -> Supervisor<'a> {
@@ -91,6 +99,7 @@ impl<'a> Supervisor<'a> {
             later: None,
             stopping: None,
             lost: None,
+            local: None,
         }
     }
 
@@ -107,7 +116,7 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Run `f` once, `after` from now, if COMMAND still runs.
-    pub fn later(mut self, after: Duration, f: impl FnOnce() + 'a) -> Self {
+    pub fn later(mut self, after: Duration, f: impl FnOnce() -> Result<(), String> + 'a) -> Self {
         self.later = Some((Instant::now() + after, Box::new(f)));
         self
     }
@@ -145,6 +154,7 @@ impl<'a> Supervisor<'a> {
             exit,
             lost: self.lost,
             max_hold,
+            local: self.local,
         }
     }
 
@@ -176,8 +186,15 @@ impl<'a> Supervisor<'a> {
             }
         }
         if self.later.as_ref().is_some_and(|(at, _)| now >= *at) {
-            if let Some((_, f)) = self.later.take() {
-                f();
+            if let Some(Err(why)) = self.later.take().map(|(_, f)| f()) {
+                if self.stopping.is_none() {
+                    self.stop(Reason::Local);
+                }
+                self.log.error(format!(
+                    "{why}; stopping COMMAND (SIGTERM, SIGKILL after {}), exit 71",
+                    show(self.grace)
+                ));
+                self.local = Some(why);
             }
         }
     }
@@ -233,6 +250,7 @@ impl<'a> Supervisor<'a> {
             Reason::Lost(loss) => loss.name(),
             Reason::MaxHold => "max_hold",
             Reason::Leftovers => "leftovers",
+            Reason::Local => "local_failure",
         };
         self.log.emit(
             Ev::Stopping,
@@ -286,6 +304,12 @@ impl<'a> Supervisor<'a> {
         let timeout = timeout.map_or(nix::poll::PollTimeout::NONE, poll_timeout);
         let _ = poll(&mut fds, timeout);
         drop(fds);
+        if let Some(guard) = &self.guard {
+            // Empty it (a loss writes a byte), or every later poll returns
+            // at once and the loop spins through the grace.
+            let mut buf = [0u8; 64];
+            while matches!(std::io::Read::read(&mut &guard.wake, &mut buf), Ok(n) if n > 0) {}
+        }
         for event in self.signals.take() {
             self.on(event);
         }

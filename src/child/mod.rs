@@ -26,6 +26,8 @@ use crate::exit::Exit;
 
 mod spawn;
 
+pub use spawn::Failed;
+
 /// Whether SIGPIPE was ignored when the process started, before Rust's
 /// runtime set it to ignored: COMMAND gets the disposition we were given.
 static SIGPIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
@@ -66,14 +68,20 @@ pub enum Leader {
 }
 
 /// Start `argv` in a new process group with `env` added to its environment.
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
+pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
     let terminal_owner = foreground_terminal();
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
         give_terminal: terminal_owner.is_some(),
         caught: crate::signals::caught_mask(),
     };
-    let pgid = spawn::spawn(argv, env, &setup)?;
+    let pgid = spawn::spawn(argv, env, &setup).inspect_err(|_| {
+        // The child took the terminal before its exec failed: the caller
+        // (a shell, a script) must not be left behind a dead group.
+        if let Some(ours) = terminal_owner {
+            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+        }
+    })?;
     if terminal_owner.is_some() {
         // Also from this side, so it holds whichever process runs first.
         without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
@@ -85,11 +93,13 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
     })
 }
 
-/// The exit code for a spawn error: 127 not found, 126 not executable.
-pub fn spawn_error_exit(e: &io::Error) -> Exit {
-    match e.kind() {
-        io::ErrorKind::NotFound => Exit::NotFound,
-        _ => Exit::CannotInvoke,
+/// The exit code for a spawn error: 127 not found, 126 not executable,
+/// 71 when no process could be created (a local failure).
+pub fn spawn_error_exit(e: &Failed) -> Exit {
+    match e {
+        Failed::Start(_) => Exit::Local,
+        Failed::Exec(e) if e.kind() == io::ErrorKind::NotFound => Exit::NotFound,
+        Failed::Exec(_) => Exit::CannotInvoke,
     }
 }
 
@@ -103,8 +113,14 @@ impl Job {
             return;
         }
         let _ = killpg(self.pgid, sig);
-        for pid in descendants(self.pgid, false).unwrap_or_default() {
-            let _ = signal::kill(pid, sig);
+        // Only to those outside the group: the group's members got it
+        // already, and a second copy can land in a shell's vfork child
+        // before it execs (dash's, which shares the shell's memory and
+        // handlers), where it eats the shell's pending trap.
+        for (pid, pgid) in descendants(self.pgid, false).unwrap_or_default() {
+            if pgid != self.pgid.as_raw() {
+                let _ = signal::kill(pid, sig);
+            }
         }
     }
 
@@ -270,14 +286,14 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
     }
 }
 
-/// Every live process below us but `leader`, from
+/// Every live process below us but `leader` (with its process group), from
 /// `/proc/self/task/*/children` (recursively): the cost grows with our own
 /// tree, not with the host's process count. Zombies among our own children
 /// (orphans handed to us that exited) are reaped on the way; the leader is
 /// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
-fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
+fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
     let mut found = Vec::new();
     let mut parents = vec![(std::process::id() as i32, true)];
     while let Some((parent, ours)) = parents.pop() {
@@ -293,9 +309,13 @@ fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
             continue;
         };
         for pid in children {
-            let live = !(leader_gone && pid == leader.as_raw()) && is_live(pid);
-            if live && pid != leader.as_raw() {
-                found.push(Pid::from_raw(pid));
+            let group = match leader_gone && pid == leader.as_raw() {
+                true => None,
+                false => live_group(pid),
+            };
+            let live = group.is_some();
+            if let (Some(group), true) = (group, pid != leader.as_raw()) {
+                found.push((Pid::from_raw(pid), group));
             } else if !live && ours && pid != leader.as_raw() {
                 let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
             }
@@ -337,14 +357,14 @@ fn pids_in(path: impl AsRef<std::path::Path>) -> Option<Vec<i32>> {
     )
 }
 
-/// Not a zombie (zombies run nothing).
-fn is_live(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state follows the command name, which may hold spaces and parens.
-    match stat.rsplit_once(')') {
-        Some((_, rest)) => !matches!(rest.split_whitespace().next(), Some("Z" | "X")),
-        None => false,
+/// The process group of `pid`, if it is not a zombie (zombies run nothing).
+fn live_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which may hold spaces and parens;
+    // then the parent, then the group.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    match fields.next()? {
+        "Z" | "X" => None,
+        _ => fields.nth(1)?.parse().ok(),
     }
 }
