@@ -97,7 +97,10 @@ fn run_recorded(
     log: &Log,
     record: &mut Record,
 ) -> Result<Exit, Failure> {
-    let signals = Signals::start().context("cannot set up signal handling")?;
+    let signals = Signals::start().map_err(|e| Failure {
+        exit: Exit::Local,
+        error: anyhow::Error::new(e).context("cannot set up signal handling"),
+    })?;
     let quorum = || quorum_for(conn, cfg);
     if let Some(token) = outer_token(cfg) {
         if quorum().holds(&token) {

@@ -53,7 +53,9 @@ pub struct Job {
     pgid: Pid,
     /// How the leader ended, once reaped.
     reaped: Option<Exit>,
-    /// Our own process group, when we handed the terminal to COMMAND.
+    /// Our own process group, when stdin is our session's terminal (in
+    /// the foreground, COMMAND is given it; in the background, after
+    /// `&`, it is given it once the shell puts us in the foreground).
     terminal_owner: Option<Pid>,
 }
 
@@ -69,20 +71,21 @@ pub enum Leader {
 
 /// Start `argv` in a new process group with `env` added to its environment.
 pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
-    let terminal_owner = foreground_terminal();
+    let terminal_owner = our_terminal();
+    let foreground = terminal_owner.is_some_and(|ours| is_foreground(ours));
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
-        give_terminal: terminal_owner.is_some(),
+        give_terminal: foreground,
         caught: crate::signals::caught_mask(),
     };
     let pgid = spawn::spawn(argv, env, &setup).inspect_err(|_| {
         // The child took the terminal before its exec failed: the caller
         // (a shell, a script) must not be left behind a dead group.
-        if let Some(ours) = terminal_owner {
+        if let (Some(ours), true) = (terminal_owner, foreground) {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
         }
     })?;
-    if terminal_owner.is_some() {
+    if foreground {
         // Also from this side, so it holds whichever process runs first.
         without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
     }
@@ -166,19 +169,22 @@ impl Job {
         Some(found.len())
     }
 
-    /// Whether we handed the terminal to COMMAND.
+    /// Whether stdin is our session's terminal (job control applies).
     pub fn owns_terminal(&self) -> bool {
         self.terminal_owner.is_some()
     }
 
-    /// COMMAND, owning the terminal, was stopped (Ctrl-Z). Its group is not
-    /// the shell's job, ours is: take the terminal back and stop our whole
-    /// group (a script that called us stops too), so that the shell sees
-    /// the job stopped and gets its prompt back. Returns once continued.
+    /// COMMAND, on our terminal, was stopped (Ctrl-Z, or SIGTTIN/SIGTTOU
+    /// after `&`). Its group is not the shell's job, ours is: stop the rest
+    /// of the job's tree (descendants in other groups and sessions did not
+    /// see the terminal's signal), take the terminal back, and stop our
+    /// whole group (a script that called us stops too), so that the shell
+    /// sees the job stopped and gets its prompt back. Returns once continued.
     pub fn follow_stop(&self) {
         let Some(ours) = self.terminal_owner else {
             return;
         };
+        self.signal(Signal::SIGSTOP);
         // After `bg` the shell owns the terminal: leave it there.
         if unistd::tcgetpgrp(stdin()) == Ok(self.pgid) {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
@@ -204,7 +210,13 @@ impl Job {
         }
         let exit = wait_for_exit(self.pgid);
         if let Some(ours) = self.terminal_owner {
-            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+            // Back to us if COMMAND's group had it, or a group that is no
+            // more (one the job made); never taken from the shell (`bg`).
+            let fg = unistd::tcgetpgrp(stdin());
+            let dead = |pg: Pid| killpg(pg, None) == Err(Errno::ESRCH);
+            if fg.is_ok_and(|fg| fg == self.pgid || (fg != ours && dead(fg))) {
+                without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+            }
         }
         self.reaped = Some(exit);
         exit
@@ -265,13 +277,16 @@ fn stdin() -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(0) }
 }
 
-/// Our process group, if stdin is a terminal whose foreground group is ours.
-fn foreground_terminal() -> Option<Pid> {
-    let ours = unistd::getpgrp();
-    match unistd::tcgetpgrp(stdin()) {
-        Ok(fg) if fg == ours => Some(ours),
-        _ => None,
-    }
+/// Our process group, if stdin is our session's terminal.
+fn our_terminal() -> Option<Pid> {
+    // SAFETY: a query on fd 0, which stays open.
+    let session = unsafe { nix::libc::tcgetsid(0) };
+    (session > 0 && unistd::getsid(None).ok()?.as_raw() == session).then(unistd::getpgrp)
+}
+
+/// Whether `ours` is the terminal's foreground group.
+fn is_foreground(ours: Pid) -> bool {
+    unistd::tcgetpgrp(stdin()) == Ok(ours)
 }
 
 /// Run a terminal call that a background process may make only with

@@ -26,4 +26,5 @@ mod scripts;
 mod sentinel;
 mod tls;
 mod topology_harness;
+mod tree;
 mod wait;
