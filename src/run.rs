@@ -4,8 +4,6 @@ use std::cell::RefCell;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Context;
-
 use crate::child::{self, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};

@@ -72,7 +72,7 @@ pub enum Leader {
 /// Start `argv` in a new process group with `env` added to its environment.
 pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
     let terminal_owner = our_terminal();
-    let foreground = terminal_owner.is_some_and(|ours| is_foreground(ours));
+    let foreground = terminal_owner.is_some_and(is_foreground);
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
         give_terminal: foreground,

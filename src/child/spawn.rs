@@ -132,7 +132,9 @@ fn candidates(program: &OsStr) -> io::Result<Vec<CString>> {
         return Ok(vec![c_string(program)?]);
     }
     let path = std::env::var_os("PATH");
-    let path = path.as_deref().map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+    let path = path
+        .as_deref()
+        .map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
     path.split(|&b| b == b':')
         .map(|dir| {
             let mut full = Vec::with_capacity(dir.len() + bytes.len() + 1);

@@ -218,8 +218,11 @@ impl Quorum {
     }
 }
 
-fn lock<'m, 'n>(node: &'m std::sync::Mutex<&'n mut Node>) -> std::sync::MutexGuard<'m, &'n mut Node> {
-    node.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<'m, 'n>(
+    node: &'m std::sync::Mutex<&'n mut Node>,
+) -> std::sync::MutexGuard<'m, &'n mut Node> {
+    node.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The answers of one acquire round, sorted.

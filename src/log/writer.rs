@@ -49,9 +49,16 @@ pub fn write(line: Vec<u8>) {
 fn write_now(line: &[u8]) {
     use std::os::fd::AsFd;
     let err = std::io::stderr();
-    let mut fds = [nix::poll::PollFd::new(err.as_fd(), nix::poll::PollFlags::POLLOUT)];
+    let mut fds = [nix::poll::PollFd::new(
+        err.as_fd(),
+        nix::poll::PollFlags::POLLOUT,
+    )];
     let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap_or(0);
-    if ready > 0 && fds[0].revents().is_some_and(|r| r.contains(nix::poll::PollFlags::POLLOUT)) {
+    if ready > 0
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLOUT))
+    {
         let _ = err.lock().write_all(line);
     }
 }

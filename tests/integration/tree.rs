@@ -107,9 +107,9 @@ fn cpu_ticks(pid: i32) -> u64 {
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime: fields 14 and 15 of stat, 12 and 13 after the name.
-    fields.get(11..13).map_or(0, |f| {
-        f.iter().filter_map(|t| t.parse::<u64>().ok()).sum()
-    })
+    fields
+        .get(11..13)
+        .map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
 }
 
 #[test]
@@ -158,7 +158,9 @@ fn a_script_without_a_shebang_runs_with_sh() {
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     // By path, and found on $PATH.
     let by_path = run_with_timeout(
-        &mut server.job("noshebang").exec([script.to_str().unwrap(), "a", "b c"]),
+        &mut server
+            .job("noshebang")
+            .exec([script.to_str().unwrap(), "a", "b c"]),
         LONG,
     );
     assert_eq!(by_path.code, Some(7), "{by_path:?}");
@@ -249,10 +251,18 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
         tmux.screen()
     );
     // cat reads the terminal from the background: the job stops (tty input).
-    tmux.keys(&["jobs -l > ", &dir.file("jobs").display().to_string(), "Enter"]);
+    tmux.keys(&[
+        "jobs -l > ",
+        &dir.file("jobs").display().to_string(),
+        "Enter",
+    ]);
     assert!(
         wait_until(LONG, || {
-            tmux.keys(&["jobs -l > ", &dir.file("jobs").display().to_string(), "Enter"]);
+            tmux.keys(&[
+                "jobs -l > ",
+                &dir.file("jobs").display().to_string(),
+                "Enter",
+            ]);
             std::thread::sleep(Duration::from_millis(100));
             dir.read("jobs").is_some_and(|j| j.contains("Stopped"))
         }),
@@ -321,7 +331,10 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     for pid in workers {
-        assert!(wait_until(LONG, || !running(pid)), "leftover {pid} not stopped");
+        assert!(
+            wait_until(LONG, || !running(pid)),
+            "leftover {pid} not stopped"
+        );
     }
 }
 
@@ -336,9 +349,16 @@ fn as_nobody_limited(limit: &str, job: Command) -> Option<Command> {
         return None;
     }
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", limit, "--"])
-        .arg(job.get_program())
-        .args(job.get_args());
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "prlimit",
+        limit,
+        "--",
+    ])
+    .arg(job.get_program())
+    .args(job.get_args());
     Some(cmd)
 }
 
@@ -346,8 +366,7 @@ fn as_nobody_limited(limit: &str, job: Command) -> Option<Command> {
 fn out_of_processes_before_the_spawn_is_exit_71_and_command_never_runs() {
     let server = RedisServer::start();
     // One process for nobody: redlock-run itself; COMMAND cannot start.
-    let Some(mut cmd) =
-        as_nobody_limited("--nproc=1", server.job("nproc1").sh("echo started"))
+    let Some(mut cmd) = as_nobody_limited("--nproc=1", server.job("nproc1").sh("echo started"))
     else {
         return;
     };
@@ -355,7 +374,10 @@ fn out_of_processes_before_the_spawn_is_exit_71_and_command_never_runs() {
     assert_eq!(out.code, Some(71), "{out:?}");
     assert!(!out.stdout.contains("started"), "{out:?}");
     assert!(out.stderr.contains("cannot start"), "{out:?}");
-    assert!(!exists(&mut server.conn(), "redlock:{nproc1}"), "lock left held");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{nproc1}"),
+        "lock left held"
+    );
 }
 
 #[test]
@@ -374,7 +396,10 @@ fn out_of_threads_after_the_spawn_stops_the_job_and_releases() {
     assert_eq!(out.code, Some(71), "{out:?}");
     assert!(out.stdout.contains("started"), "{out:?}");
     assert!(out.stderr.contains("refresh thread"), "{out:?}");
-    assert!(!exists(&mut server.conn(), "redlock:{nproc2}"), "lock left held");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{nproc2}"),
+        "lock left held"
+    );
 }
 
 #[test]
