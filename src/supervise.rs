@@ -298,6 +298,9 @@ impl<'a> Supervisor<'a> {
         }
         let signals = self.signals.fd();
         let mut fds = vec![PollFd::new(signals, PollFlags::POLLIN)];
+        if let Some(news) = self.job.news() {
+            fds.push(PollFd::new(news, PollFlags::POLLIN));
+        }
         if let Some(guard) = &self.guard {
             fds.push(PollFd::new(guard.wake.as_fd(), PollFlags::POLLIN));
         }

@@ -24,9 +24,12 @@ use nix::unistd::{self, Pid};
 
 use crate::exit::Exit;
 
+mod keeper;
 mod spawn;
 
 pub use spawn::Failed;
+
+use keeper::Keeper;
 
 /// Whether SIGPIPE was ignored when the process started, before Rust's
 /// runtime set it to ignored: COMMAND gets the disposition we were given.
@@ -51,6 +54,8 @@ pub fn become_subreaper() {
 pub struct Job {
     /// The leader's pid, which is also the group's id.
     pgid: Pid,
+    /// COMMAND's parent, the job's subreaper (see keeper.rs).
+    keeper: Keeper,
     /// How the leader ended, once reaped.
     reaped: Option<Exit>,
     /// Our own process group, when stdin is our session's terminal (in
@@ -78,7 +83,7 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
         give_terminal: foreground,
         caught: crate::signals::caught_mask(),
     };
-    let pgid = spawn::spawn(argv, env, &setup).inspect_err(|_| {
+    let (pgid, keeper) = spawn::spawn(argv, env, &setup).inspect_err(|_| {
         // The child took the terminal before its exec failed: the caller
         // (a shell, a script) must not be left behind a dead group.
         if let (Some(ours), true) = (terminal_owner, foreground) {
@@ -91,6 +96,7 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
     }
     Ok(Job {
         pgid,
+        keeper,
         reaped: None,
         terminal_owner,
     })
@@ -120,7 +126,7 @@ impl Job {
         // already, and a second copy can land in a shell's vfork child
         // before it execs (dash's, which shares the shell's memory and
         // handlers), where it eats the shell's pending trap.
-        for (pid, pgid) in descendants(self.pgid, false).unwrap_or_default() {
+        for (pid, pgid) in descendants(self.pgid, self.keeper.pid(), false).unwrap_or_default() {
             if pgid != self.pgid.as_raw() {
                 let _ = signal::kill(pid, sig);
             }
@@ -139,33 +145,30 @@ impl Job {
         self.signal(Signal::SIGKILL);
     }
 
-    /// Look at the leader without reaping it or blocking.
-    pub fn leader(&self) -> Leader {
-        let flags = WaitPidFlag::WEXITED
-            | WaitPidFlag::WSTOPPED
-            | WaitPidFlag::WNOWAIT
-            | WaitPidFlag::WNOHANG;
-        match waitid(Id::Pid(self.pgid), flags) {
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => Leader::Gone,
-            Ok(WaitStatus::Stopped(..)) => {
-                // Take the stop notice (a stop is not an exit: nothing is reaped).
-                let _ = waitid(
-                    Id::Pid(self.pgid),
-                    WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG,
-                );
-                Leader::Stopped
-            }
-            Ok(_) | Err(Errno::EINTR) => Leader::Running,
-            // Only if it was reaped already; `reap` will tell how it ended.
-            Err(_) => Leader::Gone,
+    /// Look at the leader without reaping it or blocking (the keeper
+    /// reports its stops and its end).
+    pub fn leader(&mut self) -> Leader {
+        self.keeper.poll();
+        if self.keeper.exit().is_some() {
+            Leader::Gone
+        } else if self.keeper.take_stop().is_some() {
+            Leader::Stopped
+        } else {
+            Leader::Running
         }
+    }
+
+    /// Readable when the keeper has news of the leader; `None` once the
+    /// leader's end is known (nothing more will come).
+    pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.keeper.exit().is_none().then(|| self.keeper.fd())
     }
 
     /// How many processes COMMAND left behind (in its group or below us),
     /// once the leader is gone. `None` when they cannot be counted
     /// (no usable /proc): see [`Job::reap`].
     pub fn leftovers(&self) -> Option<usize> {
-        let found = descendants(self.pgid, true)?;
+        let found = descendants(self.pgid, self.keeper.pid(), true)?;
         Some(found.len())
     }
 
@@ -208,7 +211,8 @@ impl Job {
         if let Some(exit) = self.reaped {
             return exit;
         }
-        let exit = wait_for_exit(self.pgid);
+        let exit = self.keeper.wait_exit();
+        self.keeper.finish();
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
@@ -220,29 +224,6 @@ impl Job {
         }
         self.reaped = Some(exit);
         exit
-    }
-}
-
-/// Reap `pid` and say how it ended. The raw status, not nix's `WaitStatus`:
-/// that one has no room for a real-time signal, and a job killed by one
-/// must still report 128 + N.
-fn wait_for_exit(pid: Pid) -> Exit {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid writes the status into our local.
-        match unsafe { nix::libc::waitpid(pid.as_raw(), &mut status, 0) } {
-            -1 if Errno::last() == Errno::EINTR => continue,
-            -1 => return Exit::Internal,
-            _ => break,
-        }
-    }
-    use nix::libc::{WEXITSTATUS, WIFEXITED, WIFSIGNALED, WTERMSIG};
-    if WIFEXITED(status) {
-        Exit::Child(u8::try_from(WEXITSTATUS(status) & 0xff).unwrap_or(u8::MAX))
-    } else if WIFSIGNALED(status) {
-        Exit::Signaled(WTERMSIG(status))
-    } else {
-        Exit::Internal
     }
 }
 
@@ -308,7 +289,7 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
 /// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
-fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
     let mut found = Vec::new();
     let mut parents = vec![(std::process::id() as i32, true)];
     while let Some((parent, ours)) = parents.pop() {
@@ -329,9 +310,10 @@ fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
                 false => live_group(pid),
             };
             let live = group.is_some();
-            if let (Some(group), true) = (group, pid != leader.as_raw()) {
+            let ours_to_skip = pid == leader.as_raw() || pid == keeper.as_raw();
+            if let (Some(group), false) = (group, ours_to_skip) {
                 found.push((Pid::from_raw(pid), group));
-            } else if !live && ours && pid != leader.as_raw() {
+            } else if !live && ours && !ours_to_skip {
                 let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
             }
             // A zombie has no children of its own.

@@ -18,10 +18,12 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::libc::{self, c_char, c_int};
-use nix::sched::{clone, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::sys::wait::waitpid;
+use std::os::fd::AsRawFd;
+
 use nix::unistd::Pid;
+
+use super::keeper::{self, Keeper};
 
 /// How COMMAND starts, besides its arguments and environment.
 pub struct Setup {
@@ -38,7 +40,11 @@ pub struct Setup {
 /// exec'd. A program that cannot be run is an error here (`errno` of the
 /// last `execve`), and leaves no process behind. A child that could not
 /// be created at all (out of processes or memory) is [`Failed::Start`].
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)], setup: &Setup) -> Result<Pid, Failed> {
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    setup: &Setup,
+) -> Result<(Pid, Keeper), Failed> {
     let program = argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no COMMAND"))?;
@@ -63,35 +69,60 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)], setup: &Setup) -> Result<P
         envp: &env_ptrs,
         shell,
         sh_argv: sh_argv.as_mut_ptr(),
-        parent: nix::unistd::getpid(),
+        parent: AtomicI32::new(0),
         setup,
         failed: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; 32 * 1024];
+    // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
+    let top = unsafe {
+        let end = stack.as_mut_ptr().add(stack.len());
+        end.sub(end as usize % 16)
+    };
+    let start = keeper::Start {
+        entry: enter,
+        arg: (&exec as *const Exec).cast_mut().cast(),
+        stack_top: top.cast(),
+        failed: &exec.failed,
+        parent: &exec.parent,
+    };
+    let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
+    let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
     let all = SigSet::all();
     let mut old = SigSet::empty();
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut old))
         .map_err(|e| Failed::Start(e.into()))?;
-    // SAFETY: the child runs `Exec::run` on `stack` in our address space
-    // while this thread waits (CLONE_VFORK); `run` only makes system calls
-    // on data prepared above, which outlives the child's use of it.
-    let cloned = unsafe {
-        clone(
-            Box::new(|| exec.run()),
-            &mut stack,
-            CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
-            Some(libc::SIGCHLD),
-        )
-    };
+    // SAFETY: the child runs `keeper::run`, which makes only system calls
+    // on data prepared above (a child of a multithreaded process).
+    let forked = unsafe { libc::fork() };
+    if forked == 0 {
+        unsafe { keeper::run(&start, raw) }
+    }
+    let fork_error = io::Error::last_os_error();
     let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    let pid = cloned.map_err(|e| Failed::Start(e.into()))?;
-    match exec.failed.load(Ordering::Acquire) {
-        0 => Ok(pid),
-        errno => {
-            let _ = waitpid(pid, None);
-            Err(Failed::Exec(io::Error::from_raw_os_error(errno)))
+    drop((ctl_r, st_w));
+    if forked < 0 {
+        return Err(Failed::Start(fork_error));
+    }
+    let mut keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
+    match keeper.started() {
+        keeper::Started::Spawned(pid) => Ok((pid, keeper)),
+        keeper::Started::StartFailed(e) => {
+            keeper.finish();
+            Err(Failed::Start(e))
+        }
+        keeper::Started::ExecFailed(e) => {
+            keeper.finish();
+            Err(Failed::Exec(e))
         }
     }
+}
+
+/// `clone`'s entry point in COMMAND's child: the prepared [`Exec`].
+extern "C" fn enter(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the `Exec` the keeper was given, alive in its memory.
+    let exec = unsafe { &*(arg as *const Exec) };
+    exec.run() as c_int
 }
 
 /// Why no COMMAND runs.
@@ -156,7 +187,8 @@ struct Exec<'a> {
     shell: &'a std::ffi::CStr,
     /// `/bin/sh`, (the file), the arguments: for a file without `#!`.
     sh_argv: *mut *const c_char,
-    parent: Pid,
+    /// The keeper's pid (set by the keeper before it clones).
+    parent: AtomicI32,
     setup: &'a Setup,
     /// The `errno` of a failed `execve`, for the parent.
     failed: AtomicI32,
@@ -172,7 +204,7 @@ impl Exec<'_> {
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
             // must never run on without someone refreshing its lock.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != self.parent.as_raw() {
+            if libc::getppid() != self.parent.load(Ordering::Relaxed) {
                 // The parent died before prctl took effect.
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }

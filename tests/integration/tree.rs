@@ -383,13 +383,13 @@ fn out_of_processes_before_the_spawn_is_exit_71_and_command_never_runs() {
 #[test]
 fn out_of_threads_after_the_spawn_stops_the_job_and_releases() {
     let server = RedisServer::start();
-    // Two: redlock-run and COMMAND (which execs, forking nothing); the
-    // refresh thread cannot start.
+    // Three: redlock-run, its keeper and COMMAND (which execs, forking
+    // nothing); the refresh thread cannot start.
     let job = server
         .job("nproc2")
         .args(["--ttl", "30s"])
         .sh("echo started; exec sleep 20");
-    let Some(mut cmd) = as_nobody_limited("--nproc=2", job) else {
+    let Some(mut cmd) = as_nobody_limited("--nproc=3", job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);
