@@ -146,12 +146,7 @@ impl Keeper {
         if let Some(ctl) = self.ctl.take() {
             let _ = nix::unistd::write(&ctl, b"R");
         }
-        loop {
-            match nix::sys::wait::waitpid(self.pid, None) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                _ => break,
-            }
-        }
+        while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(self.pid, None) {}
     }
 
     /// One whole report, if there is one (blocking: wait for it).
