@@ -332,7 +332,7 @@ impl<'a> Supervisor<'a> {
                 );
             }
             Event::Stop(sig) => self.suspend(sig),
-            Event::Continued | Event::Child => {}
+            Event::Continued => {}
         }
     }
 

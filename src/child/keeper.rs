@@ -141,12 +141,14 @@ impl Keeper {
         }
     }
 
-    /// The job is over: the keeper reaps the leader and exits; we reap it.
+    /// The job is over: the keeper reaps the leader and exits. It is not
+    /// waited for (it holds nothing of ours; a wait would cost every run
+    /// a round trip), only reaped if it is done already.
     pub fn finish(&mut self) {
         if let Some(ctl) = self.ctl.take() {
             let _ = nix::unistd::write(&ctl, b"R");
         }
-        while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(self.pid, None) {}
+        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 
     /// One whole report, if there is one (blocking: wait for it).
@@ -246,6 +248,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         libc::_exit(0);
     }
     report(st_w, SPAWNED, leader, 0);
+    // COMMAND has its own copies: hold nothing of redlock-run's (its
+    // stdout, its sockets), so that nothing waits on us once it is done.
+    close_all_but(ctl_r, st_w);
     // If redlock-run died before we were set up, the pipe says so too.
     let mut allow: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut allow);
@@ -369,6 +374,20 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) {
         f(pid);
     }
     libc::close(fd);
+}
+
+/// Close every fd but `a` and `b` (close_range; nothing if the kernel
+/// has none).
+unsafe fn close_all_but(a: RawFd, b: RawFd) {
+    let (low, high) = (a.min(b), a.max(b));
+    let close = |from: RawFd, to: RawFd| {
+        if from <= to {
+            libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32);
+        }
+    };
+    close(0, low - 1);
+    close(low + 1, high - 1);
+    close(high + 1, RawFd::MAX);
 }
 
 /// One report (a pipe write of up to PIPE_BUF bytes is atomic).

@@ -290,17 +290,18 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
 fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+    // The walk starts at the keeper, the job's subreaper (one file: it is
+    // single-threaded); if it is gone, what it held was handed to us.
+    let (root, from_keeper) = match pids_in(format!("/proc/{keeper}/task/{keeper}/children")) {
+        Some(children) => (children, true),
+        None => (own_children()?, false),
+    };
     let mut found = Vec::new();
-    let mut parents = vec![(std::process::id() as i32, true)];
-    while let Some((parent, ours)) = parents.pop() {
-        let children = match ours {
-            true => own_children(),
-            false => children_of(parent),
-        };
-        let Some(children) = children else {
-            if ours {
-                return None;
-            }
+    let mut parents: Vec<(i32, Option<Vec<i32>>)> = vec![(0, Some(root))];
+    while let Some((parent, known)) = parents.pop() {
+        // Only our own children (the keeper gone) are ours to reap.
+        let ours = known.is_some() && !from_keeper;
+        let Some(children) = known.or_else(|| children_of(parent)) else {
             // A process that exited while we looked.
             continue;
         };
@@ -310,15 +311,15 @@ fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, 
                 false => live_group(pid),
             };
             let live = group.is_some();
-            let ours_to_skip = pid == leader.as_raw() || pid == keeper.as_raw();
-            if let (Some(group), false) = (group, ours_to_skip) {
+            let skip = pid == leader.as_raw() || pid == keeper.as_raw();
+            if let (Some(group), false) = (group, skip) {
                 found.push((Pid::from_raw(pid), group));
-            } else if !live && ours && !ours_to_skip {
+            } else if !live && ours && !skip {
                 let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
             }
             // A zombie has no children of its own.
             if live {
-                parents.push((pid, false));
+                parents.push((pid, None));
             }
         }
     }
