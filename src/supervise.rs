@@ -124,7 +124,9 @@ impl<'a> Supervisor<'a> {
     /// Supervise until COMMAND and everything it left behind are gone.
     pub fn run(mut self) -> Ended {
         loop {
-            match self.job.leader() {
+            let leader = self.job.leader();
+            self.keeper_fired();
+            match leader {
                 Leader::Gone => break,
                 Leader::Stopped if self.job.owns_terminal() => {
                     self.job.follow_stop();
@@ -197,6 +199,30 @@ impl<'a> Supervisor<'a> {
                 self.local = Some(why);
             }
         }
+    }
+
+    /// The keeper killed the job at the lease's end: we were stopped (or
+    /// hung) past it. Say so once; the run ends as a lost lock.
+    fn keeper_fired(&mut self) {
+        if self.lost.is_some() || !self.job.killed_by_keeper() {
+            return;
+        }
+        self.lost = Some(Loss::Suspended);
+        self.stopping = Some(Stopping {
+            reason: Reason::Lost(Loss::Suspended),
+            kill_at: Instant::now(),
+            killed: true,
+        });
+        let key = self.log.key().unwrap_or_default();
+        self.log.emit(
+            Ev::Lost,
+            format!(
+                "lock '{key}' lost: it {}; its keeper killed COMMAND and all it started \
+                 (SIGKILL: the lease had run out), exit 70",
+                Loss::Suspended.why()
+            ),
+            &[field("reason", Loss::Suspended.name())],
+        );
     }
 
     /// A loss that has happened by `now`, if not acted on yet.
@@ -295,6 +321,9 @@ impl<'a> Supervisor<'a> {
             .map(|at| at.saturating_duration_since(now));
         if let Some(cap) = cap {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+        }
+        if let (Some(guard), None) = (&self.guard, self.lost) {
+            self.job.lease_until(guard.lease.valid_until());
         }
         let signals = self.signals.fd();
         let mut fds = vec![PollFd::new(signals, PollFlags::POLLIN)];

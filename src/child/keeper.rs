@@ -29,6 +29,12 @@ const START_FAILED: i32 = 2;
 const EXEC_FAILED: i32 = 3;
 const STOPPED: i32 = 4;
 const EXITED: i32 = 5;
+/// The lease ran out with the job still running: the keeper kills it.
+const WATCHDOG: i32 = 6;
+
+/// What redlock-run says: a tag (`L`: the lease's end follows; `R`: done)
+/// and an `i64` (CLOCK_MONOTONIC nanoseconds).
+const CTL: usize = 9;
 
 /// redlock-run's side of a keeper.
 pub struct Keeper {
@@ -44,6 +50,10 @@ pub struct Keeper {
     exit: Option<Exit>,
     /// The keeper is gone (its pipe closed).
     dead: bool,
+    /// The lease's end the keeper was last told.
+    told: Option<std::time::Instant>,
+    /// The keeper killed the job: its lease ran out while we did not act.
+    fired: bool,
 }
 
 /// How the keeper's first report went.
@@ -65,6 +75,8 @@ impl Keeper {
             stop: None,
             exit: None,
             dead: false,
+            told: None,
+            fired: false,
         }
     }
 
@@ -89,10 +101,11 @@ impl Keeper {
                 None => {}
             }
         };
-        let _ = nix::fcntl::fcntl(
-            &self.status,
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        );
+        let nonblocking = || nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
+        let _ = nix::fcntl::fcntl(&self.status, nonblocking());
+        if let Some(ctl) = &self.ctl {
+            let _ = nix::fcntl::fcntl(ctl, nonblocking());
+        }
         match message {
             (SPAWNED, pid, _) => Started::Spawned(Pid::from_raw(pid)),
             (EXEC_FAILED, errno, _) => Started::ExecFailed(io::Error::from_raw_os_error(errno)),
@@ -110,6 +123,7 @@ impl Keeper {
                     self.exit = Some(Exit::Child(code));
                 }
                 (EXITED, _, sig) => self.exit = Some(Exit::Signaled(sig)),
+                (WATCHDOG, _, _) => self.fired = true,
                 _ => {}
             }
         }
@@ -141,12 +155,41 @@ impl Keeper {
         }
     }
 
+    /// Tell the keeper until when the lease holds (if that changed): past
+    /// it, with the job still running, the keeper kills the whole tree
+    /// (we are stopped or hung: SIGSTOP cannot be caught). A nonblocking
+    /// write of one message; a full pipe keeps the last end it read.
+    pub fn lease_until(&mut self, until: std::time::Instant) {
+        if self.told == Some(until) {
+            return;
+        }
+        let Some(ctl) = &self.ctl else {
+            return;
+        };
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
+        let mut message = [0u8; CTL];
+        message[0] = b'L';
+        message[1..].copy_from_slice(&monotonic_ns().saturating_add(left).to_ne_bytes());
+        // O_NONBLOCK is set on our end at spawn.
+        if nix::unistd::write(ctl, &message).is_ok() {
+            self.told = Some(until);
+        }
+    }
+
+    /// Whether the keeper killed the job because its lease ran out.
+    pub fn fired(&self) -> bool {
+        self.fired
+    }
+
     /// The job is over: the keeper reaps the leader and exits. It is not
     /// waited for (it holds nothing of ours; a wait would cost every run
     /// a round trip), only reaped if it is done already.
     pub fn finish(&mut self) {
         if let Some(ctl) = self.ctl.take() {
-            let _ = nix::unistd::write(&ctl, b"R");
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
         }
         let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
@@ -256,31 +299,82 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     libc::sigfillset(&mut allow);
     libc::sigdelset(&mut allow, libc::SIGCHLD);
     let mut reported = false;
+    // The lease's end (CLOCK_MONOTONIC, ns), as redlock-run last told us;
+    // 0: none to watch.
+    let mut lease_end: i64 = 0;
+    let mut killing = false;
+    let mut message = [0u8; CTL];
+    let mut have = 0;
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,
             events: libc::POLLIN,
             revents: 0,
         }];
-        let ready = libc::ppoll(fds.as_mut_ptr(), 1, std::ptr::null(), &allow);
+        let mut timeout: libc::timespec = std::mem::zeroed();
+        let wait = if killing {
+            // Children of killed processes come to us: again, shortly.
+            timeout.tv_nsec = 10_000_000;
+            &timeout as *const libc::timespec
+        } else if lease_end > 0 {
+            let left = (lease_end - monotonic_ns()).max(0);
+            timeout.tv_sec = left / 1_000_000_000;
+            timeout.tv_nsec = left % 1_000_000_000;
+            &timeout as *const libc::timespec
+        } else {
+            std::ptr::null()
+        };
+        let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if !reported {
             reported = watch_leader(leader, st_w);
         }
         reap_others(leader);
+        if !killing && lease_end > 0 && monotonic_ns() >= lease_end {
+            // The lease is over and redlock-run has not stopped the job
+            // (it is stopped or hung itself): nothing may run on.
+            report(st_w, WATCHDOG, 0, 0);
+            killing = true;
+        }
+        if killing {
+            kill_all(leader);
+        }
         if ready > 0 {
-            let mut byte = 0u8;
-            let n = libc::read(ctl_r, (&mut byte as *mut u8).cast(), 1);
-            if n == 1 {
-                // Done: redlock-run stopped what was left; the leader goes.
-                let mut status = 0;
-                while libc::waitpid(leader, &mut status, 0) < 0 && errno() == libc::EINTR {}
-                libc::_exit(0);
-            }
-            if n == 0 || (errno() != libc::EINTR && errno() != libc::EAGAIN) {
+            let n = libc::read(ctl_r, message[have..].as_mut_ptr().cast(), CTL - have);
+            if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
                 kill_tree(leader);
                 libc::_exit(0);
             }
+            if n > 0 {
+                have += n as usize;
+            }
+            if have < CTL {
+                continue;
+            }
+            have = 0;
+            let mut value = [0u8; 8];
+            value.copy_from_slice(&message[1..]);
+            match message[0] {
+                b'L' => lease_end = i64::from_ne_bytes(value),
+                _ => {
+                    // Done: redlock-run stopped what was left; the leader goes.
+                    let mut status = 0;
+                    while libc::waitpid(leader, &mut status, 0) < 0 && errno() == libc::EINTR {}
+                    libc::_exit(0);
+                }
+            }
         }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock of Rust's `Instant`).
+fn monotonic_ns() -> i64 {
+    // SAFETY: clock_gettime writes into our local.
+    unsafe {
+        let mut now: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        now.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(now.tv_nsec)
     }
 }
 
@@ -317,6 +411,14 @@ unsafe fn reap_others(leader: c_int) {
             let mut status = 0;
             libc::waitpid(pid, &mut status, libc::WNOHANG);
         }
+    });
+}
+
+/// SIGKILL everything below us once (the leader's zombie stays unreaped).
+unsafe fn kill_all(leader: c_int) {
+    libc::kill(-leader, libc::SIGKILL);
+    each_child(|pid| {
+        libc::kill(pid, libc::SIGKILL);
     });
 }
 

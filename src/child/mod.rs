@@ -158,6 +158,17 @@ impl Job {
         }
     }
 
+    /// Tell the keeper the lease's end: past it, a job still running is
+    /// killed by the keeper (see keeper.rs).
+    pub fn lease_until(&mut self, until: std::time::Instant) {
+        self.keeper.lease_until(until);
+    }
+
+    /// Whether the keeper killed the job at the lease's end.
+    pub fn killed_by_keeper(&self) -> bool {
+        self.keeper.fired()
+    }
+
     /// Readable when the keeper has news of the leader; `None` once the
     /// leader's end is known (nothing more will come).
     pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {

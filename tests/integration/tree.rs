@@ -436,3 +436,42 @@ fn out_of_file_descriptors_is_never_an_internal_error_nor_a_held_lock() {
     }
     assert!(local > 0, "no limit hit the local-failure path");
 }
+
+#[test]
+fn a_stopped_wrapper_cannot_leave_its_tree_running_past_the_lease() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "setsid {w} & echo $$ > {pid}; while :; do sleep 0.05; done",
+        w = worker(&dir, "w"),
+        pid = dir.file("pid").display()
+    );
+    let mut run = spawn_piped(
+        &mut server
+            .job("frozen")
+            .args(["--ttl", "2s", "--kill-after", "500ms"])
+            .sh(&script),
+    );
+    let leader = read_pid(&dir, "pid", LONG);
+    let worker = read_pid(&dir, "w", LONG);
+    run.signal(Signal::SIGSTOP);
+    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    // Nothing refreshes now; by the lease's end the whole tree is dead,
+    // while redlock-run is still stopped.
+    for pid in [leader, worker] {
+        assert!(
+            wait_until(LONG, || !running(pid)),
+            "{pid} runs on past the lease while redlock-run is stopped"
+        );
+    }
+    assert_eq!(state(run.pid()), Some('T'));
+    let second = run_with_timeout(
+        &mut server.job("frozen").args(["--wait", "10s"]).sh("true"),
+        LONG,
+    );
+    assert_eq!(second.code, Some(0), "{second:?}");
+    run.signal(Signal::SIGCONT);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("keeper killed"), "{}", out.stderr);
+}
