@@ -338,9 +338,10 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     }
 }
 
-/// Run `args` as nobody under `prlimit` (RLIMIT_NPROC counts that user's
-/// processes: root is exempt).
-fn as_nobody_limited(limit: &str, job: Command) -> Option<Command> {
+/// Run `job` as a uid of its own under `prlimit` (RLIMIT_NPROC counts
+/// that user's processes, and root is exempt): a uid no other test, and no
+/// other suite running beside this one, uses.
+fn as_other_uid_limited(limit: &str, job: Command) -> Option<Command> {
     if !have_tool("setpriv", "util-linux") || !have_tool("prlimit", "util-linux") {
         return None;
     }
@@ -348,25 +349,23 @@ fn as_nobody_limited(limit: &str, job: Command) -> Option<Command> {
         eprintln!("skipped: RLIMIT_NPROC needs another uid (setpriv as root)");
         return None;
     }
+    let uid = 60_000 + std::process::id() % 5_000;
     let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "prlimit",
-        limit,
-        "--",
-    ])
-    .arg(job.get_program())
-    .args(job.get_args());
+    cmd.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .args(["--clear-groups", "prlimit", limit, "--"])
+        .arg(job.get_program())
+        .args(job.get_args());
     Some(cmd)
 }
 
+/// Both cases in one test: they count processes of the same uid.
 #[test]
-fn out_of_processes_before_the_spawn_is_exit_71_and_command_never_runs() {
+fn out_of_processes_is_exit_71_with_the_lock_released() {
     let server = RedisServer::start();
-    // One process for nobody: redlock-run itself; COMMAND cannot start.
-    let Some(mut cmd) = as_nobody_limited("--nproc=1", server.job("nproc1").sh("echo started"))
+    // One process: redlock-run itself; COMMAND cannot start (nor can the
+    // keeper), and COMMAND never runs.
+    let Some(mut cmd) = as_other_uid_limited("--nproc=1", server.job("nproc1").sh("echo started"))
     else {
         return;
     };
@@ -378,18 +377,14 @@ fn out_of_processes_before_the_spawn_is_exit_71_and_command_never_runs() {
         !exists(&mut server.conn(), "redlock:{nproc1}"),
         "lock left held"
     );
-}
 
-#[test]
-fn out_of_threads_after_the_spawn_stops_the_job_and_releases() {
-    let server = RedisServer::start();
     // Three: redlock-run, its keeper and COMMAND (which execs, forking
-    // nothing); the refresh thread cannot start.
+    // nothing); the refresh thread cannot start: the job is stopped.
     let job = server
-        .job("nproc2")
+        .job("nproc3")
         .args(["--ttl", "30s"])
         .sh("echo started; exec sleep 20");
-    let Some(mut cmd) = as_nobody_limited("--nproc=3", job) else {
+    let Some(mut cmd) = as_other_uid_limited("--nproc=3", job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);
@@ -397,7 +392,7 @@ fn out_of_threads_after_the_spawn_stops_the_job_and_releases() {
     assert!(out.stdout.contains("started"), "{out:?}");
     assert!(out.stderr.contains("refresh thread"), "{out:?}");
     assert!(
-        !exists(&mut server.conn(), "redlock:{nproc2}"),
+        !exists(&mut server.conn(), "redlock:{nproc3}"),
         "lock left held"
     );
 }
