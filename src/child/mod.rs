@@ -2,11 +2,14 @@
 //! the parent-death signal, the signal dispositions it inherits), signal
 //! it, stop it, find what it left behind, and reap it.
 //!
-//! redlock-run is a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever
-//! COMMAND starts stays our descendant even when it leaves the process
-//! group (`setsid` daemons, `set -m`) and its parent exits, so it can be
-//! found under `/proc/self/task/*/children` (a walk of our own tree, not
-//! of every process on the host) and stopped before the lock is released.
+//! COMMAND runs under a keeper (keeper.rs): a small forked process that is
+//! its parent and the job's child subreaper, so that whatever COMMAND
+//! starts stays below it even when it leaves the process group (`setsid`
+//! daemons, `set -m`) and its parent exits, and dies with it if we die.
+//! The tree is found under `/proc/<keeper>/task/<keeper>/children`,
+//! recursively (a walk of the job's own tree, not of every process on the
+//! host), and stopped before the lock is released. redlock-run is a
+//! subreaper too: if the keeper is killed, what it held comes to us.
 //!
 //! The leader is reaped last on purpose: while it is an unreaped zombie
 //! its pid, which is also the group id, cannot be reused, so signalling
@@ -45,7 +48,7 @@ extern "C" fn note_sigpipe() {
     SIGPIPE_WAS_IGNORED.store(ignored, Ordering::Relaxed);
 }
 
-/// Make orphaned descendants of COMMAND ours (see the module doc).
+/// Make orphaned descendants ours if the keeper dies (see the module doc).
 pub fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }

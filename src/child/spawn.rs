@@ -1,15 +1,18 @@
-//! Starting COMMAND the way `posix_spawn` does: `clone(CLONE_VM |
-//! CLONE_VFORK)`, so that no copy of our address space is made (a `fork`
-//! copies the page tables, then faults on every page either side writes:
-//! 0.06-0.1 ms of every start and every hand-over on the benchmark's VM).
-//! `posix_spawn` itself cannot set the parent-death signal, hence this.
+//! Starting COMMAND the way `posix_spawn` does, from the keeper (see
+//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)`, so that no
+//! copy of the keeper's address space is made (a `fork` copies the page
+//! tables, then faults on every page either side writes). `posix_spawn`
+//! itself cannot set the parent-death signal, hence this.
 //!
-//! The child shares our memory and runs until `execve` while the calling
-//! thread waits, so everything it needs is prepared beforehand and it makes
-//! only system calls: it allocates nothing, takes no lock, and writes to
-//! our memory only the `errno` of a failed `execve`. Signals stay blocked
-//! until it has put each of our handlers back to the default, so none of
-//! them runs in it.
+//! The child shares the keeper's memory and runs until `execve` while the
+//! keeper waits, so everything it needs is prepared beforehand (before the
+//! keeper's fork) and it makes only system calls: it allocates nothing,
+//! takes no lock, and writes to that memory only the `errno` of a failed
+//! `execve` and, for a file without `#!`, one slot of the prepared
+//! `/bin/sh` argument array. Signals stay blocked until it has put each of
+//! our handlers back to the default, so none of them runs in it. The
+//! search of `$PATH` is our own (glibc's `execvp`, not musl's, runs a file
+//! without `#!` with `/bin/sh`), so both builds behave the same.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
