@@ -109,7 +109,7 @@ impl Exit {
         },
         Row {
             code: "71",
-            when: "local failure: this host ran out of file descriptors, memory or threads (never counted as Redis unavailable)",
+            when: "a local failure (out of processes, threads, file descriptors or memory; never counted as Redis unavailable): COMMAND did not start, or was stopped; the lock was released",
         },
         Row {
             code: "124",

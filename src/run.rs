@@ -4,8 +4,6 @@ use std::cell::RefCell;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Context;
-
 use crate::child::{self, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
@@ -264,13 +262,25 @@ impl Held<'_> {
         if let Some(exit) = self.too_late(main) {
             return Ok(exit);
         }
+        // Everything supervision needs exists before COMMAND does: a
+        // failure here is a local one, and COMMAND never starts.
+        let (wake, woken) = match wake_pipe() {
+            Ok(pipe) => pipe,
+            Err(e) => {
+                self.release(main);
+                return Err(Failure {
+                    exit: Exit::LocalFailure,
+                    error: anyhow::Error::new(e).context(
+                        "cannot create the wake-up pipe (out of file descriptors?); COMMAND did not run",
+                    ),
+                });
+            }
+        };
         let file = self.lease_file();
         let job = self.spawn(main, file.as_ref())?;
         drop(subscription);
         record.running();
         let timing = self.cfg.timing;
-        let (wake, woken) = UnixStream::pair().context("cannot create a pipe")?;
-        wake.set_nonblocking(true).context("cannot create a pipe")?;
         let lease = Lease::new(self.acquired.valid_until, wake);
         if let Some(file) = file {
             lease.keep_file(file);
@@ -280,15 +290,17 @@ impl Held<'_> {
                 OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
             });
         let refresher = RefCell::new(None);
+        // The one resource made after the spawn (a thread, started lazily
+        // so that a short job pays for none): if it cannot start, COMMAND
+        // is stopped at once and the run ends as a local failure.
         let start_refresher = || {
             let log = self.log.clone();
             match Refresher::start(fresh(), self.token.to_string(), lease.clone(), timing, log) {
-                Ok(started) => *refresher.borrow_mut() = Some(started),
-                // Nothing refreshes: the deadline stops COMMAND in time.
-                Err(e) => self.log.error(format!(
-                    "cannot start the refresh thread ({e}); COMMAND will be stopped before \
-                     the lock could expire"
-                )),
+                Ok(started) => {
+                    *refresher.borrow_mut() = Some(started);
+                    Ok(())
+                }
+                Err(e) => Err(format!("cannot start the refresh thread: {e}")),
             }
         };
         let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
@@ -374,6 +386,13 @@ impl Held<'_> {
         ended: crate::supervise::Ended,
         valid_until: Instant,
     ) -> Result<Exit, Failure> {
+        if let (Some(why), None) = (&ended.local, ended.lost) {
+            self.release(main);
+            return Err(Failure {
+                exit: Exit::LocalFailure,
+                error: anyhow::anyhow!("{why}; COMMAND was stopped and the lock released"),
+            });
+        }
         match ended.lost {
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
             // Revoked by force-release: the marker keeps waiters out until
@@ -483,6 +502,14 @@ impl Held<'_> {
                 .emit(Ev::Released, format!("released lock '{key}'"), &[]);
         }
     }
+}
+
+/// The refresher's wake-up pipe (write end, read end), both nonblocking.
+fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
+    let (wake, woken) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    woken.set_nonblocking(true)?;
+    Ok((wake, woken))
 }
 
 /// Inside COMMAND of a run for the same KEY: that run's token, if any.

@@ -6,7 +6,10 @@
 //!   to its process group.
 //! - Job control: SIGTSTP, SIGTTIN, SIGTTOU stop COMMAND's group with us;
 //!   SIGCONT wakes the loop to check the lease before COMMAND continues.
-//! - SIGCHLD: COMMAND (or something it left behind) changed state.
+//! - SIGCHLD is not caught: news of COMMAND comes from its keeper on a
+//!   pipe (child/keeper.rs), and a handler would only interrupt blocking
+//!   socket reads (a socket with a timeout is not restarted: EINTR) when
+//!   the keeper exits.
 //!
 //! A signal that was ignored when redlock-run started (`nohup`, `cmd &` in
 //! a script) is not caught: it stays ignored, for us and for COMMAND, as
@@ -23,7 +26,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use signal_hook::consts::{
-    SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
+    SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
 };
 use signal_hook::iterator::backend::SignalDelivery;
 use signal_hook::iterator::exfiltrator::SignalOnly;
@@ -52,8 +55,6 @@ pub enum Event {
     Stop(i32),
     /// We were continued after a stop.
     Continued,
-    /// A child changed state.
-    Child,
 }
 
 /// The caught signals: poll [`Signals::fd`], then [`Signals::take`].
@@ -71,8 +72,14 @@ impl Signals {
             .chain(&JOB_CONTROL)
             .copied()
             .filter(|&sig| !ignored(sig))
-            .chain([SIGCONT, SIGCHLD])
+            .chain([SIGCONT])
             .collect();
+        // Children are waited for: an inherited "ignore" would reap them
+        // behind our back.
+        if ignored(signal_hook::consts::SIGCHLD) {
+            // SAFETY: back to the default action; no handler is involved.
+            unsafe { nix::libc::signal(signal_hook::consts::SIGCHLD, nix::libc::SIG_DFL) };
+        }
         let mask = caught.iter().fold(0u64, |mask, &sig| mask | 1 << sig);
         CAUGHT.fetch_or(mask, Ordering::Relaxed);
         let (read, write) = UnixStream::pair()?;
@@ -100,7 +107,7 @@ impl Signals {
 
     /// A forwarded signal that arrived and was not handled yet, if any.
     /// Job-control stops are obeyed on the spot (we are not running
-    /// COMMAND yet); child and continue notices are dropped.
+    /// COMMAND yet); continue notices are dropped.
     pub fn pending(&self) -> Option<i32> {
         self.fill();
         loop {
@@ -108,7 +115,7 @@ impl Signals {
             match event {
                 Event::Forward(sig) => return Some(sig),
                 Event::Stop(_) => stop_self(),
-                Event::Continued | Event::Child => {}
+                Event::Continued => {}
             }
         }
     }
@@ -133,7 +140,6 @@ impl Signals {
         let mut queue = self.queue.borrow_mut();
         for sig in delivery.pending() {
             queue.push_back(match sig {
-                SIGCHLD => Event::Child,
                 SIGCONT => Event::Continued,
                 s if JOB_CONTROL.contains(&s) => Event::Stop(s),
                 s => Event::Forward(s),
@@ -177,11 +183,7 @@ pub fn ignored(sig: i32) -> bool {
 /// and no blocking call of this thread fails with EINTR).
 pub fn block_in_this_thread() {
     let mut set = SigSet::empty();
-    for sig in FORWARDED
-        .iter()
-        .chain(&JOB_CONTROL)
-        .chain(&[SIGCONT, SIGCHLD])
-    {
+    for sig in FORWARDED.iter().chain(&JOB_CONTROL).chain(&[SIGCONT]) {
         if let Ok(sig) = Signal::try_from(*sig) {
             set.add(sig);
         }

@@ -39,6 +39,8 @@ pub enum Reason {
     MaxHold,
     /// COMMAND exited, but left processes behind.
     Leftovers,
+    /// A resource supervision needs could not be had (a thread).
+    Local,
 }
 
 /// How a supervised COMMAND ended.
@@ -50,6 +52,8 @@ pub struct Ended {
     pub lost: Option<Loss>,
     /// COMMAND was stopped by `--max-hold`.
     pub max_hold: bool,
+    /// COMMAND was stopped for a local failure (this one).
+    pub local: Option<String>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -74,14 +78,18 @@ pub struct Supervisor<'a> {
     guard: Option<Guard>,
     grace: Duration,
     max_hold: Option<(Duration, Instant)>,
-    /// Called once when `start_at` passes (the refresher's lazy start).
-    later: Option<(Instant, Box<dyn FnOnce() + 'a>)>,
+    /// Called once when `start_at` passes (the refresher's lazy start);
+    /// an error stops COMMAND (a local failure).
+    later: Option<(Instant, Later<'a>)>,
     stopping: Option<Stopping>,
     lost: Option<Loss>,
     /// `--warn-signal` and `--on-lost` (see `warn.rs`).
     warning: Option<Warning>,
     on_lost: Option<&'a OnLost>,
+    local: Option<String>,
 }
+
+type Later<'a> = Box<dyn FnOnce() -> Result<(), String> + 'a>;
 
 impl<'a> Supervisor<'a> {
     pub fn new(job: Job, signals: &'a Signals, log: &'a Log, grace: Duration) -> Supervisor<'a> {
@@ -97,6 +105,7 @@ impl<'a> Supervisor<'a> {
             lost: None,
             warning: None,
             on_lost: None,
+            local: None,
         }
     }
 
@@ -135,7 +144,7 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Run `f` once, `after` from now, if COMMAND still runs.
-    pub fn later(mut self, after: Duration, f: impl FnOnce() + 'a) -> Self {
+    pub fn later(mut self, after: Duration, f: impl FnOnce() -> Result<(), String> + 'a) -> Self {
         self.later = Some((Instant::now() + after, Box::new(f)));
         self
     }
@@ -143,7 +152,9 @@ impl<'a> Supervisor<'a> {
     /// Supervise until COMMAND and everything it left behind are gone.
     pub fn run(mut self) -> Ended {
         loop {
-            match self.job.leader() {
+            let leader = self.job.leader();
+            self.keeper_fired();
+            match leader {
                 Leader::Gone => break,
                 Leader::Stopped if self.job.owns_terminal() => {
                     self.job.follow_stop();
@@ -173,6 +184,7 @@ impl<'a> Supervisor<'a> {
             exit,
             lost: self.lost,
             max_hold,
+            local: self.local,
         }
     }
 
@@ -222,10 +234,41 @@ impl<'a> Supervisor<'a> {
             }
         }
         if self.later.as_ref().is_some_and(|(at, _)| now >= *at) {
-            if let Some((_, f)) = self.later.take() {
-                f();
+            if let Some(Err(why)) = self.later.take().map(|(_, f)| f()) {
+                if self.stopping.is_none() {
+                    self.stop(Reason::Local);
+                }
+                self.log.error(format!(
+                    "{why}; stopping COMMAND (SIGTERM, SIGKILL after {}), exit 71",
+                    show(self.grace)
+                ));
+                self.local = Some(why);
             }
         }
+    }
+
+    /// The keeper killed the job at the lease's end: we were stopped (or
+    /// hung) past it. Say so once; the run ends as a lost lock.
+    fn keeper_fired(&mut self) {
+        if self.lost.is_some() || !self.job.killed_by_keeper() {
+            return;
+        }
+        self.lost = Some(Loss::Suspended);
+        self.stopping = Some(Stopping {
+            reason: Reason::Lost(Loss::Suspended),
+            kill_at: Instant::now(),
+            killed: true,
+        });
+        let key = self.log.key().unwrap_or_default();
+        self.log.emit(
+            Ev::Lost,
+            format!(
+                "lock '{key}' lost: it {}; its keeper killed COMMAND and all it started \
+                 (SIGKILL: the lease had run out), exit 70",
+                Loss::Suspended.why()
+            ),
+            &[field("reason", Loss::Suspended.name())],
+        );
     }
 
     /// A loss that has happened by `now`, if not acted on yet.
@@ -282,6 +325,7 @@ impl<'a> Supervisor<'a> {
             Reason::Lost(loss) => loss.name(),
             Reason::MaxHold => "max_hold",
             Reason::Leftovers => "leftovers",
+            Reason::Local => "local_failure",
         };
         self.log.emit(
             Ev::Stopping,
@@ -330,14 +374,26 @@ impl<'a> Supervisor<'a> {
         if let Some(cap) = cap {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
+        if let (Some(guard), None) = (&self.guard, self.lost) {
+            self.job.lease_until(guard.lease.valid_until());
+        }
         let signals = self.signals.fd();
         let mut fds = vec![PollFd::new(signals, PollFlags::POLLIN)];
+        if let Some(news) = self.job.news() {
+            fds.push(PollFd::new(news, PollFlags::POLLIN));
+        }
         if let Some(guard) = &self.guard {
             fds.push(PollFd::new(guard.wake.as_fd(), PollFlags::POLLIN));
         }
         let timeout = timeout.map_or(nix::poll::PollTimeout::NONE, poll_timeout);
         let _ = poll(&mut fds, timeout);
         drop(fds);
+        if let Some(guard) = &self.guard {
+            // Empty it (a loss writes a byte), or every later poll returns
+            // at once and the loop spins through the grace.
+            let mut buf = [0u8; 64];
+            while matches!(std::io::Read::read(&mut &guard.wake, &mut buf), Ok(n) if n > 0) {}
+        }
         for event in self.signals.take() {
             self.on(event);
         }
@@ -357,7 +413,7 @@ impl<'a> Supervisor<'a> {
                 );
             }
             Event::Stop(sig) => self.suspend(sig),
-            Event::Continued | Event::Child => {}
+            Event::Continued => {}
         }
     }
 

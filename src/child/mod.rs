@@ -2,11 +2,14 @@
 //! the parent-death signal, the signal dispositions it inherits), signal
 //! it, stop it, find what it left behind, and reap it.
 //!
-//! redlock-run is a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever
-//! COMMAND starts stays our descendant even when it leaves the process
-//! group (`setsid` daemons, `set -m`) and its parent exits, so it can be
-//! found under `/proc/self/task/*/children` (a walk of our own tree, not
-//! of every process on the host) and stopped before the lock is released.
+//! COMMAND runs under a keeper (keeper.rs): a small forked process that is
+//! its parent and the job's child subreaper, so that whatever COMMAND
+//! starts stays below it even when it leaves the process group (`setsid`
+//! daemons, `set -m`) and its parent exits, and dies with it if we die.
+//! The tree is found under `/proc/<keeper>/task/<keeper>/children`,
+//! recursively (a walk of the job's own tree, not of every process on the
+//! host), and stopped before the lock is released. redlock-run is a
+//! subreaper too: if the keeper is killed, what it held comes to us.
 //!
 //! The leader is reaped last on purpose: while it is an unreaped zombie
 //! its pid, which is also the group id, cannot be reused, so signalling
@@ -24,7 +27,12 @@ use nix::unistd::{self, Pid};
 
 use crate::exit::Exit;
 
+mod keeper;
 mod spawn;
+
+pub use spawn::Failed;
+
+use keeper::Keeper;
 
 /// Whether SIGPIPE was ignored when the process started, before Rust's
 /// runtime set it to ignored: COMMAND gets the disposition we were given.
@@ -40,7 +48,7 @@ extern "C" fn note_sigpipe() {
     SIGPIPE_WAS_IGNORED.store(ignored, Ordering::Relaxed);
 }
 
-/// Make orphaned descendants of COMMAND ours (see the module doc).
+/// Make orphaned descendants ours if the keeper dies (see the module doc).
 pub fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
@@ -49,9 +57,13 @@ pub fn become_subreaper() {
 pub struct Job {
     /// The leader's pid, which is also the group's id.
     pgid: Pid,
+    /// COMMAND's parent, the job's subreaper (see keeper.rs).
+    keeper: Keeper,
     /// How the leader ended, once reaped.
     reaped: Option<Exit>,
-    /// Our own process group, when we handed the terminal to COMMAND.
+    /// Our own process group, when stdin is our session's terminal (in
+    /// the foreground, COMMAND is given it; in the background, after
+    /// `&`, it is given it once the shell puts us in the foreground).
     terminal_owner: Option<Pid>,
 }
 
@@ -67,30 +79,40 @@ pub enum Leader {
 
 /// Start `argv` in a new process group with `env` added to its environment
 /// (a name with an empty value is removed from it).
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> io::Result<Job> {
-    let terminal_owner = foreground_terminal();
+pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
+    let terminal_owner = our_terminal();
+    let foreground = terminal_owner.is_some_and(is_foreground);
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
-        give_terminal: terminal_owner.is_some(),
+        give_terminal: foreground,
         caught: crate::signals::caught_mask(),
     };
-    let pgid = spawn::spawn(argv, env, &setup)?;
-    if terminal_owner.is_some() {
+    let (pgid, keeper) = spawn::spawn(argv, env, &setup).inspect_err(|_| {
+        // The child took the terminal before its exec failed: the caller
+        // (a shell, a script) must not be left behind a dead group.
+        if let (Some(ours), true) = (terminal_owner, foreground) {
+            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+        }
+    })?;
+    if foreground {
         // Also from this side, so it holds whichever process runs first.
         without_sigttou(|| unistd::tcsetpgrp(stdin(), pgid));
     }
     Ok(Job {
         pgid,
+        keeper,
         reaped: None,
         terminal_owner,
     })
 }
 
-/// The exit code for a spawn error: 127 not found, 126 not executable.
-pub fn spawn_error_exit(e: &io::Error) -> Exit {
-    match e.kind() {
-        io::ErrorKind::NotFound => Exit::NotFound,
-        _ => Exit::CannotInvoke,
+/// The exit code for a spawn error: 127 not found, 126 not executable,
+/// 71 when no process could be created (a local failure).
+pub fn spawn_error_exit(e: &Failed) -> Exit {
+    match e {
+        Failed::Start(_) => Exit::LocalFailure,
+        Failed::Exec(e) if e.kind() == io::ErrorKind::NotFound => Exit::NotFound,
+        Failed::Exec(_) => Exit::CannotInvoke,
     }
 }
 
@@ -104,8 +126,14 @@ impl Job {
             return;
         }
         let _ = killpg(self.pgid, sig);
-        for pid in descendants(self.pgid, false).unwrap_or_default() {
-            let _ = signal::kill(pid, sig);
+        // Only to those outside the group: the group's members got it
+        // already, and a second copy can land in a shell's vfork child
+        // before it execs (dash's, which shares the shell's memory and
+        // handlers), where it eats the shell's pending trap.
+        for (pid, pgid) in descendants(self.pgid, self.keeper.pid(), false).unwrap_or_default() {
+            if pgid != self.pgid.as_raw() {
+                let _ = signal::kill(pid, sig);
+            }
         }
     }
 
@@ -121,49 +149,60 @@ impl Job {
         self.signal(Signal::SIGKILL);
     }
 
-    /// Look at the leader without reaping it or blocking.
-    pub fn leader(&self) -> Leader {
-        let flags = WaitPidFlag::WEXITED
-            | WaitPidFlag::WSTOPPED
-            | WaitPidFlag::WNOWAIT
-            | WaitPidFlag::WNOHANG;
-        match waitid(Id::Pid(self.pgid), flags) {
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => Leader::Gone,
-            Ok(WaitStatus::Stopped(..)) => {
-                // Take the stop notice (a stop is not an exit: nothing is reaped).
-                let _ = waitid(
-                    Id::Pid(self.pgid),
-                    WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG,
-                );
-                Leader::Stopped
-            }
-            Ok(_) | Err(Errno::EINTR) => Leader::Running,
-            // Only if it was reaped already; `reap` will tell how it ended.
-            Err(_) => Leader::Gone,
+    /// Look at the leader without reaping it or blocking (the keeper
+    /// reports its stops and its end).
+    pub fn leader(&mut self) -> Leader {
+        self.keeper.poll();
+        if self.keeper.exit().is_some() {
+            Leader::Gone
+        } else if self.keeper.take_stop().is_some() {
+            Leader::Stopped
+        } else {
+            Leader::Running
         }
+    }
+
+    /// Tell the keeper the lease's end: past it, a job still running is
+    /// killed by the keeper (see keeper.rs).
+    pub fn lease_until(&mut self, until: std::time::Instant) {
+        self.keeper.lease_until(until);
+    }
+
+    /// Whether the keeper killed the job at the lease's end.
+    pub fn killed_by_keeper(&self) -> bool {
+        self.keeper.fired()
+    }
+
+    /// Readable when the keeper has news of the leader; `None` once the
+    /// leader's end is known (nothing more will come).
+    pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.keeper.exit().is_none().then(|| self.keeper.fd())
     }
 
     /// How many processes COMMAND left behind (in its group or below us),
     /// once the leader is gone. `None` when they cannot be counted
     /// (no usable /proc): see [`Job::reap`].
     pub fn leftovers(&self) -> Option<usize> {
-        let found = descendants(self.pgid, true)?;
+        let found = descendants(self.pgid, self.keeper.pid(), true)?;
         Some(found.len())
     }
 
-    /// Whether we handed the terminal to COMMAND.
+    /// Whether stdin is our session's terminal (job control applies).
     pub fn owns_terminal(&self) -> bool {
         self.terminal_owner.is_some()
     }
 
-    /// COMMAND, owning the terminal, was stopped (Ctrl-Z). Its group is not
-    /// the shell's job, ours is: take the terminal back and stop our whole
-    /// group (a script that called us stops too), so that the shell sees
-    /// the job stopped and gets its prompt back. Returns once continued.
+    /// COMMAND, on our terminal, was stopped (Ctrl-Z, or SIGTTIN/SIGTTOU
+    /// after `&`). Its group is not the shell's job, ours is: stop the rest
+    /// of the job's tree (descendants in other groups and sessions did not
+    /// see the terminal's signal), take the terminal back, and stop our
+    /// whole group (a script that called us stops too), so that the shell
+    /// sees the job stopped and gets its prompt back. Returns once continued.
     pub fn follow_stop(&self) {
         let Some(ours) = self.terminal_owner else {
             return;
         };
+        self.signal(Signal::SIGSTOP);
         // After `bg` the shell owns the terminal: leave it there.
         if unistd::tcgetpgrp(stdin()) == Ok(self.pgid) {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
@@ -187,35 +226,19 @@ impl Job {
         if let Some(exit) = self.reaped {
             return exit;
         }
-        let exit = wait_for_exit(self.pgid);
+        let exit = self.keeper.wait_exit();
+        self.keeper.finish();
         if let Some(ours) = self.terminal_owner {
-            without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+            // Back to us if COMMAND's group had it, or a group that is no
+            // more (one the job made); never taken from the shell (`bg`).
+            let fg = unistd::tcgetpgrp(stdin());
+            let dead = |pg: Pid| killpg(pg, None) == Err(Errno::ESRCH);
+            if fg.is_ok_and(|fg| fg == self.pgid || (fg != ours && dead(fg))) {
+                without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+            }
         }
         self.reaped = Some(exit);
         exit
-    }
-}
-
-/// Reap `pid` and say how it ended. The raw status, not nix's `WaitStatus`:
-/// that one has no room for a real-time signal, and a job killed by one
-/// must still report 128 + N.
-fn wait_for_exit(pid: Pid) -> Exit {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid writes the status into our local.
-        match unsafe { nix::libc::waitpid(pid.as_raw(), &mut status, 0) } {
-            -1 if Errno::last() == Errno::EINTR => continue,
-            -1 => return Exit::Internal,
-            _ => break,
-        }
-    }
-    use nix::libc::{WEXITSTATUS, WIFEXITED, WIFSIGNALED, WTERMSIG};
-    if WIFEXITED(status) {
-        Exit::Child(u8::try_from(WEXITSTATUS(status) & 0xff).unwrap_or(u8::MAX))
-    } else if WIFSIGNALED(status) {
-        Exit::Signaled(WTERMSIG(status))
-    } else {
-        Exit::Internal
     }
 }
 
@@ -250,13 +273,16 @@ fn stdin() -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(0) }
 }
 
-/// Our process group, if stdin is a terminal whose foreground group is ours.
-fn foreground_terminal() -> Option<Pid> {
-    let ours = unistd::getpgrp();
-    match unistd::tcgetpgrp(stdin()) {
-        Ok(fg) if fg == ours => Some(ours),
-        _ => None,
-    }
+/// Our process group, if stdin is our session's terminal.
+fn our_terminal() -> Option<Pid> {
+    // SAFETY: a query on fd 0, which stays open.
+    let session = unsafe { nix::libc::tcgetsid(0) };
+    (session > 0 && unistd::getsid(None).ok()?.as_raw() == session).then(unistd::getpgrp)
+}
+
+/// Whether `ours` is the terminal's foreground group.
+fn is_foreground(ours: Pid) -> bool {
+    unistd::tcgetpgrp(stdin()) == Ok(ours)
 }
 
 /// Run a terminal call that a background process may make only with
@@ -271,38 +297,44 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
     }
 }
 
-/// Every live process below us but `leader`, from
+/// Every live process below us but `leader` (with its process group), from
 /// `/proc/self/task/*/children` (recursively): the cost grows with our own
 /// tree, not with the host's process count. Zombies among our own children
 /// (orphans handed to us that exited) are reaped on the way; the leader is
 /// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
-fn descendants(leader: Pid, leader_gone: bool) -> Option<Vec<Pid>> {
+fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+    // The walk starts at the keeper, the job's subreaper (one file: it is
+    // single-threaded); if it is gone, what it held was handed to us.
+    let (root, from_keeper) = match pids_in(format!("/proc/{keeper}/task/{keeper}/children")) {
+        Some(children) => (children, true),
+        None => (own_children()?, false),
+    };
     let mut found = Vec::new();
-    let mut parents = vec![(std::process::id() as i32, true)];
-    while let Some((parent, ours)) = parents.pop() {
-        let children = match ours {
-            true => own_children(),
-            false => children_of(parent),
-        };
-        let Some(children) = children else {
-            if ours {
-                return None;
-            }
+    let mut parents: Vec<(i32, Option<Vec<i32>>)> = vec![(0, Some(root))];
+    while let Some((parent, known)) = parents.pop() {
+        // Only our own children (the keeper gone) are ours to reap.
+        let ours = known.is_some() && !from_keeper;
+        let Some(children) = known.or_else(|| children_of(parent)) else {
             // A process that exited while we looked.
             continue;
         };
         for pid in children {
-            let live = !(leader_gone && pid == leader.as_raw()) && is_live(pid);
-            if live && pid != leader.as_raw() {
-                found.push(Pid::from_raw(pid));
-            } else if !live && ours && pid != leader.as_raw() {
+            let group = match leader_gone && pid == leader.as_raw() {
+                true => None,
+                false => live_group(pid),
+            };
+            let live = group.is_some();
+            let skip = pid == leader.as_raw() || pid == keeper.as_raw();
+            if let (Some(group), false) = (group, skip) {
+                found.push((Pid::from_raw(pid), group));
+            } else if !live && ours && !skip {
                 let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
             }
             // A zombie has no children of its own.
             if live {
-                parents.push((pid, false));
+                parents.push((pid, None));
             }
         }
     }
@@ -338,14 +370,14 @@ fn pids_in(path: impl AsRef<std::path::Path>) -> Option<Vec<i32>> {
     )
 }
 
-/// Not a zombie (zombies run nothing).
-fn is_live(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state follows the command name, which may hold spaces and parens.
-    match stat.rsplit_once(')') {
-        Some((_, rest)) => !matches!(rest.split_whitespace().next(), Some("Z" | "X")),
-        None => false,
+/// The process group of `pid`, if it is not a zombie (zombies run nothing).
+fn live_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which may hold spaces and parens;
+    // then the parent, then the group.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    match fields.next()? {
+        "Z" | "X" => None,
+        _ => fields.nth(1)?.parse().ok(),
     }
 }

@@ -1,15 +1,18 @@
-//! Starting COMMAND the way `posix_spawn` does: `clone(CLONE_VM |
-//! CLONE_VFORK)`, so that no copy of our address space is made (a `fork`
-//! copies the page tables, then faults on every page either side writes:
-//! 0.06-0.1 ms of every start and every hand-over on the benchmark's VM).
-//! `posix_spawn` itself cannot set the parent-death signal, hence this.
+//! Starting COMMAND the way `posix_spawn` does, from the keeper (see
+//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)`, so that no
+//! copy of the keeper's address space is made (a `fork` copies the page
+//! tables, then faults on every page either side writes). `posix_spawn`
+//! itself cannot set the parent-death signal, hence this.
 //!
-//! The child shares our memory and runs until `execve` while the calling
-//! thread waits, so everything it needs is prepared beforehand and it makes
-//! only system calls: it allocates nothing, takes no lock, and writes to
-//! our memory only the `errno` of a failed `execve`. Signals stay blocked
-//! until it has put each of our handlers back to the default, so none of
-//! them runs in it.
+//! The child shares the keeper's memory and runs until `execve` while the
+//! keeper waits, so everything it needs is prepared beforehand (before the
+//! keeper's fork) and it makes only system calls: it allocates nothing,
+//! takes no lock, and writes to that memory only the `errno` of a failed
+//! `execve` and, for a file without `#!`, one slot of the prepared
+//! `/bin/sh` argument array. Signals stay blocked until it has put each of
+//! our handlers back to the default, so none of them runs in it. The
+//! search of `$PATH` is our own (glibc's `execvp`, not musl's, runs a file
+//! without `#!` with `/bin/sh`), so both builds behave the same.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -18,10 +21,12 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::libc::{self, c_char, c_int};
-use nix::sched::{clone, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::sys::wait::waitpid;
+use std::os::fd::AsRawFd;
+
 use nix::unistd::Pid;
+
+use super::keeper::{self, Keeper};
 
 /// How COMMAND starts, besides its arguments and environment.
 pub struct Setup {
@@ -36,12 +41,17 @@ pub struct Setup {
 /// Start `argv` (found on `$PATH` like `execvp` does) in a new process
 /// group, with `env` set on top of our environment; its pid once it has
 /// exec'd. A program that cannot be run is an error here (`errno` of the
-/// last `execve`), and leaves no process behind.
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)], setup: &Setup) -> io::Result<Pid> {
+/// last `execve`), and leaves no process behind. A child that could not
+/// be created at all (out of processes or memory) is [`Failed::Start`].
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    setup: &Setup,
+) -> Result<(Pid, Keeper), Failed> {
     let program = argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no COMMAND"))?;
-    let program = c_string(program)?;
+    let candidates = candidates(program)?;
     let args = argv
         .iter()
         .map(|a| c_string(a))
@@ -49,48 +59,139 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)], setup: &Setup) -> io::Resu
     let envs = environment(env)?;
     let arg_ptrs = null_terminated(&args);
     let env_ptrs = null_terminated(&envs);
+    // `/bin/sh FILE ARG...` for a file without `#!` (ENOEXEC), as POSIX
+    // `execvp` does; slot 1 is the file, filled in by the child.
+    let shell = c"/bin/sh";
+    let mut sh_argv: Vec<*const c_char> = Vec::with_capacity(arg_ptrs.len() + 1);
+    sh_argv.push(shell.as_ptr());
+    sh_argv.push(ptr::null());
+    sh_argv.extend_from_slice(&arg_ptrs[1..]);
     let exec = Exec {
-        program: &program,
+        candidates: &candidates,
         argv: &arg_ptrs,
         envp: &env_ptrs,
-        parent: nix::unistd::getpid(),
+        shell,
+        sh_argv: sh_argv.as_mut_ptr(),
+        parent: AtomicI32::new(0),
         setup,
         failed: AtomicI32::new(0),
     };
-    // glibc's posix_spawn sizes its child's stack the same way: execvp
-    // puts a copy of argv on it to run a script without `#!` with sh.
-    let mut stack = vec![0u8; 32 * 1024 + args.len() * std::mem::size_of::<usize>()];
+    let mut stack = vec![0u8; 32 * 1024];
+    // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
+    let top = unsafe {
+        let end = stack.as_mut_ptr().add(stack.len());
+        end.sub(end as usize % 16)
+    };
+    let start = keeper::Start {
+        entry: enter,
+        arg: (&exec as *const Exec).cast_mut().cast(),
+        stack_top: top.cast(),
+        failed: &exec.failed,
+        parent: &exec.parent,
+    };
+    let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
+    let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
     let all = SigSet::all();
     let mut old = SigSet::empty();
-    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut old))?;
-    // SAFETY: the child runs `Exec::run` on `stack` in our address space
-    // while this thread waits (CLONE_VFORK); `run` only makes system calls
-    // on data prepared above, which outlives the child's use of it.
-    let cloned = unsafe {
-        clone(
-            Box::new(|| exec.run()),
-            &mut stack,
-            CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
-            Some(libc::SIGCHLD),
-        )
-    };
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut old))
+        .map_err(|e| Failed::Start(e.into()))?;
+    // SAFETY: the child runs `keeper::run`, which makes only system calls
+    // on data prepared above (a child of a multithreaded process).
+    let forked = unsafe { libc::fork() };
+    if forked == 0 {
+        unsafe { keeper::run(&start, raw) }
+    }
+    let fork_error = io::Error::last_os_error();
     let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    let pid = cloned?;
-    match exec.failed.load(Ordering::Acquire) {
-        0 => Ok(pid),
-        errno => {
-            let _ = waitpid(pid, None);
-            Err(io::Error::from_raw_os_error(errno))
+    drop((ctl_r, st_w));
+    if forked < 0 {
+        return Err(Failed::Start(fork_error));
+    }
+    let mut keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
+    match keeper.started() {
+        keeper::Started::Spawned(pid) => Ok((pid, keeper)),
+        keeper::Started::StartFailed(e) => {
+            keeper.finish();
+            Err(Failed::Start(e))
+        }
+        keeper::Started::ExecFailed(e) => {
+            keeper.finish();
+            Err(Failed::Exec(e))
         }
     }
 }
 
+/// `clone`'s entry point in COMMAND's child: the prepared [`Exec`].
+extern "C" fn enter(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the `Exec` the keeper was given, alive in its memory.
+    let exec = unsafe { &*(arg as *const Exec) };
+    exec.run() as c_int
+}
+
+/// Why no COMMAND runs.
+#[derive(Debug)]
+pub enum Failed {
+    /// No process could be created (EAGAIN: out of processes; ENOMEM).
+    Start(io::Error),
+    /// COMMAND could not be executed (not found, not executable...).
+    Exec(io::Error),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Start(e) => write!(f, "cannot start a process: {e}"),
+            Failed::Exec(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Failed {}
+
+impl From<io::Error> for Failed {
+    fn from(e: io::Error) -> Failed {
+        Failed::Exec(e)
+    }
+}
+
+/// Where `execvp` would look for `program`: itself if it holds a `/`,
+/// else each `$PATH` entry (an empty one is the current directory; no
+/// `$PATH` is glibc's default, `/bin:/usr/bin`).
+fn candidates(program: &OsStr) -> io::Result<Vec<CString>> {
+    let bytes = program.as_bytes();
+    if bytes.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+    if bytes.contains(&b'/') {
+        return Ok(vec![c_string(program)?]);
+    }
+    let path = std::env::var_os("PATH");
+    let path = path
+        .as_deref()
+        .map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+    path.split(|&b| b == b':')
+        .map(|dir| {
+            let mut full = Vec::with_capacity(dir.len() + bytes.len() + 1);
+            if !dir.is_empty() {
+                full.extend_from_slice(dir);
+                full.push(b'/');
+            }
+            full.extend_from_slice(bytes);
+            c_string(OsStr::from_bytes(&full))
+        })
+        .collect()
+}
+
 /// What the child needs, all of it prepared by the parent.
 struct Exec<'a> {
-    program: &'a CString,
+    candidates: &'a [CString],
     argv: &'a [*const c_char],
     envp: &'a [*const c_char],
-    parent: Pid,
+    shell: &'a std::ffi::CStr,
+    /// `/bin/sh`, (the file), the arguments: for a file without `#!`.
+    sh_argv: *mut *const c_char,
+    /// The keeper's pid (set by the keeper before it clones).
+    parent: AtomicI32,
     setup: &'a Setup,
     /// The `errno` of a failed `execve`, for the parent.
     failed: AtomicI32,
@@ -106,7 +207,7 @@ impl Exec<'_> {
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
             // must never run on without someone refreshing its lock.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != self.parent.as_raw() {
+            if libc::getppid() != self.parent.load(Ordering::Relaxed) {
                 // The parent died before prctl took effect.
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
@@ -120,13 +221,35 @@ impl Exec<'_> {
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::pthread_sigmask(libc::SIG_SETMASK, &none, ptr::null_mut());
-            libc::execvpe(
-                self.program.as_ptr(),
-                self.argv.as_ptr(),
-                self.envp.as_ptr(),
-            );
-            self.failed.store(errno(), Ordering::Release);
+            self.failed.store(self.exec(), Ordering::Release);
             libc::_exit(127)
+        }
+    }
+
+    /// `execvp`'s search, the same in both builds (musl's `execvp` does
+    /// not run a file without `#!` with sh; glibc's does, as POSIX says).
+    /// Returns the `errno` that ends it.
+    unsafe fn exec(&self) -> c_int {
+        let mut denied = false;
+        let mut last = libc::ENOENT;
+        for file in self.candidates {
+            libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+            last = errno();
+            match last {
+                libc::ENOEXEC => {
+                    // The parent waits and built this array for us.
+                    *self.sh_argv.add(1) = file.as_ptr();
+                    libc::execve(self.shell.as_ptr(), self.sh_argv, self.envp.as_ptr());
+                    return errno();
+                }
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => return last,
+            }
+        }
+        match denied {
+            true => libc::EACCES,
+            false => last,
         }
     }
 }

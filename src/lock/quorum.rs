@@ -223,29 +223,41 @@ impl Quorum {
         let Some((first, rest)) = self.nodes.split_first_mut() else {
             return Vec::new();
         };
+        // A node whose thread cannot start (out of processes) is asked
+        // on this thread, after the others: slower, never a crash.
+        let rest: Vec<std::sync::Mutex<&mut Node>> =
+            rest.iter_mut().map(std::sync::Mutex::new).collect();
         std::thread::scope(|s| {
             let f = &f;
             let handles: Vec<_> = rest
-                .iter_mut()
+                .iter()
                 .enumerate()
                 .map(|(i, node)| {
                     std::thread::Builder::new()
                         .stack_size(128 * 1024)
-                        .spawn_scoped(s, move || f(i + 1, node, keys))
+                        .spawn_scoped(s, move || f(i + 1, &mut lock(node), keys))
+                        .ok()
                 })
                 .collect();
             let mut answers = vec![f(0, first, keys)];
-            for handle in handles {
+            for (i, (node, handle)) in rest.iter().zip(handles).enumerate() {
                 answers.push(match handle {
-                    Ok(h) => h
+                    Some(h) => h
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    Err(e) => panic!("cannot start a thread for a Redis node: {e}"),
+                    None => f(i + 1, &mut lock(node), keys),
                 });
             }
             answers
         })
     }
+}
+
+fn lock<'m, 'n>(
+    node: &'m std::sync::Mutex<&'n mut Node>,
+) -> std::sync::MutexGuard<'m, &'n mut Node> {
+    node.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The answers of one acquire round, sorted.

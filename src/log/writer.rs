@@ -31,7 +31,7 @@ static WRITER: OnceLock<Option<Writer>> = OnceLock::new();
 /// Queue `line` (with its newline) for stderr; never blocks on the reader.
 pub fn write(line: Vec<u8>) {
     let Some(writer) = writer() else {
-        return;
+        return write_now(&line);
     };
     *writer.count() += 1;
     match writer.queue.try_send(line) {
@@ -40,6 +40,26 @@ pub fn write(line: Vec<u8>) {
             *writer.count() -= 1;
             writer.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// No thread could be started (out of processes): write the line here,
+/// only if stderr takes it at once (never block: this thread may be the
+/// one that must stop COMMAND on time).
+fn write_now(line: &[u8]) {
+    use std::os::fd::AsFd;
+    let err = std::io::stderr();
+    let mut fds = [nix::poll::PollFd::new(
+        err.as_fd(),
+        nix::poll::PollFlags::POLLOUT,
+    )];
+    let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap_or(0);
+    if ready > 0
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLOUT))
+    {
+        let _ = err.lock().write_all(line);
     }
 }
 

@@ -315,14 +315,14 @@ fn an_interactive_child_reads_the_terminal() {
 }
 
 /// A shell in a tmux session, for job control as a person would use it.
-struct Tmux {
+pub struct Tmux {
     name: String,
 }
 
 impl Tmux {
     /// A tmux server running bash, or `None` where tmux is missing (see
     /// `have_tool`).
-    fn start(dir: &TestDir) -> Option<Tmux> {
+    pub fn start(dir: &TestDir) -> Option<Tmux> {
         if !have_tool("tmux", "tmux") {
             return None;
         }
@@ -350,7 +350,7 @@ impl Tmux {
         })
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub fn keys(&self, keys: &[&str]) {
         let ok = Command::new("tmux")
             .args(["-S", &self.name, "send-keys"])
             .args(keys)
@@ -359,7 +359,7 @@ impl Tmux {
         assert!(ok.success());
     }
 
-    fn screen(&self) -> String {
+    pub fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["-S", &self.name, "capture-pane", "-p"])
             .output()
@@ -369,7 +369,7 @@ impl Tmux {
 
     /// Ctrl-Z: the shell must get its prompt back and list the job as
     /// stopped (`jobs -l` into `jobs` in `dir`).
-    fn suspend(&self, dir: &TestDir) {
+    pub fn suspend(&self, dir: &TestDir) {
         let stops = self.screen().matches("Stopped").count();
         self.keys(&["C-z"]);
         // Keys typed before the stop reach the job's terminal and are
@@ -395,7 +395,7 @@ impl Tmux {
 
     /// `echo "exit=$?"` at the shell into `name` in `dir`: that line,
     /// once written.
-    fn last_exit(&self, dir: &TestDir, name: &str) -> String {
+    pub fn last_exit(&self, dir: &TestDir, name: &str) -> String {
         self.keys(&[
             "echo \"exit=$?\" > ",
             &dir.file(name).display().to_string(),

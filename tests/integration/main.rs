@@ -32,5 +32,6 @@ mod scripts;
 mod sentinel;
 mod tls;
 mod topology_harness;
+mod tree;
 mod wait;
 mod warn;

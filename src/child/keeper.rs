@@ -1,0 +1,506 @@
+//! The keeper: a small process between redlock-run and COMMAND that holds
+//! the job's tree when redlock-run cannot.
+//!
+//! redlock-run forks it; it is the job's subreaper and COMMAND's parent
+//! (COMMAND's parent-death signal follows it), in a process group of its
+//! own, with every signal blocked but SIGCHLD. It tells redlock-run, on a
+//! pipe, how COMMAND's leader stops and ends (without reaping it: its pid
+//! is the group's id), and reaps what else ends below it. When the pipe
+//! from redlock-run closes without a word, redlock-run is dead (SIGKILL,
+//! a crash): the keeper SIGKILLs every process below it, so no process of
+//! the job runs on without a lock being refreshed for it.
+//!
+//! The keeper is a child of a multithreaded process: from the fork on it
+//! makes only system calls on data prepared before the fork, and never
+//! allocates (see [`run`]).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::libc::{self, c_int};
+use nix::unistd::Pid;
+
+use crate::exit::Exit;
+
+/// What the keeper says (three native `i32`s: a tag and two values).
+const MESSAGE: usize = 12;
+const SPAWNED: i32 = 1;
+const START_FAILED: i32 = 2;
+const EXEC_FAILED: i32 = 3;
+const STOPPED: i32 = 4;
+const EXITED: i32 = 5;
+/// The lease ran out with the job still running: the keeper kills it.
+const WATCHDOG: i32 = 6;
+
+/// What redlock-run says: a tag (`L`: the lease's end follows; `R`: done)
+/// and an `i64` (CLOCK_MONOTONIC nanoseconds).
+const CTL: usize = 9;
+
+/// redlock-run's side of a keeper.
+pub struct Keeper {
+    pid: Pid,
+    /// Our end of the pipe the keeper watches; closed without a word when
+    /// we die.
+    ctl: Option<OwnedFd>,
+    /// The keeper's reports (nonblocking once COMMAND runs).
+    status: OwnedFd,
+    partial: [u8; MESSAGE],
+    have: usize,
+    stop: Option<i32>,
+    exit: Option<Exit>,
+    /// The keeper is gone (its pipe closed).
+    dead: bool,
+    /// The lease's end the keeper was last told.
+    told: Option<std::time::Instant>,
+    /// The keeper killed the job: its lease ran out while we did not act.
+    fired: bool,
+}
+
+/// How the keeper's first report went.
+pub enum Started {
+    Spawned(Pid),
+    StartFailed(io::Error),
+    ExecFailed(io::Error),
+}
+
+impl Keeper {
+    /// The keeper forked as `pid`, with our ends of its pipes.
+    pub(super) fn new(pid: Pid, ctl: OwnedFd, status: OwnedFd) -> Keeper {
+        Keeper {
+            pid,
+            ctl: Some(ctl),
+            status,
+            partial: [0; MESSAGE],
+            have: 0,
+            stop: None,
+            exit: None,
+            dead: false,
+            told: None,
+            fired: false,
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Readable when the keeper has something to say.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.status.as_fd()
+    }
+
+    /// Wait for the first report: COMMAND runs, or why not.
+    pub(super) fn started(&mut self) -> Started {
+        let message = loop {
+            match self.read_one(true) {
+                Some(m) => break m,
+                None if self.dead => {
+                    let died = io::Error::other("the keeper process died before COMMAND started");
+                    return Started::StartFailed(died);
+                }
+                None => {}
+            }
+        };
+        let nonblocking = || nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
+        let _ = nix::fcntl::fcntl(&self.status, nonblocking());
+        if let Some(ctl) = &self.ctl {
+            let _ = nix::fcntl::fcntl(ctl, nonblocking());
+        }
+        match message {
+            (SPAWNED, pid, _) => Started::Spawned(Pid::from_raw(pid)),
+            (EXEC_FAILED, errno, _) => Started::ExecFailed(io::Error::from_raw_os_error(errno)),
+            (_, errno, _) => Started::StartFailed(io::Error::from_raw_os_error(errno)),
+        }
+    }
+
+    /// Take in every report that has arrived, without blocking.
+    pub fn poll(&mut self) {
+        while let Some(message) = self.read_one(false) {
+            match message {
+                (STOPPED, sig, _) => self.stop = Some(sig),
+                (EXITED, code, status) if code == libc::CLD_EXITED => {
+                    let code = u8::try_from(status & 0xff).unwrap_or(u8::MAX);
+                    self.exit = Some(Exit::Child(code));
+                }
+                (EXITED, _, sig) => self.exit = Some(Exit::Signaled(sig)),
+                (WATCHDOG, _, _) => self.fired = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// A stop of the leader reported since the last call (its signal).
+    pub fn take_stop(&mut self) -> Option<i32> {
+        self.stop.take()
+    }
+
+    /// How the leader ended, once it has. A keeper that died (someone
+    /// SIGKILLed it) took the leader with it: its parent-death signal.
+    pub fn exit(&self) -> Option<Exit> {
+        match (self.exit, self.dead) {
+            (Some(exit), _) => Some(exit),
+            (None, true) => Some(Exit::Signaled(libc::SIGKILL)),
+            (None, false) => None,
+        }
+    }
+
+    /// Block until the leader's end is known.
+    pub fn wait_exit(&mut self) -> Exit {
+        loop {
+            self.poll();
+            if let Some(exit) = self.exit() {
+                return exit;
+            }
+            crate::signals::wait_readable(self.fd(), std::time::Duration::from_secs(1));
+        }
+    }
+
+    /// Tell the keeper until when the lease holds (if that changed): past
+    /// it, with the job still running, the keeper kills the whole tree
+    /// (we are stopped or hung: SIGSTOP cannot be caught). A nonblocking
+    /// write of one message; a full pipe keeps the last end it read.
+    pub fn lease_until(&mut self, until: std::time::Instant) {
+        if self.told == Some(until) {
+            return;
+        }
+        let Some(ctl) = &self.ctl else {
+            return;
+        };
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
+        let mut message = [0u8; CTL];
+        message[0] = b'L';
+        message[1..].copy_from_slice(&monotonic_ns().saturating_add(left).to_ne_bytes());
+        // O_NONBLOCK is set on our end at spawn.
+        if nix::unistd::write(ctl, &message).is_ok() {
+            self.told = Some(until);
+        }
+    }
+
+    /// Whether the keeper killed the job because its lease ran out.
+    pub fn fired(&self) -> bool {
+        self.fired
+    }
+
+    /// The job is over: the keeper reaps the leader and exits. It is not
+    /// waited for (it holds nothing of ours; a wait would cost every run
+    /// a round trip), only reaped if it is done already.
+    pub fn finish(&mut self) {
+        if let Some(ctl) = self.ctl.take() {
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
+        }
+        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+    }
+
+    /// One whole report, if there is one (blocking: wait for it).
+    fn read_one(&mut self, block: bool) -> Option<(i32, i32, i32)> {
+        while self.have < MESSAGE && !self.dead {
+            let rest = &mut self.partial[self.have..];
+            match nix::unistd::read(&self.status, rest) {
+                Ok(0) => self.dead = true,
+                Ok(n) => self.have += n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) if !block => return None,
+                Err(nix::errno::Errno::EAGAIN) => {
+                    crate::signals::wait_readable(self.fd(), std::time::Duration::from_secs(1))
+                }
+                Err(_) => self.dead = true,
+            }
+        }
+        if self.have < MESSAGE {
+            return None;
+        }
+        self.have = 0;
+        let word = |i: usize| {
+            i32::from_ne_bytes([
+                self.partial[i],
+                self.partial[i + 1],
+                self.partial[i + 2],
+                self.partial[i + 3],
+            ])
+        };
+        Some((word(0), word(4), word(8)))
+    }
+}
+
+impl Drop for Keeper {
+    /// Never reaped (an early return): closing the pipe without a word
+    /// makes the keeper stop the whole tree.
+    fn drop(&mut self) {
+        if self.ctl.take().is_some() {
+            let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// Two pipes (each `[read, write]`, close-on-exec): ours to the keeper,
+/// the keeper's to us.
+pub(super) fn pipes() -> io::Result<[OwnedFd; 4]> {
+    let (ctl_r, ctl_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (st_r, st_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok([ctl_r, ctl_w, st_r, st_w])
+}
+
+/// What the keeper runs COMMAND with (prepared before the fork).
+pub(super) struct Start {
+    /// `clone`'s entry point and its argument (the prepared exec).
+    pub entry: extern "C" fn(*mut libc::c_void) -> c_int,
+    pub arg: *mut libc::c_void,
+    /// Top of the stack COMMAND's child runs on until it execs.
+    pub stack_top: *mut libc::c_void,
+    /// Where the child leaves the `errno` of a failed exec (0: none).
+    pub failed: *const std::sync::atomic::AtomicI32,
+    /// The keeper's pid, for the child's parent-death check.
+    pub parent: *const std::sync::atomic::AtomicI32,
+}
+
+extern "C" fn on_sigchld(_: c_int) {}
+
+/// The keeper itself, in the forked child. Never returns.
+///
+/// # Safety
+/// Only in the child of `fork`, with every signal blocked; `start` points
+/// at data prepared before the fork. Only system calls from here on.
+pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
+    use std::sync::atomic::Ordering;
+    let [ctl_r, ctl_w, st_r, st_w] = fds;
+    libc::close(ctl_w);
+    libc::close(st_r);
+    // Out of redlock-run's group: a signal to that group (Ctrl-C, a stop,
+    // `kill -9 -PGID`) must not reach the one process that cleans up.
+    libc::setpgid(0, 0);
+    libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    // Our own SIGCHLD handler (redlock-run's would write to its pipe).
+    let mut action: libc::sigaction = std::mem::zeroed();
+    action.sa_sigaction = on_sigchld as extern "C" fn(c_int) as usize;
+    libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
+    (*start.parent).store(libc::getpid(), Ordering::Relaxed);
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    if leader < 0 {
+        report(st_w, START_FAILED, errno(), 0);
+        libc::_exit(0);
+    }
+    let failed = (*start.failed).load(Ordering::Acquire);
+    if failed != 0 {
+        let mut status = 0;
+        libc::waitpid(leader, &mut status, 0);
+        report(st_w, EXEC_FAILED, failed, 0);
+        libc::_exit(0);
+    }
+    report(st_w, SPAWNED, leader, 0);
+    // COMMAND has its own copies: hold nothing of redlock-run's (its
+    // stdout, its sockets), so that nothing waits on us once it is done.
+    close_all_but(ctl_r, st_w);
+    // If redlock-run died before we were set up, the pipe says so too.
+    let mut allow: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut allow);
+    libc::sigdelset(&mut allow, libc::SIGCHLD);
+    let mut reported = false;
+    // The lease's end (CLOCK_MONOTONIC, ns), as redlock-run last told us;
+    // 0: none to watch.
+    let mut lease_end: i64 = 0;
+    let mut killing = false;
+    let mut message = [0u8; CTL];
+    let mut have = 0;
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: ctl_r,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let mut timeout: libc::timespec = std::mem::zeroed();
+        let wait = if killing {
+            // Children of killed processes come to us: again, shortly.
+            timeout.tv_nsec = 10_000_000;
+            &timeout as *const libc::timespec
+        } else if lease_end > 0 {
+            let left = (lease_end - monotonic_ns()).max(0);
+            timeout.tv_sec = left / 1_000_000_000;
+            timeout.tv_nsec = left % 1_000_000_000;
+            &timeout as *const libc::timespec
+        } else {
+            std::ptr::null()
+        };
+        let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
+        if !reported {
+            reported = watch_leader(leader, st_w);
+        }
+        reap_others(leader);
+        if !killing && lease_end > 0 && monotonic_ns() >= lease_end {
+            // The lease is over and redlock-run has not stopped the job
+            // (it is stopped or hung itself): nothing may run on.
+            report(st_w, WATCHDOG, 0, 0);
+            killing = true;
+        }
+        if killing {
+            kill_all(leader);
+        }
+        if ready > 0 {
+            let n = libc::read(ctl_r, message[have..].as_mut_ptr().cast(), CTL - have);
+            if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
+                kill_tree(leader);
+                libc::_exit(0);
+            }
+            if n > 0 {
+                have += n as usize;
+            }
+            if have < CTL {
+                continue;
+            }
+            have = 0;
+            let mut value = [0u8; 8];
+            value.copy_from_slice(&message[1..]);
+            match message[0] {
+                b'L' => lease_end = i64::from_ne_bytes(value),
+                _ => {
+                    // Done: redlock-run stopped what was left; the leader goes.
+                    let mut status = 0;
+                    while libc::waitpid(leader, &mut status, 0) < 0 && errno() == libc::EINTR {}
+                    libc::_exit(0);
+                }
+            }
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock of Rust's `Instant`).
+fn monotonic_ns() -> i64 {
+    // SAFETY: clock_gettime writes into our local.
+    unsafe {
+        let mut now: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        now.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(now.tv_nsec)
+    }
+}
+
+/// Report the leader's stops (consuming them) and, once, its end (not
+/// reaping it). Whether the end was reported.
+unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
+    loop {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let stopped = libc::waitid(
+            libc::P_PID,
+            leader as libc::id_t,
+            &mut info,
+            libc::WSTOPPED | libc::WNOHANG,
+        );
+        if stopped != 0 || info.si_pid() == 0 {
+            break;
+        }
+        report(st_w, STOPPED, info.si_status(), 0);
+    }
+    let mut info: libc::siginfo_t = std::mem::zeroed();
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    if libc::waitid(libc::P_PID, leader as libc::id_t, &mut info, flags) == 0 && info.si_pid() != 0
+    {
+        report(st_w, EXITED, info.si_code, info.si_status());
+        return true;
+    }
+    false
+}
+
+/// Reap every child but the leader that has ended (orphans handed to us).
+unsafe fn reap_others(leader: c_int) {
+    each_child(|pid| {
+        if pid != leader {
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+        }
+    });
+}
+
+/// SIGKILL everything below us once (the leader's zombie stays unreaped).
+unsafe fn kill_all(leader: c_int) {
+    libc::kill(-leader, libc::SIGKILL);
+    each_child(|pid| {
+        libc::kill(pid, libc::SIGKILL);
+    });
+}
+
+/// redlock-run is gone: SIGKILL everything below us, round after round
+/// (the children of a killed process become ours), until nothing is left.
+unsafe fn kill_tree(leader: c_int) {
+    loop {
+        // Without /proc the children cannot be listed: the group at least.
+        libc::kill(-leader, libc::SIGKILL);
+        each_child(|pid| {
+            libc::kill(pid, libc::SIGKILL);
+        });
+        let mut status = 0;
+        let reaped = libc::waitpid(-1, &mut status, 0);
+        if reaped < 0 && errno() == libc::ECHILD {
+            return;
+        }
+        while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+    }
+}
+
+/// Call `f` with each of our children's pids, from
+/// `/proc/thread-self/children`, read into a buffer on the stack.
+unsafe fn each_child(mut f: impl FnMut(c_int)) {
+    let fd = libc::open(
+        c"/proc/thread-self/children".as_ptr(),
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
+        return;
+    }
+    let mut buf = [0u8; 512];
+    let mut pid: c_int = 0;
+    let mut digits = false;
+    loop {
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        for &b in &buf[..n as usize] {
+            if b.is_ascii_digit() {
+                pid = pid.saturating_mul(10).saturating_add(c_int::from(b - b'0'));
+                digits = true;
+            } else if digits {
+                f(pid);
+                pid = 0;
+                digits = false;
+            }
+        }
+    }
+    if digits {
+        f(pid);
+    }
+    libc::close(fd);
+}
+
+/// Close every fd but `a` and `b` (close_range; nothing if the kernel
+/// has none).
+unsafe fn close_all_but(a: RawFd, b: RawFd) {
+    let (low, high) = (a.min(b), a.max(b));
+    let close = |from: RawFd, to: RawFd| {
+        if from <= to {
+            libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32);
+        }
+    };
+    close(0, low - 1);
+    close(low + 1, high - 1);
+    close(high + 1, RawFd::MAX);
+}
+
+/// One report (a pipe write of up to PIPE_BUF bytes is atomic).
+unsafe fn report(fd: RawFd, tag: i32, a: i32, b: i32) {
+    let mut message = [0u8; MESSAGE];
+    message[..4].copy_from_slice(&tag.to_ne_bytes());
+    message[4..8].copy_from_slice(&a.to_ne_bytes());
+    message[8..].copy_from_slice(&b.to_ne_bytes());
+    while libc::write(fd, message.as_ptr().cast(), MESSAGE) < 0 && errno() == libc::EINTR {}
+}
+
+fn errno() -> c_int {
+    nix::errno::Errno::last_raw()
+}
