@@ -57,9 +57,9 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 const SLICE: Duration = Duration::from_millis(50);
 
 /// Try to take the lock, waiting up to `wait` (`None`: forever).
-/// `token` may be replaced: an attempt whose fate on some node is unknown
-/// (a timeout) or that was given back (a Redlock minority) is followed by
-/// one with a fresh token, so that a command of the earlier attempt that
+/// `token` may be replaced: with several nodes (Redlock), an attempt that
+/// failed (a timeout, or a minority given back) is followed by one with a
+/// fresh token, so that a command of the earlier attempt that
 /// reaches a node late (a lossy link delivers what was queued on a dropped
 /// connection) can never touch the later attempt's lock. On return it is
 /// the token of the lock we hold.
@@ -130,10 +130,8 @@ impl Waiter<'_> {
             // The first try does not queue: the uncontended path stays one EVAL.
             let info = match quorum.try_acquire(&self.token, self.holder, !self.first_busy) {
                 Attempt::Busy(info) => {
-                    if quorum.nodes() > 1 {
-                        // A minority granted it and was given back.
-                        self.renew_token(quorum);
-                    }
+                    // A minority may have granted it and been given back.
+                    self.renew_token(quorum);
                     info
                 }
                 Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
@@ -193,18 +191,15 @@ impl Waiter<'_> {
         }
     }
 
-    /// A fresh token for the next attempt (see [`acquire`]). A waiter in
-    /// line leaves it under the old token and, subscribed, subscribes
-    /// anew for the new one's wake-ups: it rejoins the line at its place
-    /// for a newcomer (after a network error only, on one node).
-    fn renew_token(&mut self, quorum: &mut Quorum) {
-        let old = std::mem::replace(&mut self.token, uuid::Uuid::new_v4().to_string());
-        if quorum.queues_waiters() {
-            quorum.leave(&old);
-            if self.wakeups.is_some() {
-                self.wakeups = None;
-                self.subscribe(quorum);
-            }
+    /// A fresh token for the next attempt (see [`acquire`]), with several
+    /// nodes (Redlock), where an attempt that failed was given back on the
+    /// nodes that granted it. One node keeps its token: a waiter's token
+    /// is its place in the line, and renewing it after every network
+    /// error let faults starve a waiter past `--wait` (see docs/safety.md
+    /// for the window that remains there).
+    fn renew_token(&mut self, quorum: &Quorum) {
+        if quorum.nodes() > 1 {
+            self.token = uuid::Uuid::new_v4().to_string();
         }
     }
 

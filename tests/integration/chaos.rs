@@ -19,10 +19,12 @@ const WORKERS: usize = 8;
 const RUNS: usize = 6;
 
 /// A section: `start ID T`, `alive ID T` every 50 ms, `end ID T`; a
-/// SIGTERM also writes its end. T is nanoseconds (CLOCK_REALTIME).
+/// SIGTERM also writes its end. T is nanoseconds (CLOCK_REALTIME), read
+/// with a bash builtin: a forked `date` would die of the stop's SIGTERM
+/// to the group and leave the line without its time.
 fn section(log: &str) -> String {
     format!(
-        "now() {{ date +%s%N; }}; echo \"start $ID $(now)\" >> '{log}'; \
+        "now() {{ local t=${{EPOCHREALTIME/./}}; echo \"${{t}}000\"; }}; echo \"start $ID $(now)\" >> '{log}'; \
          trap 'echo \"end $ID $(now)\" >> \"{log}\"; exit 0' TERM; \
          for i in 1 2 3 4 5 6; do sleep 0.05; echo \"alive $ID $(now)\" >> '{log}'; done; \
          echo \"end $ID $(now)\" >> '{log}'"
@@ -58,7 +60,7 @@ fn assert_no_overlap(spans: &HashMap<String, (u128, u128)>, text: &str) {
 fn run_once(url: &str, log: &str, id: &str, stalled: bool, pids: &Mutex<Vec<i32>>) -> i32 {
     let mut cmd = redlock(url);
     cmd.args(["-k", "chaos", "--ttl", "1s", "--wait", "30s"])
-        .args(["--", "sh", "-c", &section(log)])
+        .args(["--", "bash", "-c", &section(log)])
         .env("ID", id)
         .stdin(Stdio::null())
         .stdout(Stdio::null());
