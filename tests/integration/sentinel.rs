@@ -227,7 +227,8 @@ fn a_job_runs_through_a_failover_and_a_waiter_wakes_by_pubsub() {
     assert!(
         wait_until(LONG, || get(&mut set.primary_conn(), "redlock:{job}")
             .is_some()),
-        "the lock survived on the new primary"
+        "the lock survived on the new primary: {}",
+        holder.stderr_now()
     );
     // A refresh reaches the new primary (the TTL is pushed again).
     let before = pttl(&mut set.primary_conn(), "redlock:{job}");
