@@ -278,6 +278,19 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum Cmd {
+    #[command(flatten)]
+    Admin(AdminCmd),
+    /// Print the man page (roff) or a shell completion script on stdout
+    Generate {
+        /// What to print
+        #[arg(value_name = "WHAT")]
+        what: Doc,
+    },
+}
+
+/// The subcommands that talk to Redis about a lock.
+#[derive(Debug, Clone, Subcommand)]
+pub enum AdminCmd {
     /// Show who holds each KEY and for how long
     Status {
         /// Lock names
@@ -311,12 +324,6 @@ pub enum Cmd {
         /// COMMAND first (a waiter may then run beside it)
         #[arg(long)]
         now: bool,
-    },
-    /// Print the man page (roff) or a shell completion script on stdout
-    Generate {
-        /// What to print
-        #[arg(value_name = "WHAT")]
-        what: Doc,
     },
 }
 

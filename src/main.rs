@@ -1,10 +1,13 @@
 //! redlock-run: run a command while holding a Redis distributed lock.
 
+mod admin;
 mod child;
 mod cli;
 mod config;
 mod docs;
 mod exit;
+mod holder;
+mod jitter;
 mod lock;
 mod log;
 mod metrics;
@@ -13,11 +16,8 @@ mod refresh;
 mod run;
 mod secrets;
 mod signals;
-mod status;
 mod supervise;
 mod wait;
-mod wait_cmd;
-mod waiters;
 mod warn;
 
 use std::process::ExitCode;
@@ -43,35 +43,30 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Exit {
-    // Needs no Redis, so a bad REDIS_URL must not stop it.
-    if let Some(Cmd::Generate { what }) = cli.cmd {
-        return report(docs::print(what), &Log::new(Verbosity::Quiet, Format::Text));
-    }
+    let admin = match cli.cmd {
+        // Needs no Redis, so a bad REDIS_URL must not stop it.
+        Some(Cmd::Generate { what }) => {
+            return report(docs::print(what), &Log::new(Verbosity::Quiet, Format::Text))
+        }
+        Some(Cmd::Admin(cmd)) => Some(cmd),
+        None => None,
+    };
     let conn = match config::conn(&cli.conn) {
         Ok(conn) => conn,
         Err(e) => return usage(e),
     };
-    let log = conn.log();
-    let (result, log) = match cli.cmd {
+    let (result, log) = match admin {
         None => match config::run(cli.run, &conn) {
             Ok(cfg) => {
-                let log = log.for_key(&cfg.key);
+                let log = conn.log().for_key(&cfg.key);
                 (run::run(conn, cfg, &log), log)
             }
             Err(e) => return usage(e),
         },
-        Some(Cmd::Wait(args)) => {
-            let log = log.for_key(&args.key);
-            (wait_cmd::run(&conn, &args), log)
-        }
         Some(cmd) => {
-            // Every event names the key it is about, when there is one.
-            let log = match &cmd {
-                Cmd::ForceRelease { key, .. } => log.for_key(key),
-                Cmd::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
-                _ => log,
-            };
-            (status::run(conn, cmd), log)
+            let cfg = config::admin(cmd, conn);
+            let log = cfg.log();
+            (admin::run(cfg), log)
         }
     };
     report(result, &log)
