@@ -322,3 +322,228 @@ fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
     });
     Some(listed.collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::lock::{Inspected, Slot};
+
+    /// Twelve seconds after every record below was acquired.
+    fn now() -> SystemTime {
+        humantime::parse_rfc3339("2026-12-01T10:00:12Z").expect("time")
+    }
+
+    fn record(host: &str, pid: &str, user: &str, command: &str) -> Vec<(String, String)> {
+        [
+            ("host", host),
+            ("pid", pid),
+            ("user", user),
+            ("command", command),
+            ("acquired_at", "2026-12-01T10:00:00.000Z"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn held(token: &str, fence: i64) -> Inspected {
+        Inspected {
+            token: Some(token.into()),
+            pttl: Some(Duration::from_secs(18)),
+            fence,
+            holder: record("web1", "4242", "root", "pg_dump -f /backup/db.sql"),
+            ..Inspected::default()
+        }
+    }
+
+    fn view(key: &str, nodes: usize, answers: &[Inspected]) -> LockView {
+        LockView::merge(key, nodes, answers.iter())
+    }
+
+    #[test]
+    fn a_free_lock() {
+        let never = view("job", 1, &[Inspected::default()]);
+        assert_eq!(text(&never, now()), "job  free (never acquired)");
+        assert_eq!(json(&never), r#"{"fence":0,"held":false,"key":"job"}"#);
+        let after = Inspected {
+            fence: 7,
+            ..Inspected::default()
+        };
+        assert_eq!(
+            text(&view("job", 1, &[after]), now()),
+            "job  free (last fence 7)"
+        );
+    }
+
+    #[test]
+    fn a_held_lock() {
+        let v = view("backup", 1, &[held("t1", 42)]);
+        assert_eq!(
+            text(&v, now()),
+            "backup  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42: \
+             pg_dump -f /backup/db.sql"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
+        );
+        let revoked = Inspected {
+            revoked: true,
+            holder: Vec::new(),
+            pttl: None,
+            ..held("t1", 42)
+        };
+        let v = view("backup", 1, &[revoked]);
+        assert_eq!(
+            text(&v, now()),
+            "backup  being force-released, waiting for its holder to stop: held by an unknown \
+             holder, token t1, fence 42"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
+        );
+    }
+
+    #[test]
+    fn text_escapes_what_redis_sent_and_json_keeps_it() {
+        let mut odd = held("t1", 1);
+        odd.holder = record("we\u{1b}b1", "x", "", "rm\n-rf");
+        let v = view("k\u{7}", 1, &[odd]);
+        let shown = text(&v, now());
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert!(
+            json(&v).contains(r#""host":"we\u001bb1","pid":null"#),
+            "{}",
+            json(&v)
+        );
+    }
+
+    fn slot(token: &str, fence: &str, host: &str, user: &str) -> Slot {
+        let mut holder = record(host, "1", user, "job");
+        holder.push(("fence".into(), fence.into()));
+        Slot {
+            token: token.into(),
+            pttl: Some(Duration::from_secs(20)),
+            holder,
+        }
+    }
+
+    fn semaphore() -> Inspected {
+        Inspected {
+            limit: Some(3),
+            fence: 6,
+            slots: vec![slot("b", "6", "web2", "ci"), slot("a", "5", "web1", "root")],
+            ..Inspected::default()
+        }
+    }
+
+    #[test]
+    fn a_semaphore() {
+        let v = view("pool", 1, &[semaphore()]);
+        assert_eq!(
+            text(&v, now()),
+            "pool  held by 2 holders (limit 3): web1 pid 1 (root) for 12s, expires in 20s, \
+             fence 5: job; web2 pid 1 (ci) for 12s, expires in 20s, fence 6: job"
+        );
+        let holder = |host: &str, user: &str| {
+            format!(
+                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","host":"{host}","pid":1,"user":"{user}"}}"#
+            )
+        };
+        assert_eq!(
+            json(&v),
+            format!(
+                r#"{{"fence":6,"held":true,"holders":[{{"fence":5,"holder":{},"token":"a","ttl_ms":20000}},{{"fence":6,"holder":{},"token":"b","ttl_ms":20000}}],"key":"pool","limit":3,"ttl_ms":20000}}"#,
+                holder("web1", "root"),
+                holder("web2", "ci")
+            )
+        );
+        assert_eq!(
+            released(&v, false, false, now()),
+            "released 'pool': it was held by 2 holders (limit 3): web1 pid 1 (root) for 12s, \
+             fence 5: job; web2 pid 1 (ci) for 12s, fence 6: job"
+        );
+        let mut one = semaphore();
+        one.slots.truncate(1);
+        assert_eq!(
+            released(&view("pool", 1, &[one]), true, false, now()),
+            "released a holder of 'pool' (limit 3): it was web2 pid 1 (ci) for 12s, fence 6: job"
+        );
+    }
+
+    #[test]
+    fn waiters_under_the_lock() {
+        let mut v = view("deploy", 1, &[held("t1", 9)]);
+        v.line = Line {
+            count: 3,
+            waiters: vec![
+                Waiting {
+                    token: "w1".into(),
+                    host: "ci1".into(),
+                    pid: "7".into(),
+                    user: "ci".into(),
+                    since: "2026-12-01T10:00:10Z".into(),
+                },
+                Waiting {
+                    token: "w2".into(),
+                    ..Waiting::default()
+                },
+            ],
+        };
+        let shown = text(&v, now());
+        let (_, line) = shown.split_once('\n').expect("two lines");
+        assert_eq!(
+            line,
+            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
+        );
+        let lines = json(&v);
+        assert!(
+            lines.ends_with(
+                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
+            ),
+            "{lines}"
+        );
+        v.line = Line::default();
+        assert!(!text(&v, now()).contains('\n'));
+        assert!(!json(&v).contains("waiters"));
+    }
+
+    #[test]
+    fn several_nodes() {
+        let answers = [held("t1", 42), held("t1", 41), Inspected::default()];
+        let v = view("job", 3, &answers);
+        assert_eq!(
+            text(&v, now()),
+            "job  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42, on 2 of 3 \
+             nodes: pg_dump -f /backup/db.sql"
+        );
+        assert!(json(&v).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
+        assert!(
+            json(&v).ends_with(
+                r#""key":"job","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
+            ),
+            "{}",
+            json(&v)
+        );
+        let minority = [held("t1", 9), Inspected::default(), Inspected::default()];
+        let v = view("job", 3, &minority);
+        assert_eq!(
+            text(&v, now()),
+            "job  free (last fence 9; held on only 1 of 3 nodes by web1 pid 4242 (root), no \
+             majority)"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":9,"held":false,"key":"job","nodes":3,"nodes_holding":1}"#
+        );
+        assert_eq!(
+            released(&v, false, true, now()),
+            "revoked 'job' (its holder stops COMMAND; no waiter gets the lock before, --now \
+             deletes it at once): it was held by web1 pid 4242 (root) for 12s, fence 9, on 1 of \
+             3 nodes: pg_dump -f /backup/db.sql"
+        );
+    }
+}
