@@ -12,7 +12,6 @@ use serde::Serialize;
 use super::view::{LockView, SlotView};
 use crate::holder::{details, group, Details, Shown};
 use crate::lock::{Line, Waiting};
-use crate::log::short;
 use crate::secrets::{scrub, untrusted};
 
 /// `status` and `list` text: "KEY  held by ..." or "KEY  free (...)",
@@ -148,21 +147,21 @@ fn waiters_text(line: &Line, now: SystemTime) -> Option<String> {
     Some(format!("  {} waiting: {}", line.count, each.join("; ")))
 }
 
-/// "web1 pid 4242 (root) for 12s", or "token T" for a waiter that left
-/// no description.
+/// "web1 pid 4242 (root) for 12s" (shown as a holder is), or "token T"
+/// for a waiter that left no description.
 fn waiter(w: &Waiting, now: SystemTime) -> String {
     if w.host.is_empty() {
         return format!("token {}", untrusted(&w.token));
     }
-    let mut who = format!("{} pid {}", untrusted(&w.host), untrusted(&w.pid));
-    if !w.user.is_empty() {
-        who.push_str(&format!(" ({})", untrusted(&w.user)));
-    }
-    if let Ok(since) = humantime::parse_rfc3339_weak(&w.since) {
-        let age = now.duration_since(since).unwrap_or_default();
-        who.push_str(&format!(" for {}", short(age)));
-    }
-    who
+    let shown = Shown {
+        host: Some(w.host.clone()),
+        pid: Some(w.pid.clone()),
+        user: Some(w.user.clone()),
+        command: None,
+        acquired_at: Some(w.since.clone()),
+    };
+    let age = details(&shown, Details::default(), now);
+    format!("{}{age}", shown.who(None))
 }
 
 /// `--json`: the contract's fields (`ttl_ms`, `token` and `holder` only

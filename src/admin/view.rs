@@ -301,3 +301,52 @@ impl SlotView {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding(token: &str, pttl_s: u64, fence: i64) -> Inspected {
+        Inspected {
+            token: Some(token.into()),
+            pttl: Some(Duration::from_secs(pttl_s)),
+            fence,
+            ..Inspected::default()
+        }
+    }
+
+    #[test]
+    fn a_majority_holds_until_its_copies_expire() {
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(
+            majority_pttl(vec![secs(10), secs(30), secs(20)], 2),
+            secs(20)
+        );
+        assert_eq!(majority_pttl(vec![secs(10), None], 2), None);
+        assert_eq!(majority_pttl(vec![secs(5)], 2), secs(5));
+        let answers = [
+            holding("a", 30, 8),
+            holding("a", 10, 7),
+            holding("b", 50, 9),
+        ];
+        let view = LockView::merge("k", 3, answers.iter());
+        assert!(view.held);
+        assert_eq!(view.token.as_deref(), Some("a"));
+        assert_eq!((view.holding, view.fence), (2, 8));
+        assert_eq!(view.pttl, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn without_a_majority_a_lock_is_free() {
+        let answers = [
+            holding("a", 30, 8),
+            holding("b", 30, 9),
+            Inspected::default(),
+        ];
+        let view = LockView::merge("k", 3, answers.iter());
+        assert!(!view.held);
+        // A tie, broken by name so that the output is stable.
+        assert_eq!(view.token.as_deref(), Some("a"));
+        assert_eq!((view.holding, view.fence), (1, 9));
+    }
+}
