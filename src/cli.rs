@@ -278,6 +278,37 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum Cmd {
+    #[command(flatten)]
+    Admin(AdminCmd),
+    /// Check the servers for every setting that weakens a lock (eviction,
+    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
+    Doctor {
+        /// The lock whose keys, channels and Cluster slot are checked
+        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = parse_key)]
+        key: String,
+        /// The TTL the runs will use: it sets the per-node timeout and the
+        /// clock's drift allowance
+        #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+        ttl: Duration,
+        /// The --replicas the runs will use: checks that many replicas
+        /// and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]
+        #[arg(long, value_name = "N|auto", value_parser = parse_replicas, allow_negative_numbers = true)]
+        replicas: Option<Replicas>,
+        /// One JSON object per check per line
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the man page (roff) or a shell completion script on stdout
+    Generate {
+        /// What to print
+        #[arg(value_name = "WHAT")]
+        what: Doc,
+    },
+}
+
+/// The subcommands that talk to Redis about a lock.
+#[derive(Debug, Clone, Subcommand)]
+pub enum AdminCmd {
     /// Show who holds each KEY and for how long
     Status {
         /// Lock names
@@ -311,30 +342,6 @@ pub enum Cmd {
         /// COMMAND first (a waiter may then run beside it)
         #[arg(long)]
         now: bool,
-    },
-    /// Check the servers for every setting that weakens a lock (eviction,
-    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
-    Doctor {
-        /// The lock whose keys, channels and Cluster slot are checked
-        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = parse_key)]
-        key: String,
-        /// The TTL the runs will use: it sets the per-node timeout and the
-        /// clock's drift allowance
-        #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
-        ttl: Duration,
-        /// The --replicas the runs will use: checks that many replicas
-        /// and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]
-        #[arg(long, value_name = "N|auto", value_parser = parse_replicas, allow_negative_numbers = true)]
-        replicas: Option<Replicas>,
-        /// One JSON object per check per line
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the man page (roff) or a shell completion script on stdout
-    Generate {
-        /// What to print
-        #[arg(value_name = "WHAT")]
-        what: Doc,
     },
 }
 

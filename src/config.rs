@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::CommandFactory;
 
-use crate::cli::{Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
+use crate::cli::{AdminCmd, Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
 use crate::lock::{
     distinct, endpoint, prefix_fits_cluster, with_tls, Endpoint, Replicas, TlsFiles,
@@ -76,6 +76,68 @@ pub struct RunConfig {
     pub on_lost: Option<String>,
     /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
     pub lease_file: bool,
+}
+
+/// What an admin subcommand (`status`, `list`, `wait`, `force-release`)
+/// needs: where the locks live, and what to do.
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub conn: Conn,
+    pub task: Task,
+}
+
+/// One admin subcommand, with its values.
+#[derive(Debug, Clone)]
+pub enum Task {
+    Status {
+        keys: Vec<String>,
+        json: bool,
+    },
+    List {
+        json: bool,
+    },
+    Wait {
+        key: String,
+        /// `None` waits forever.
+        timeout: Option<Duration>,
+        /// The exit code when KEY is still held at the timeout.
+        busy_exit: u8,
+    },
+    ForceRelease {
+        key: String,
+        /// Only if the lock holds this token.
+        token: Option<String>,
+        /// Delete at once rather than revoke.
+        now: bool,
+    },
+}
+
+impl AdminConfig {
+    /// Where its events go: every event names the key it is about, when
+    /// there is one.
+    pub fn log(&self) -> Log {
+        let log = self.conn.log();
+        match &self.task {
+            Task::Wait { key, .. } | Task::ForceRelease { key, .. } => log.for_key(key),
+            Task::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
+            _ => log,
+        }
+    }
+}
+
+/// An admin subcommand's options (clap has checked each one already).
+pub fn admin(cmd: AdminCmd, conn: Conn) -> AdminConfig {
+    let task = match cmd {
+        AdminCmd::Status { keys, json } => Task::Status { keys, json },
+        AdminCmd::List { json } => Task::List { json },
+        AdminCmd::Wait(args) => Task::Wait {
+            key: args.key,
+            timeout: wait_duration(args.timeout),
+            busy_exit: args.conflict_exit_code,
+        },
+        AdminCmd::ForceRelease { key, token, now } => Task::ForceRelease { key, token, now },
+    };
+    AdminConfig { conn, task }
 }
 
 /// The Redis servers and naming options, from flags or environment.

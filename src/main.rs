@@ -1,11 +1,14 @@
 //! redlock-run: run a command while holding a Redis distributed lock.
 
+mod admin;
 mod child;
 mod cli;
 mod config;
 mod docs;
 mod doctor;
 mod exit;
+mod holder;
+mod jitter;
 mod lock;
 mod log;
 mod metrics;
@@ -14,11 +17,8 @@ mod refresh;
 mod run;
 mod secrets;
 mod signals;
-mod status;
 mod supervise;
 mod wait;
-mod wait_cmd;
-mod waiters;
 mod warn;
 
 use std::process::ExitCode;
@@ -43,51 +43,54 @@ fn main() -> ExitCode {
     exit.into()
 }
 
+/// A subcommand that talks to Redis.
+enum Task {
+    /// `status`, `list`, `force-release`, `wait`: about one lock.
+    Lock(cli::AdminCmd),
+    /// `doctor`: about the servers.
+    Doctor(doctor::Options),
+}
+
 fn dispatch(cli: Cli) -> Exit {
-    // Needs no Redis, so a bad REDIS_URL must not stop it.
-    if let Some(Cmd::Generate { what }) = cli.cmd {
-        return report(docs::print(what), &Log::new(Verbosity::Quiet, Format::Text));
-    }
-    let conn = match config::conn(&cli.conn) {
-        Ok(conn) => conn,
-        Err(e) => return usage(e),
-    };
-    let log = conn.log();
-    let (result, log) = match cli.cmd {
-        None => match config::run(cli.run, &conn) {
-            Ok(cfg) => {
-                let log = log.for_key(&cfg.key);
-                (run::run(conn, cfg, &log), log)
-            }
-            Err(e) => return usage(e),
-        },
-        Some(Cmd::Wait(args)) => {
-            let log = log.for_key(&args.key);
-            (wait_cmd::run(&conn, &args), log)
+    let task = match cli.cmd {
+        // Needs no Redis, so a bad REDIS_URL must not stop it.
+        Some(Cmd::Generate { what }) => {
+            return report(docs::print(what), &Log::new(Verbosity::Quiet, Format::Text))
         }
+        Some(Cmd::Admin(cmd)) => Some(Task::Lock(cmd)),
         Some(Cmd::Doctor {
             key,
             ttl,
             replicas,
             json,
-        }) => {
-            let replicas = replicas.unwrap_or_default();
-            let opts = doctor::Options {
-                key,
-                ttl,
-                replicas,
-                json,
-            };
-            (doctor::run(conn, opts), log)
+        }) => Some(Task::Doctor(doctor::Options {
+            key,
+            ttl,
+            replicas: replicas.unwrap_or_default(),
+            json,
+        })),
+        None => None,
+    };
+    let conn = match config::conn(&cli.conn) {
+        Ok(conn) => conn,
+        Err(e) => return usage(e),
+    };
+    let (result, log) = match task {
+        None => match config::run(cli.run, &conn) {
+            Ok(cfg) => {
+                let log = conn.log().for_key(&cfg.key);
+                (run::run(conn, cfg, &log), log)
+            }
+            Err(e) => return usage(e),
+        },
+        Some(Task::Doctor(doctor)) => {
+            let log = conn.log();
+            (doctor::run(conn, doctor), log)
         }
-        Some(cmd) => {
-            // Every event names the key it is about, when there is one.
-            let log = match &cmd {
-                Cmd::ForceRelease { key, .. } => log.for_key(key),
-                Cmd::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
-                _ => log,
-            };
-            (status::run(conn, cmd), log)
+        Some(Task::Lock(cmd)) => {
+            let cfg = config::admin(cmd, conn);
+            let log = cfg.log();
+            (admin::run(cfg), log)
         }
     };
     report(result, &log)

@@ -8,7 +8,7 @@ use crate::child::{self, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
+use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
 use crate::log::{field, ms, show, Ev, Log};
 use crate::metrics::{Finished, Outcome, Writer};
 use crate::refresh::{Lease, Loss, Refresher};
@@ -124,7 +124,7 @@ fn run_recorded(
     let waited = wait::acquire(
         &mut main,
         &mut token,
-        &holder(cfg),
+        &crate::holder::record(cfg),
         cfg.wait,
         &cfg.key,
         &signals,
@@ -181,7 +181,7 @@ fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
 /// `--random-delay`: a fleet's cron entries fire in the same second;
 /// spread them out. A signal ends the sleep (and the run).
 fn random_delay(cfg: &RunConfig, signals: &Signals, log: &Log) -> Option<i32> {
-    let delay = wait::jitter(Duration::ZERO, cfg.random_delay?);
+    let delay = crate::jitter::jitter(Duration::ZERO, cfg.random_delay?);
     log.emit(
         Ev::RandomDelay,
         format!(
@@ -205,7 +205,7 @@ fn not_acquired(
     match waited {
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
         Waited::Busy(info) => {
-            let holder = wait::describe_holder(&info);
+            let holder = crate::holder::describe_holder(&info);
             log.emit(
                 Ev::Busy,
                 format!("lock '{}' {holder}; giving up", cfg.key),
@@ -578,50 +578,4 @@ fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Job, Failure> {
                 .context(format!("cannot run '{}'", program.unwrap_or_default())),
         }
     })
-}
-
-fn holder(cfg: &RunConfig) -> Holder {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown".into());
-    let mut command = recorded(&cfg.display);
-    if command.len() > 1000 {
-        let cut = (0..=1000)
-            .rev()
-            .find(|&i| command.is_char_boundary(i))
-            .unwrap_or(0);
-        command.truncate(cut);
-        command.push('…');
-    }
-    Holder {
-        host,
-        pid: std::process::id(),
-        user: user(),
-        command,
-        acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-        refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
-        kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
-        queue: cfg.queue,
-    }
-}
-
-/// COMMAND as the holder record keeps it, which anyone who can run
-/// `status` reads: every URL's password redacted (`redis://u:pw@h` in a
-/// job's arguments, each of a comma-separated list), and any password we
-/// know scrubbed.
-fn recorded(command: &str) -> String {
-    crate::secrets::scrub(&crate::secrets::redact_urls(command))
-}
-
-/// Who we run as, without an NSS lookup on the start-up path (it costs
-/// a read of nsswitch.conf and /etc/passwd, or a round trip to nscd, on
-/// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them,
-/// else "uid N".
-fn user() -> String {
-    let uid = nix::unistd::getuid();
-    match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
-        Ok(name) if !name.is_empty() && name.len() <= 64 => name,
-        _ => format!("uid {uid}"),
-    }
 }

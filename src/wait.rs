@@ -12,13 +12,13 @@
 //! line (see `scripts::ACQUIRE`): a release then wakes only the first in
 //! line, on its own channel, and waiters are served in order of arrival.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crate::exit::{Exit, Failure};
+use crate::holder::describe_holder;
+use crate::jitter::jitter;
 use crate::lock::{Attempt, BusyInfo, Holder, Lease, Quorum, Wakeups};
-use crate::log::short;
 use crate::log::{field, Ev, Log};
-use crate::secrets::untrusted;
 use crate::signals::Signals as SignalRelay;
 
 /// How waiting ended, when it did not fail.
@@ -142,13 +142,14 @@ impl Waiter<'_> {
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
-                    Next::Retry => match {
+                    Next::Retry => {
                         self.renew_token(quorum);
-                        self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX))
-                    } {
-                        Some(sig) => return Ok(Waited::Signaled(sig)),
-                        None => continue,
-                    },
+                        if let Some(sig) = self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX))
+                        {
+                            return Ok(Waited::Signaled(sig));
+                        }
+                        continue;
+                    }
                 },
             };
             let now = Instant::now();
@@ -380,42 +381,4 @@ impl Waiter<'_> {
             }
         }
     }
-}
-
-/// "is held by host web1 pid 4242 for 12s (expires in 18s)". Every field
-/// comes from Redis: escaped and cut before it is printed.
-pub fn describe_holder(info: &BusyInfo) -> String {
-    if info.revoked {
-        return "is being force-released; waiting for its holder to stop".to_string();
-    }
-    let mut text = String::from("is held");
-    if let Some(taken) = info.slots {
-        // A semaphore: all its slots are taken.
-        text += &format!(" by {} holders of --limit {}", taken.holders, taken.limit);
-    } else if !info.host.is_empty() {
-        text += &format!(
-            " by host {} pid {}",
-            untrusted(&info.host),
-            untrusted(&info.pid)
-        );
-    }
-    if let Ok(since) = humantime::parse_rfc3339_weak(&info.acquired_at) {
-        let age = SystemTime::now().duration_since(since).unwrap_or_default();
-        text += &format!(" for {}", short(age));
-    }
-    if let Some(left) = info.pttl {
-        let what = match info.slots {
-            Some(_) => "the first slot expires",
-            None => "expires",
-        };
-        text += &format!(" ({what} in {})", short(left));
-    }
-    text
-}
-
-/// A uniformly random duration in `[low, high)`.
-pub fn jitter(low: Duration, high: Duration) -> Duration {
-    let span = (high - low).as_micros().max(1) as u64;
-    let random = uuid::Uuid::new_v4().as_u64_pair().0;
-    low + Duration::from_micros(random % span)
 }

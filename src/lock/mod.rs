@@ -39,4 +39,4 @@ pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
 pub use node::{Fault, NodeError, Wakeups};
 pub use quorum::*;
-pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot};
+pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot, SlotsTaken};

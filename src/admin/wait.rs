@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::cli::{Wait, WaitArgs};
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
+use crate::holder::{holders, Shown};
+use crate::jitter::jitter;
 use crate::lock::{join_node_errors, Fault, Inspected, LockKeys, NodeError, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals;
-use crate::wait::jitter;
 
 /// Per node, as for `status`: an operator's script should not hang on a
 /// dead server.
@@ -42,19 +42,18 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 /// The bound on how late a signal is noticed while listening.
 const SLICE: Duration = Duration::from_millis(50);
 
-pub fn run(conn: &Conn, args: &WaitArgs) -> Result<Exit, Failure> {
-    let log = conn.log().for_key(&args.key);
+/// Wait up to `timeout` (`None`: forever) for `key` to be free; still
+/// held then: exit `busy`.
+pub fn run(conn: &Conn, key: &str, timeout: Option<Duration>, busy: u8) -> Result<Exit, Failure> {
+    let log = conn.log().for_key(key);
     let signals = Signals::start().context("cannot set up signal handling")?;
-    let keys = LockKeys::new(&conn.prefix, &args.key);
+    let keys = LockKeys::new(&conn.prefix, key);
     let quorum = Quorum::new(&conn.endpoints, keys.clone(), NODE_TIMEOUT, NODE_TIMEOUT);
-    let give_up = match args.timeout {
-        Wait::Forever => None,
-        Wait::For(d) => Some(Instant::now() + d),
-    };
+    let give_up = timeout.map(|d| Instant::now() + d);
     let mut watch = Watch {
         quorum,
         keys,
-        key: &args.key,
+        key,
         signals: &signals,
         log: &log,
         give_up,
@@ -62,7 +61,7 @@ pub fn run(conn: &Conn, args: &WaitArgs) -> Result<Exit, Failure> {
         seen: None,
         answered: false,
     };
-    watch.run(args.conflict_exit_code)
+    watch.run(busy)
 }
 
 /// The lock as one look saw it.
@@ -72,7 +71,7 @@ struct Seen {
     tokens: BTreeSet<String>,
     /// Until the first of them expires.
     pttl: Option<Duration>,
-    /// "web1 pid 4242", for the messages.
+    /// "web1 pid 4242 (root)", for the messages.
     who: String,
 }
 
@@ -279,21 +278,21 @@ fn held(answers: &[Inspected], needed: usize) -> Option<Seen> {
         if let Some(token) = a.token.as_deref() {
             if count(token, false) >= needed && tokens.insert(token.to_string()) {
                 pttl = min(pttl, a.pttl);
-                who = describe(a.field("host"), a.field("pid"), token);
+                who = Shown::of(|f| a.field(f)).who(Some(token));
             }
         }
         for slot in &a.slots {
             if count(&slot.token, true) >= needed && tokens.insert(slot.token.clone()) {
                 pttl = min(pttl, slot.pttl);
                 if who.is_empty() {
-                    who = describe(slot.field("host"), slot.field("pid"), &slot.token);
+                    who = Shown::of(|f| slot.field(f)).who(Some(&slot.token));
                 }
             }
         }
     }
     let slots = answers.iter().map(|a| a.slots.len()).max().unwrap_or(0);
     if slots > 1 && tokens.len() > 1 {
-        who = format!("{} holders", tokens.len());
+        who = holders(tokens.len());
     }
     (!tokens.is_empty()).then_some(Seen { tokens, pttl, who })
 }
@@ -302,14 +301,5 @@ fn min(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    }
-}
-
-/// "host web1 pid 4242 (expires ...)": fields from Redis, escaped and cut.
-fn describe(host: Option<&str>, pid: Option<&str>, token: &str) -> String {
-    use crate::secrets::untrusted;
-    match (host, pid) {
-        (Some(host), Some(pid)) => format!("host {} pid {}", untrusted(host), untrusted(pid)),
-        _ => format!("an unknown holder, token {}", untrusted(token)),
     }
 }

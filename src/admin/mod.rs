@@ -1,0 +1,86 @@
+//! The admin subcommands: `status`, `list`, `wait` and `force-release`.
+//!
+//! Each reads what Redis holds as a typed value (`view.rs`), shows it as
+//! text or JSON (`render.rs`) through one stdout writer, or acts on it
+//! (`force.rs`, `wait.rs`).
+
+mod force;
+mod render;
+mod view;
+mod wait;
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::anyhow;
+
+use crate::config::{AdminConfig, Task};
+use crate::exit::{Exit, Failure};
+use crate::lock::{LockKeys, Quorum};
+use crate::log::Verbosity;
+
+/// Connect and command timeout per node: an operator at a terminal should
+/// not wait long for a dead server, but a busy one deserves a moment.
+const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
+    let conn = &cfg.conn;
+    let log = conn.log();
+    let prefix = conn.prefix.as_str();
+    // The quorum's own key is unused: these calls name their keys.
+    let quorum = || {
+        Quorum::new(
+            &conn.endpoints,
+            LockKeys::new(prefix, ""),
+            NODE_TIMEOUT,
+            NODE_TIMEOUT,
+        )
+    };
+    match &cfg.task {
+        Task::Status { keys, json } => {
+            let views = view::status(&mut quorum(), prefix, keys, &log)?;
+            show(&views, *json)?;
+            let all_held = views.iter().all(|v| v.held);
+            Ok(if all_held { Exit::Success } else { Exit::No })
+        }
+        Task::List { json } => {
+            show(&view::list(&mut quorum(), prefix, &log)?, *json)?;
+            Ok(Exit::Success)
+        }
+        Task::ForceRelease { key, token, now } => {
+            let how = force::Forcing {
+                token: token.as_deref(),
+                now: *now,
+                quiet: conn.verbosity == Verbosity::Quiet,
+            };
+            force::force_release(&mut quorum(), prefix, key, how, &log)
+        }
+        Task::Wait {
+            key,
+            timeout,
+            busy_exit,
+        } => wait::run(conn, key, *timeout, *busy_exit),
+    }
+}
+
+/// Each view as a line of text (or of JSON).
+fn show(views: &[view::LockView], json: bool) -> Result<(), Failure> {
+    let now = SystemTime::now();
+    write(views.iter().map(|v| match json {
+        true => render::json(v),
+        false => render::text(v, now),
+    }))
+}
+
+/// The admin commands' one stdout writer: each line, then a newline. A
+/// closed pipe (`| head`) ends the output quietly.
+fn write(lines: impl IntoIterator<Item = String>) -> Result<(), Failure> {
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    crate::log::to_stdout(text.as_bytes()).map_err(|e| Failure {
+        exit: Exit::No,
+        error: anyhow!("cannot write to stdout: {e}"),
+    })
+}

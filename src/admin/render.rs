@@ -1,0 +1,548 @@
+//! A lock's view as text and as JSON (`--json`), and the line that says
+//! what `force-release` did. Everything in a view came from Redis: text
+//! is escaped and cut, JSON has known passwords redacted.
+//!
+//! `now` is passed in (for "held for 12s"), so that the output of a view
+//! is a pure function of it.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::view::{LockView, SlotView};
+use crate::holder::{details, group, Details, Shown};
+use crate::lock::{Line, Waiting};
+use crate::secrets::{scrub, untrusted};
+
+/// `status` and `list` text: "KEY  held by ..." or "KEY  free (...)",
+/// then the waiters' line if anyone waits.
+pub fn text(view: &LockView, now: SystemTime) -> String {
+    match waiters_text(&view.line, now) {
+        Some(line) => format!("{}\n{line}", lock_text(view, now)),
+        None => lock_text(view, now),
+    }
+}
+
+fn lock_text(view: &LockView, now: SystemTime) -> String {
+    let key = untrusted(&view.key);
+    if view.held {
+        return format!("{key}  {}", describe(view, true, now));
+    }
+    let mut why = match view.fence {
+        0 => "never acquired".to_string(),
+        fence => format!("last fence {fence}"),
+    };
+    if view.holding > 0 {
+        why.push_str(&format!(
+            "; held on only {} of {} nodes by {}, no majority",
+            view.holding,
+            view.nodes,
+            who(view)
+        ));
+    }
+    format!("{key}  free ({why})")
+}
+
+/// "web1 pid 4242 (root)", or the token when the record is missing; for
+/// a semaphore "3 holders (limit 3)".
+pub fn who(view: &LockView) -> String {
+    if view.limit > 0 {
+        return group(view.held_slots().count(), view.limit);
+    }
+    view.holder.who(Some(view.token.as_deref().unwrap_or("?")))
+}
+
+/// "held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump"
+/// (without "expires in" for a lock that was just deleted); for a
+/// semaphore "held by 2 holders (limit 3): web1 pid ...; web2 pid ...".
+fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
+    if view.limit > 0 {
+        let slots: Vec<&SlotView> = match expiry {
+            true => view.held_slots().collect(),
+            // Just deleted: every holder that was there.
+            false => view.slots.iter().collect(),
+        };
+        let each: Vec<String> = slots
+            .iter()
+            .map(|s| describe_slot(view, s, expiry, now))
+            .collect();
+        return format!(
+            "held by {}: {}",
+            group(slots.len(), view.limit),
+            each.join("; ")
+        );
+    }
+    let mut line = match view.revoked {
+        true => "being force-released, waiting for its holder to stop: ".to_string(),
+        false => String::new(),
+    };
+    line.push_str(&format!("held by {}", who(view)));
+    let more = Details {
+        expires: view.pttl.filter(|_| expiry),
+        fence: Some(view.fence),
+        nodes: Some((view.holding, view.nodes)),
+        command: view.holder.command.as_deref(),
+    };
+    line.push_str(&details(&view.holder, more, now));
+    line
+}
+
+/// "web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump".
+fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime) -> String {
+    let mut line = match slot.revoked {
+        true => "being force-released: ".to_string(),
+        false => String::new(),
+    };
+    line.push_str(&slot.holder.who(Some(&slot.token)));
+    let more = Details {
+        expires: slot.pttl.filter(|_| expiry),
+        fence: Some(slot.fence),
+        nodes: Some((slot.holding, view.nodes)),
+        command: slot.holder.command.as_deref(),
+    };
+    line.push_str(&details(&slot.holder, more, now));
+    line
+}
+
+/// What `force-release` deleted: "released 'KEY': it was held by ...";
+/// with several nodes, "on 2 of 3 nodes" says where it was deleted.
+/// `one_slot`: one holder of a semaphore (`--token`), the others stay.
+/// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
+pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
+    let key = untrusted(&view.key);
+    if revoked {
+        return format!(
+            "revoked '{key}' (its holder stops COMMAND; no waiter gets the lock before, \
+             --now deletes it at once): it was {}",
+            describe(view, false, now)
+        );
+    }
+    match view.slots.as_slice() {
+        [slot] if one_slot => format!(
+            "released a holder of '{key}' (limit {}): it was {}",
+            view.limit,
+            describe_slot(view, slot, false, now)
+        ),
+        _ => format!("released '{key}': it was {}", describe(view, false, now)),
+    }
+}
+
+/// "  2 waiting: 1) web1 pid 4242 (root) for 12s; 2) ..." under the
+/// lock's line, or nothing when nobody waits.
+fn waiters_text(line: &Line, now: SystemTime) -> Option<String> {
+    if line.count == 0 {
+        return None;
+    }
+    let mut each: Vec<String> = line
+        .waiters
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!("{}) {}", i + 1, waiter(w, now)))
+        .collect();
+    let listed = u64::try_from(line.waiters.len()).unwrap_or(u64::MAX);
+    let more = line.count.saturating_sub(listed);
+    if more > 0 {
+        each.push(format!("and {more} more"));
+    }
+    Some(format!("  {} waiting: {}", line.count, each.join("; ")))
+}
+
+/// "web1 pid 4242 (root) for 12s" (shown as a holder is), or "token T"
+/// for a waiter that left no description.
+fn waiter(w: &Waiting, now: SystemTime) -> String {
+    if w.host.is_empty() {
+        return format!("token {}", untrusted(&w.token));
+    }
+    let shown = Shown {
+        host: Some(w.host.clone()),
+        pid: Some(w.pid.clone()),
+        user: Some(w.user.clone()),
+        command: None,
+        acquired_at: Some(w.since.clone()),
+    };
+    let age = details(&shown, Details::default(), now);
+    format!("{}{age}", shown.who(None))
+}
+
+/// `--json`: the contract's fields (`ttl_ms`, `token` and `holder` only
+/// when held) and, with several nodes, `nodes` and `nodes_holding`. A
+/// semaphore has `limit` and `holders` instead of `token` and `holder`;
+/// its `ttl_ms` is the longest of its holders'. Fields in alphabetical
+/// order, as the first versions printed them.
+#[derive(Serialize)]
+struct JsonView<'a> {
+    fence: i64,
+    held: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<JsonHolder>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holders: Option<Vec<JsonSlot<'a>>>,
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes_holding: Option<usize>,
+    /// Present (true) only while the lock is being force-released.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    revoked: bool,
+    /// `Some(None)`: held, but by no token of a majority (null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<Option<&'a str>>,
+    /// `Some(None)`: held without expiry (null: not set by this tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<Option<u128>>,
+    /// The line of waiters, absent when nobody waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiters: Option<Vec<JsonWaiter>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiters_count: Option<u64>,
+}
+
+/// One holder of a semaphore in `--json`.
+#[derive(Serialize)]
+struct JsonSlot<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence: Option<i64>,
+    holder: JsonHolder,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes_holding: Option<usize>,
+    token: &'a str,
+    ttl_ms: Option<u128>,
+}
+
+/// The `holder` object of `--json`: machine-readable, so not cut or
+/// escaped beyond JSON's own escaping; known passwords are redacted.
+#[derive(Serialize)]
+struct JsonHolder {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acquired_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    /// `Some(None)`: a pid that is not a number (null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+}
+
+impl JsonHolder {
+    fn of(shown: &Shown) -> JsonHolder {
+        let text = |field: &Option<String>| field.as_deref().map(scrub);
+        JsonHolder {
+            acquired_at: text(&shown.acquired_at),
+            command: text(&shown.command),
+            host: text(&shown.host),
+            pid: shown.pid.as_deref().map(|pid| pid.parse().ok()),
+            user: text(&shown.user),
+        }
+    }
+}
+
+/// One waiter in `--json`; fields a liveness key lacks are absent.
+#[derive(Serialize)]
+struct JsonWaiter {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    /// `Some(None)`: a pid that is not a number (null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<Option<u64>>,
+    /// 1 is the next to be served.
+    position: usize,
+    /// When it began to wait (RFC 3339, by its own clock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
+    token: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+}
+
+/// One line of `--json`.
+pub fn json(view: &LockView) -> String {
+    let several = (view.nodes > 1).then_some(view.nodes);
+    let mut out = JsonView {
+        fence: view.fence,
+        held: view.held,
+        holder: None,
+        holders: None,
+        key: &view.key,
+        limit: None,
+        nodes: several,
+        nodes_holding: several.map(|_| view.holding),
+        revoked: view.held && view.revoked,
+        token: None,
+        ttl_ms: None,
+        waiters: waiters_json(&view.line),
+        waiters_count: (view.line.count > 0).then_some(view.line.count),
+    };
+    if view.held {
+        out.ttl_ms = Some(view.pttl.map(|d| d.as_millis()));
+        if view.limit > 0 {
+            out.limit = Some(view.limit);
+            out.nodes_holding = None;
+            out.holders = Some(view.held_slots().map(|s| json_slot(view, s)).collect());
+        } else {
+            out.token = Some(view.token.as_deref());
+            out.holder = Some(JsonHolder::of(&view.holder));
+        }
+    } else if view.limit > 0 {
+        out.nodes_holding = None;
+    }
+    // Only strings, integers and booleans: serialising cannot fail.
+    serde_json::to_string(&out).unwrap_or_default()
+}
+
+fn json_slot<'a>(view: &LockView, slot: &'a SlotView) -> JsonSlot<'a> {
+    JsonSlot {
+        fence: (slot.fence > 0).then_some(slot.fence),
+        holder: JsonHolder::of(&slot.holder),
+        nodes_holding: (view.nodes > 1).then_some(slot.holding),
+        token: &slot.token,
+        ttl_ms: slot.pttl.map(|d| d.as_millis()),
+    }
+}
+
+/// `waiters` of `--json`: `None` (absent) when nobody waits.
+fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
+    if line.count == 0 {
+        return None;
+    }
+    let given = |s: &str| (!s.is_empty()).then(|| scrub(s));
+    let listed = line.waiters.iter().enumerate().map(|(i, w)| JsonWaiter {
+        host: given(&w.host),
+        pid: (!w.pid.is_empty()).then(|| w.pid.parse().ok()),
+        position: i + 1,
+        since: given(&w.since),
+        token: w.token.clone(),
+        user: given(&w.user),
+    });
+    Some(listed.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::lock::{Inspected, Slot};
+
+    /// Twelve seconds after every record below was acquired.
+    fn now() -> SystemTime {
+        humantime::parse_rfc3339("2026-12-01T10:00:12Z").expect("time")
+    }
+
+    fn record(host: &str, pid: &str, user: &str, command: &str) -> Vec<(String, String)> {
+        [
+            ("host", host),
+            ("pid", pid),
+            ("user", user),
+            ("command", command),
+            ("acquired_at", "2026-12-01T10:00:00.000Z"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn held(token: &str, fence: i64) -> Inspected {
+        Inspected {
+            token: Some(token.into()),
+            pttl: Some(Duration::from_secs(18)),
+            fence,
+            holder: record("web1", "4242", "root", "pg_dump -f /backup/db.sql"),
+            ..Inspected::default()
+        }
+    }
+
+    fn view(key: &str, nodes: usize, answers: &[Inspected]) -> LockView {
+        LockView::merge(key, nodes, answers.iter())
+    }
+
+    #[test]
+    fn a_free_lock() {
+        let never = view("job", 1, &[Inspected::default()]);
+        assert_eq!(text(&never, now()), "job  free (never acquired)");
+        assert_eq!(json(&never), r#"{"fence":0,"held":false,"key":"job"}"#);
+        let after = Inspected {
+            fence: 7,
+            ..Inspected::default()
+        };
+        assert_eq!(
+            text(&view("job", 1, &[after]), now()),
+            "job  free (last fence 7)"
+        );
+    }
+
+    #[test]
+    fn a_held_lock() {
+        let v = view("backup", 1, &[held("t1", 42)]);
+        assert_eq!(
+            text(&v, now()),
+            "backup  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42: \
+             pg_dump -f /backup/db.sql"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
+        );
+        let revoked = Inspected {
+            revoked: true,
+            holder: Vec::new(),
+            pttl: None,
+            ..held("t1", 42)
+        };
+        let v = view("backup", 1, &[revoked]);
+        assert_eq!(
+            text(&v, now()),
+            "backup  being force-released, waiting for its holder to stop: held by an unknown \
+             holder, token t1, fence 42"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
+        );
+    }
+
+    #[test]
+    fn text_escapes_what_redis_sent_and_json_keeps_it() {
+        let mut odd = held("t1", 1);
+        odd.holder = record("we\u{1b}b1", "x", "", "rm\n-rf");
+        let v = view("k\u{7}", 1, &[odd]);
+        let shown = text(&v, now());
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert!(
+            json(&v).contains(r#""host":"we\u001bb1","pid":null"#),
+            "{}",
+            json(&v)
+        );
+    }
+
+    fn slot(token: &str, fence: &str, host: &str, user: &str) -> Slot {
+        let mut holder = record(host, "1", user, "job");
+        holder.push(("fence".into(), fence.into()));
+        Slot {
+            token: token.into(),
+            pttl: Some(Duration::from_secs(20)),
+            holder,
+        }
+    }
+
+    fn semaphore() -> Inspected {
+        Inspected {
+            limit: Some(3),
+            fence: 6,
+            slots: vec![slot("b", "6", "web2", "ci"), slot("a", "5", "web1", "root")],
+            ..Inspected::default()
+        }
+    }
+
+    #[test]
+    fn a_semaphore() {
+        let v = view("pool", 1, &[semaphore()]);
+        assert_eq!(
+            text(&v, now()),
+            "pool  held by 2 holders (limit 3): web1 pid 1 (root) for 12s, expires in 20s, \
+             fence 5: job; web2 pid 1 (ci) for 12s, expires in 20s, fence 6: job"
+        );
+        let holder = |host: &str, user: &str| {
+            format!(
+                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","host":"{host}","pid":1,"user":"{user}"}}"#
+            )
+        };
+        assert_eq!(
+            json(&v),
+            format!(
+                r#"{{"fence":6,"held":true,"holders":[{{"fence":5,"holder":{},"token":"a","ttl_ms":20000}},{{"fence":6,"holder":{},"token":"b","ttl_ms":20000}}],"key":"pool","limit":3,"ttl_ms":20000}}"#,
+                holder("web1", "root"),
+                holder("web2", "ci")
+            )
+        );
+        assert_eq!(
+            released(&v, false, false, now()),
+            "released 'pool': it was held by 2 holders (limit 3): web1 pid 1 (root) for 12s, \
+             fence 5: job; web2 pid 1 (ci) for 12s, fence 6: job"
+        );
+        let mut one = semaphore();
+        one.slots.truncate(1);
+        assert_eq!(
+            released(&view("pool", 1, &[one]), true, false, now()),
+            "released a holder of 'pool' (limit 3): it was web2 pid 1 (ci) for 12s, fence 6: job"
+        );
+    }
+
+    #[test]
+    fn waiters_under_the_lock() {
+        let mut v = view("deploy", 1, &[held("t1", 9)]);
+        v.line = Line {
+            count: 3,
+            waiters: vec![
+                Waiting {
+                    token: "w1".into(),
+                    host: "ci1".into(),
+                    pid: "7".into(),
+                    user: "ci".into(),
+                    since: "2026-12-01T10:00:10Z".into(),
+                },
+                Waiting {
+                    token: "w2".into(),
+                    ..Waiting::default()
+                },
+            ],
+        };
+        let shown = text(&v, now());
+        let (_, line) = shown.split_once('\n').expect("two lines");
+        assert_eq!(
+            line,
+            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
+        );
+        let lines = json(&v);
+        assert!(
+            lines.ends_with(
+                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
+            ),
+            "{lines}"
+        );
+        v.line = Line::default();
+        assert!(!text(&v, now()).contains('\n'));
+        assert!(!json(&v).contains("waiters"));
+    }
+
+    #[test]
+    fn several_nodes() {
+        let answers = [held("t1", 42), held("t1", 41), Inspected::default()];
+        let v = view("job", 3, &answers);
+        assert_eq!(
+            text(&v, now()),
+            "job  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42, on 2 of 3 \
+             nodes: pg_dump -f /backup/db.sql"
+        );
+        assert!(json(&v).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
+        assert!(
+            json(&v).ends_with(
+                r#""key":"job","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
+            ),
+            "{}",
+            json(&v)
+        );
+        let minority = [held("t1", 9), Inspected::default(), Inspected::default()];
+        let v = view("job", 3, &minority);
+        assert_eq!(
+            text(&v, now()),
+            "job  free (last fence 9; held on only 1 of 3 nodes by web1 pid 4242 (root), no \
+             majority)"
+        );
+        assert_eq!(
+            json(&v),
+            r#"{"fence":9,"held":false,"key":"job","nodes":3,"nodes_holding":1}"#
+        );
+        assert_eq!(
+            released(&v, false, true, now()),
+            "revoked 'job' (its holder stops COMMAND; no waiter gets the lock before, --now \
+             deletes it at once): it was held by web1 pid 4242 (root) for 12s, fence 9, on 1 of \
+             3 nodes: pg_dump -f /backup/db.sql"
+        );
+    }
+}

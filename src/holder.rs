@@ -1,0 +1,265 @@
+//! A lock's holder: the record a run writes when it takes a lock, and the
+//! one way every message shows a holder ("web1 pid 4242 (root) for 12s,
+//! expires in 18s, fence 42: pg_dump"), whether `status` read it or a
+//! busy answer carried it.
+
+use std::time::{Duration, SystemTime};
+
+use crate::config::RunConfig;
+use crate::lock::{BusyInfo, Holder, SlotsTaken};
+use crate::log::short;
+use crate::secrets::untrusted;
+
+/// The holder record of this run: who we are and what we run.
+pub fn record(cfg: &RunConfig) -> Holder {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".into());
+    let mut command = recorded(&cfg.display);
+    if command.len() > 1000 {
+        let cut = (0..=1000)
+            .rev()
+            .find(|&i| command.is_char_boundary(i))
+            .unwrap_or(0);
+        command.truncate(cut);
+        command.push('…');
+    }
+    Holder {
+        host,
+        pid: std::process::id(),
+        user: user(),
+        command,
+        acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
+        kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
+        queue: cfg.queue,
+    }
+}
+
+/// COMMAND as the holder record keeps it, which anyone who can run
+/// `status` reads: every URL's password redacted (`redis://u:pw@h` in a
+/// job's arguments, each of a comma-separated list), and any password we
+/// know scrubbed.
+fn recorded(command: &str) -> String {
+    crate::secrets::scrub(&crate::secrets::redact_urls(command))
+}
+
+/// Who we run as, without an NSS lookup on the start-up path (it costs
+/// a read of nsswitch.conf and /etc/passwd, or a round trip to nscd, on
+/// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them,
+/// else "uid N".
+fn user() -> String {
+    let uid = nix::unistd::getuid();
+    match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
+        Ok(name) if !name.is_empty() && name.len() <= 64 => name,
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// A holder record as Redis gave it back: every field untrusted, any of
+/// them missing (written by hand, or by an older version of this tool).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shown {
+    pub host: Option<String>,
+    pub pid: Option<String>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// RFC 3339, by the holder's own clock.
+    pub acquired_at: Option<String>,
+}
+
+impl Shown {
+    /// From a record read field by field.
+    pub fn of<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Shown {
+        let text = |name: &str| field(name).map(str::to_string);
+        Shown {
+            host: text("host"),
+            pid: text("pid"),
+            user: text("user"),
+            command: text("command"),
+            acquired_at: text("acquired_at"),
+        }
+    }
+
+    /// From a busy answer (empty fields: not in the record).
+    pub fn of_busy(info: &BusyInfo) -> Shown {
+        let given = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        Shown {
+            host: given(&info.host),
+            pid: given(&info.pid),
+            acquired_at: given(&info.acquired_at),
+            ..Shown::default()
+        }
+    }
+
+    /// "web1 pid 4242 (root)"; without host and pid "an unknown holder,
+    /// token T" (or without a token, "an unknown holder").
+    pub fn who(&self, token: Option<&str>) -> String {
+        match (&self.host, &self.pid) {
+            (Some(host), Some(pid)) => {
+                let mut who = format!("{} pid {}", untrusted(host), untrusted(pid));
+                if let Some(user) = self.user.as_deref().filter(|u| !u.is_empty()) {
+                    who.push_str(&format!(" ({})", untrusted(user)));
+                }
+                who
+            }
+            _ => match token {
+                Some(token) => format!("an unknown holder, token {}", untrusted(token)),
+                None => "an unknown holder".to_string(),
+            },
+        }
+    }
+
+    /// How long ago it acquired the lock, by its own clock.
+    fn age(&self, now: SystemTime) -> Option<Duration> {
+        let at = humantime::parse_rfc3339_weak(self.acquired_at.as_deref()?).ok()?;
+        Some(now.duration_since(at).unwrap_or_default())
+    }
+}
+
+/// What follows a holder's name: each part only when known.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Details<'a> {
+    /// How long it keeps the lock.
+    pub expires: Option<Duration>,
+    pub fence: Option<i64>,
+    /// On how many of how many nodes, said only with several.
+    pub nodes: Option<(usize, usize)>,
+    /// Its COMMAND, from the record.
+    pub command: Option<&'a str>,
+}
+
+/// " for 12s, expires in 18s, fence 42, on 2 of 3 nodes: pg_dump".
+pub fn details(shown: &Shown, more: Details, now: SystemTime) -> String {
+    let mut line = String::new();
+    if let Some(age) = shown.age(now) {
+        line.push_str(&format!(" for {}", short(age)));
+    }
+    if let Some(left) = more.expires {
+        line.push_str(&format!(", expires in {}", short(left)));
+    }
+    if let Some(fence) = more.fence {
+        line.push_str(&format!(", fence {fence}"));
+    }
+    if let Some((holding, nodes @ 2..)) = more.nodes {
+        line.push_str(&format!(", on {holding} of {nodes} nodes"));
+    }
+    if let Some(command) = more.command {
+        line.push_str(&format!(": {}", untrusted(command)));
+    }
+    line
+}
+
+/// "1 holder", "3 holders".
+pub fn holders(n: usize) -> String {
+    match n {
+        1 => "1 holder".to_string(),
+        n => format!("{n} holders"),
+    }
+}
+
+/// A semaphore's holders: "3 holders (limit 3)".
+pub fn group(n: usize, limit: u32) -> String {
+    format!("{} (limit {limit})", holders(n))
+}
+
+/// A busy answer, after "lock 'KEY' ": "is held by web1 pid 4242 for
+/// 12s, expires in 18s"; a full semaphore "is held by 3 holders (limit
+/// 3) for 12s, the first expires in 18s".
+pub fn describe_holder(info: &BusyInfo) -> String {
+    describe_busy(info, SystemTime::now())
+}
+
+fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
+    if info.revoked {
+        return "is being force-released; waiting for its holder to stop".to_string();
+    }
+    let shown = Shown::of_busy(info);
+    let Some(SlotsTaken { holders, limit }) = info.slots else {
+        let more = Details {
+            expires: info.pttl,
+            ..Details::default()
+        };
+        return format!(
+            "is held by {}{}",
+            shown.who(None),
+            details(&shown, more, now)
+        );
+    };
+    let holders = usize::try_from(holders).unwrap_or(usize::MAX);
+    let mut text = format!(
+        "is held by {}{}",
+        group(holders, limit),
+        details(&shown, Details::default(), now)
+    );
+    if let Some(left) = info.pttl {
+        text.push_str(&format!(", the first expires in {}", short(left)));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rfc3339: &str) -> SystemTime {
+        humantime::parse_rfc3339(rfc3339).expect("time")
+    }
+
+    fn busy(host: &str) -> BusyInfo {
+        BusyInfo {
+            pttl: Some(Duration::from_secs(18)),
+            host: host.into(),
+            pid: "4242".into(),
+            acquired_at: "2026-12-01T10:00:00.000Z".into(),
+            slots: None,
+            revoked: false,
+            replaced_by: None,
+        }
+    }
+
+    #[test]
+    fn a_busy_answer_reads_like_status() {
+        let now = at("2026-12-01T10:00:12Z");
+        assert_eq!(
+            describe_busy(&busy("web1"), now),
+            "is held by web1 pid 4242 for 12s, expires in 18s"
+        );
+        assert_eq!(
+            describe_busy(&busy(""), now),
+            "is held by an unknown holder for 12s, expires in 18s"
+        );
+        let full = BusyInfo {
+            slots: Some(SlotsTaken {
+                holders: 3,
+                limit: 3,
+            }),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&full, now),
+            "is held by 3 holders (limit 3) for 12s, the first expires in 18s"
+        );
+        let revoked = BusyInfo {
+            revoked: true,
+            ..busy("web1")
+        };
+        assert!(describe_busy(&revoked, now).starts_with("is being force-released"));
+    }
+
+    #[test]
+    fn record_fields_are_escaped() {
+        let shown = Shown {
+            host: Some("we\u{1b}b1".into()),
+            pid: Some("1".into()),
+            user: Some("root".into()),
+            ..Shown::default()
+        };
+        assert_eq!(shown.who(None), "we\\u{1b}b1 pid 1 (root)");
+        assert_eq!(
+            Shown::default().who(Some("t")),
+            "an unknown holder, token t"
+        );
+    }
+}
