@@ -1,0 +1,692 @@
+"""One chaos episode, run inside its own network and PID namespaces
+(`unshare --net --pid --fork --mount-proc`, see campaign.py): a clean
+slate of fresh servers, proxies, a fenced store, contending workers that
+loop redlock-run on one key, and a seeded schedule of faults.
+
+It writes, in the episode directory:
+  events.jsonl   what the harness did: the plan, every run (worker, times,
+                 exit code), every fault (kind, times, targets, model),
+                 what was left behind; never anything redlock-run printed
+  sections.log   written by the jobs (job.py)
+  store.log      written by the fenced store (store.py)
+The checker (checker.py) reads only these.
+
+usage: episode.py SEED EPISODE DIR   (EPISODE: a number, or c1/c2/c3 with
+       a number: c1-0, for the negative controls)
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import resp  # noqa: E402
+
+PYTHON = sys.executable
+# The jobs run as other uids: a python they can execute (not a pyenv under /root).
+JOB_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+# Fault kinds: (name, inside the README's safety model?). wrapper-stop is
+# classified per fault by its length (see plan_fault).
+KINDS = {
+    "node-partition": "in",
+    "client-partition": "in",
+    "packet-loss": "in",
+    "latency": "in",
+    "node-pause": "in",
+    "node-restart-persistent": "in",
+    "node-restart-volatile": "out",
+    "client-kill": "in",
+    "flushall": "out",
+    "eviction": "out",
+    "clock-jump": "out",
+    "wrapper-stop": "in/out",
+    "wrapper-kill": "in",
+    "wrapper-tstp": "in",
+    "stderr-stall": "in",
+    "fd-limit": "in",
+}
+TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5}
+
+
+def mono():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def valkey_server():
+    path = os.environ.get("REDLOCK_CHAOS_VALKEY", "")
+    return path if path and os.access(path, os.X_OK) and os.path.exists(LIBFAKETIME) else ""
+
+
+def timing(ttl):
+    """redlock-run's defaults for a TTL (README): refresh ttl/3,
+    kill-after min(5s, ttl/3), per-node timeout ttl/10 in [100ms, 1s]."""
+    return {
+        "ttl_ms": ttl,
+        "refresh_ms": ttl // 3,
+        "kill_after_ms": min(5000, ttl // 3),
+        "timeout_ms": max(100, min(1000, ttl // 10)),
+    }
+
+
+# ---------------------------------------------------------------- planning
+
+
+def plan(seed, episode):
+    """Everything an episode does, from (seed, episode) alone."""
+    rng = random.Random(f"chaos/{seed}/{episode}")
+    control = episode.split("-")[0] if isinstance(episode, str) else None
+    if control:
+        return plan_control(rng, control, episode)
+    kinds = [k for k in KINDS if k != "clock-jump" or valkey_server()]
+    topology = rng.choice(list(TOPOLOGIES))
+    nodes = TOPOLOGIES[topology]
+    persistent = rng.random() < 0.5
+    limit = 1 if rng.random() < 0.75 else rng.choice([2, 3])
+    workers = rng.randint(2, 4) + (limit - 1)
+    ttl = rng.choice([600, 800, 1000, 1200])
+    duration = rng.uniform(2.0, 3.0)
+    faults = []
+    for _ in range(rng.randint(2, 4)):
+        kind = rng.choice(kinds)
+        if kind == "node-restart-persistent" and not persistent:
+            kind = "node-restart-volatile"
+        elif kind == "node-restart-volatile" and persistent:
+            kind = "node-restart-persistent"
+        faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration))
+    faults.sort(key=lambda f: f["at"])
+    server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) else "redis"
+    return {
+        "seed": seed, "episode": episode, "control": None,
+        "topology": topology, "nodes": nodes, "persistent": persistent,
+        "server": server, "limit": limit, "workers": workers,
+        "duration": round(duration, 3), "faults": faults,
+        "evicting": any(f["kind"] == "eviction" for f in faults),
+        "prefixes": None, "standin": False, "ignore_fences": False,
+        **timing(ttl),
+    }
+
+
+def plan_fault(rng, kind, nodes, workers, ttl, duration):
+    quorum = nodes // 2 + 1
+    fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.25, duration - 0.4), 3)}
+    if kind in ("node-partition", "packet-loss", "latency", "node-pause",
+                "node-restart-persistent", "node-restart-volatile", "client-kill",
+                "flushall"):
+        # One node, or (a third of the time) a quorum of them.
+        count = quorum if rng.random() < 0.35 else 1
+        fault["nodes"] = sorted(rng.sample(range(nodes), count))
+    if kind in ("node-partition", "node-pause", "client-partition"):
+        fault["length"] = round(rng.choice([0.3, 0.6, 1.3, 1.8]) * ttl / 1000, 3)
+    elif kind == "packet-loss":
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        fault["percent"] = rng.choice([10, 30, 60])
+    elif kind == "latency":
+        timeout = timing(ttl)["timeout_ms"]
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        fault["delay_ms"] = rng.choice([rng.randint(5, 40), int(timeout * rng.uniform(1.5, 3))])
+        fault["beyond_timeout"] = fault["delay_ms"] > timeout
+    elif kind in ("node-restart-persistent", "node-restart-volatile"):
+        fault["length"] = round(rng.uniform(0.05, 0.5), 3)
+    elif kind == "eviction":
+        fault["nodes"] = [0]
+        fault["length"] = round(rng.uniform(0.3, 1.0), 3)
+    elif kind == "clock-jump":
+        fault["nodes"] = [rng.randrange(nodes)]
+        fault["jump_s"] = rng.choice([2, 5, 30])
+        fault["length"] = 0
+    elif kind in ("wrapper-stop", "wrapper-tstp"):
+        if kind == "wrapper-stop" and rng.random() < 0.5:
+            fault["length"] = round(rng.uniform(1.3, 2.2) * ttl / 1000, 3)
+            fault["model"] = "out"  # the frozen-wrapper window of the README
+        else:
+            fault["length"] = round(rng.uniform(0.1, 0.4) * ttl / 1000, 3)
+            fault["model"] = "in"
+        if kind == "wrapper-tstp":
+            fault["length"] = round(rng.uniform(0.1, 1.6) * ttl / 1000, 3)
+            fault["model"] = "in"
+        fault["worker"] = rng.randrange(workers)
+    elif kind == "wrapper-kill":
+        fault["worker"] = rng.randrange(workers)
+        fault["length"] = 0
+    elif kind in ("stderr-stall", "fd-limit"):
+        fault["worker"] = rng.randrange(workers)
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        if kind == "fd-limit":
+            fault["nofile"] = rng.choice([6, 8, 10, 12, 16, 24])
+    if kind == "client-partition":
+        fault["worker"] = rng.randrange(workers)
+    if "nodes" in fault:
+        fault["quorum_lost"] = len(fault["nodes"]) > nodes - quorum
+    return fault
+
+
+def plan_control(rng, control, episode):
+    """The negative controls: broken setups the checker must catch."""
+    ttl = 500
+    base = {
+        "seed": None, "episode": episode, "control": control,
+        "topology": "single", "nodes": 1, "persistent": False, "server": "redis",
+        "limit": 1, "workers": 3, "duration": 2.5, "faults": [], "evicting": False,
+        "prefixes": None, "standin": False, "ignore_fences": False, **timing(ttl),
+    }
+    if control == "c1":
+        # Two workers on different prefixes: two locks for one resource.
+        base["prefixes"] = ["chaos-a:", "chaos-b:"]
+        base["workers"] = 4
+    elif control == "c2":
+        # A store that ignores fences, and a frozen wrapper (the README's
+        # window) that makes a stale holder write after a newer one.
+        base["ignore_fences"] = True
+        base["faults"] = [{"kind": "wrapper-stop", "model": "out", "at": 0.4,
+                           "length": 1.4, "worker": 0, "holding": True}]
+    elif control == "c3":
+        # A stand-in wrapper that takes the lock once and never refreshes.
+        base["standin"] = True
+    return base
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+class Events:
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.lock = threading.Lock()
+
+    def __call__(self, ev, **fields):
+        fields["ev"] = ev
+        with self.lock:
+            os.write(self.fd, (json.dumps(fields) + "\n").encode())
+
+
+def free_port(taken):
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port != 6379 and port not in taken and port + 1 not in taken:
+            taken.add(port)
+            return port
+
+
+def wait_for(pred, timeout, step=0.01):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return True
+        except (OSError, resp.RespError, ConnectionError):
+            pass
+        time.sleep(step)
+    return False
+
+
+class Server:
+    """One redis-server (or valkey-server) on a loopback port."""
+
+    def __init__(self, binary, port, workdir, persistent, evicting, faketime):
+        self.binary, self.port, self.dir = binary, port, workdir
+        self.persistent, self.evicting, self.faketime = persistent, evicting, faketime
+        self.proc = None
+        os.makedirs(workdir, exist_ok=True)
+        if faketime:
+            with open(self.clock_file, "w") as f:
+                f.write("+0\n")
+
+    @property
+    def clock_file(self):
+        return os.path.join(self.dir, "faketime")
+
+    def start(self, persistent=None):
+        persistent = self.persistent if persistent is None else persistent
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--logfile", "server.log",
+                "--daemonize", "no", "--auto-aof-rewrite-percentage", "0"]
+        args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
+        if self.evicting:
+            args += ["--maxmemory-policy", "allkeys-lru"]
+        env = dict(os.environ)
+        if self.faketime:
+            env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file,
+                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_RESET="1")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=env)
+        if not wait_for(lambda: resp.command(self.port, "PING", timeout=0.5) == "PONG", 10):
+            raise RuntimeError(f"server on port {self.port} did not start")
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, wipe):
+        self.kill()
+        if wipe:
+            for name in os.listdir(self.dir):
+                if name.startswith("appendonly") or name.endswith(".rdb"):
+                    path = os.path.join(self.dir, name)
+                    if os.path.isdir(path):
+                        for inner in os.listdir(path):
+                            os.unlink(os.path.join(path, inner))
+                    else:
+                        os.unlink(path)
+        self.start()
+
+
+class Proxy:
+    """A user-space TCP proxy in front of a node: adds latency (`delay`, in
+    seconds, to every chunk each way, order kept); the node's traffic
+    otherwise passes untouched."""
+
+    def __init__(self, port, upstream):
+        self.port, self.upstream, self.delay = port, upstream, 0.0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(256)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.connect, args=(client,), daemon=True).start()
+
+    def connect(self, client):
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                delay = self.delay
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+NFT_RULES = """
+table inet chaos {
+  set blocked { type inet_service; }
+  set lossy { type inet_service; }
+  set uids { type uid; }
+  chain output {
+    type filter hook output priority 0; policy accept;
+    tcp dport @blocked drop
+    tcp sport @blocked drop
+    meta skuid @uids drop
+    tcp dport @lossy numgen random mod 100 < %(loss)d drop
+    tcp sport @lossy numgen random mod 100 < %(loss)d drop
+  }
+}
+"""
+
+
+def nft(*args, stdin=None):
+    subprocess.run(["nft", *args], input=stdin, text=True, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+# ---------------------------------------------------------------- the episode
+
+
+class Episode:
+    def __init__(self, plan, workdir, binary):
+        self.plan, self.dir, self.binary = plan, workdir, binary
+        self.events = Events(os.path.join(workdir, "events.jsonl"))
+        self.sections = os.path.join(workdir, "sections.log")
+        self.store_log = os.path.join(workdir, "store.log")
+        for path in (self.sections, self.store_log):
+            open(path, "a").close()
+            os.chmod(path, 0o666)
+        os.chmod(workdir, 0o777)
+        self.ports = set()
+        self.servers, self.proxies = [], []
+        self.current = {}          # worker -> (run id, Popen)
+        self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
+        self.treat = {}            # worker -> list of (kind, until, params)
+        self.t0 = None
+        self.stall_r = self.stall_w = None
+
+    # infrastructure
+    def start(self):
+        p = self.plan
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+        nft("-f", "-", stdin=NFT_RULES % {"loss": max([f.get("percent", 30) for f in p["faults"]] or [30])})
+        binary = "redis-server" if p["server"] == "redis" else valkey_server()
+        jumped = {n for f in p["faults"] if f["kind"] == "clock-jump" for n in f["nodes"]}
+        for i in range(p["nodes"]):
+            s = Server(binary, free_port(self.ports), os.path.join(self.dir, f"node{i}"),
+                       p["persistent"], p["evicting"] and i == 0, i in jumped)
+            s.start()
+            self.servers.append(s)
+            self.proxies.append(Proxy(free_port(self.ports), s.port))
+        self.store = subprocess.Popen(
+            [PYTHON, os.path.join(HERE, "store.py"), os.path.join(self.dir, "store.sock"),
+             self.store_log] + (["--ignore-fences"] if p["ignore_fences"] else []),
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.store.stdout.readline()
+        self.stall_r, self.stall_w = os.pipe()
+        os.set_blocking(self.stall_w, False)
+        try:
+            while True:
+                os.write(self.stall_w, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(self.stall_w, True)
+
+    def infra_pids(self):
+        pids = {os.getpid(), self.store.pid}
+        pids.update(s.proc.pid for s in self.servers if s.proc)
+        return pids
+
+    # workers
+    def command(self, w, rng, run):
+        p = self.plan
+        ttl = p["ttl_ms"]
+        short = rng.random() < 0.55
+        dur = rng.randint(20, 150) if short else rng.randint(int(ttl * 0.8), int(ttl * 2.5))
+        wait = rng.choice(["0", "300ms", "2s", "5s", "5s"])
+        info = {"dur_ms": dur, "wait": wait, "max_hold_ms": None, "min_hold_ms": None}
+        if p["standin"]:
+            dur = rng.randint(int(ttl * 1.5), int(ttl * 2.5))
+            info["dur_ms"] = dur
+            args = [JOB_PYTHON, os.path.join(HERE, "standin.py"), str(self.servers[0].port),
+                    "chaos", str(ttl), "5000", "--"]
+        else:
+            args = [self.binary, "-k", "chaos", "--ttl", f"{ttl}ms", "--wait", wait]
+            for proxy in self.proxies:
+                args += ["--redis", f"redis://127.0.0.1:{proxy.port}"]
+            if p["prefixes"]:
+                args += ["--prefix", p["prefixes"][w % 2]]
+            if p["control"] == "c2":
+                info["dur_ms"] = dur = 3000 if w == 0 else 400
+                args[args.index("--wait") + 1] = "5s"
+            if p["limit"] > 1:
+                args += ["--limit", str(p["limit"])]
+            if not p["control"] and rng.random() < 0.1:
+                info["max_hold_ms"] = max(10, dur // 2)
+                args += ["--max-hold", f"{info['max_hold_ms']}ms"]
+            if not p["control"] and rng.random() < 0.1:
+                info["min_hold_ms"] = rng.randint(100, 400)
+                args += ["--min-hold", f"{info['min_hold_ms']}ms"]
+            args += ["--"]
+        info["job_exit"] = 3 if rng.random() < 0.1 else 0
+        args += [JOB_PYTHON, "-S", os.path.join(HERE, "job.py")]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "CHAOS_LOG": self.sections, "CHAOS_RUN": run, "CHAOS_DUR_MS": str(dur),
+            "CHAOS_EXIT": str(info["job_exit"]), "CHAOS_RESOURCE": "r",
+            "CHAOS_STORE": os.path.join(self.dir, "store.sock") if p["limit"] == 1 else "",
+        }
+        return args, env, info
+
+    def worker(self, w):
+        p = self.plan
+        rng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}")
+        uid = 30000 + w
+        end = self.t0 + p["duration"]
+        i = 0
+        while time.monotonic() < end:
+            run = f"w{w}r{i}"
+            i += 1
+            args, env, info = self.command(w, rng, run)
+            treatments = {k: v for k, (until, v) in self.treat.get(w, {}).items() if time.monotonic() < until}
+            stderr = subprocess.DEVNULL
+            if "stderr-stall" in treatments:
+                stderr = self.stall_w
+                if not p["standin"]:
+                    args.insert(1, "-v")
+            nofile = treatments.get("fd-limit")
+
+            def limits(nofile=nofile):
+                if nofile:
+                    import resource
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+            full = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] + args
+            t_start = mono()
+            with self.wlocks[w]:
+                proc = subprocess.Popen(full, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=stderr,
+                                        preexec_fn=limits, cwd="/")
+                self.current[w] = (run, proc)
+            hung = False
+            deadline = time.monotonic() + p["duration"] + 25
+            while True:
+                with self.wlocks[w]:
+                    rc = proc.poll()
+                    if rc is not None:
+                        self.current.pop(w, None)
+                        break
+                if time.monotonic() > deadline:
+                    hung = True
+                    proc.kill()
+                time.sleep(0.01)
+            self.events("run", run=run, worker=w, t0=t_start, t1=mono(), rc=rc, hung=hung,
+                        treatments=sorted(treatments), nofile=nofile, **info)
+            time.sleep(rng.uniform(0, 0.05))
+
+    # faults
+    def holding_run(self, w):
+        """The run of worker w that is in its section now, if any."""
+        run = self.current.get(w, (None,))[0]
+        if run is None:
+            return None
+        with open(self.sections) as f:
+            lines = [ln.split() for ln in f]
+        started = any(ln[0] == "S" and ln[2] == run for ln in lines if len(ln) > 2)
+        ended = any(ln[0] == "E" and ln[2] == run for ln in lines if len(ln) > 2)
+        return run if started and not ended else None
+
+    def fault(self, f):
+        p = self.plan
+        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
+        kind, length = f["kind"], f["length"]
+        rec = dict(f)
+        nodes = [self.servers[i] for i in f.get("nodes", [])]
+        ports = [p_ for i in f.get("nodes", []) for p_ in (self.servers[i].port, self.proxies[i].port)]
+
+        def window(apply, undo):
+            apply()
+            rec["t0"] = mono()
+            time.sleep(length)
+            undo()
+            rec["t1"] = mono()
+
+        if kind == "node-partition":
+            elems = "{ %s }" % ", ".join(map(str, ports))
+            window(lambda: nft("add", "element", "inet", "chaos", "blocked", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "blocked", elems))
+        elif kind == "packet-loss":
+            elems = "{ %s }" % ", ".join(map(str, ports))
+            window(lambda: nft("add", "element", "inet", "chaos", "lossy", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "lossy", elems))
+        elif kind == "client-partition":
+            elems = "{ %d }" % (30000 + f["worker"])
+            window(lambda: nft("add", "element", "inet", "chaos", "uids", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "uids", elems))
+        elif kind == "latency":
+            targets = [self.proxies[i] for i in f["nodes"]]
+
+            def set_delay(d):
+                for t in targets:
+                    t.delay = d
+            window(lambda: set_delay(f["delay_ms"] / 1000), lambda: set_delay(0.0))
+        elif kind == "node-pause":
+            window(lambda: [s.proc.send_signal(signal.SIGSTOP) for s in nodes],
+                   lambda: [s.proc.send_signal(signal.SIGCONT) for s in nodes])
+        elif kind in ("node-restart-persistent", "node-restart-volatile"):
+            window(lambda: [s.kill() for s in nodes],
+                   lambda: [s.restart(wipe=kind.endswith("volatile")) for s in nodes])
+        elif kind in ("client-kill", "flushall"):
+            rec["t0"] = mono()
+            for s in nodes:
+                try:
+                    if kind == "flushall":
+                        resp.command(s.port, "FLUSHALL")
+                    else:
+                        resp.command(s.port, "CLIENT", "KILL", "TYPE", "normal")
+                except (OSError, resp.RespError, ConnectionError) as err:
+                    rec["error"] = str(err)
+            rec["t1"] = mono()
+        elif kind == "eviction":
+            s = nodes[0]
+
+            def fill():
+                with resp.Conn(s.port) as c:
+                    info = c("INFO", "memory")
+                    used = int(info.split("used_memory:")[1].split()[0])
+                    c("CONFIG", "SET", "maxmemory", str(used + 256 * 1024))
+                    for i in range(64):
+                        c("SET", f"filler:{i}", "x" * 32768)
+
+            def unfill():
+                with resp.Conn(s.port) as c:
+                    c("CONFIG", "SET", "maxmemory", "0")
+                    for i in range(64):
+                        c("DEL", f"filler:{i}")
+            try:
+                window(fill, unfill)
+            except (OSError, resp.RespError, ConnectionError) as err:
+                rec["error"] = str(err)
+                rec.setdefault("t0", mono())
+                rec["t1"] = mono()
+        elif kind == "clock-jump":
+            s = nodes[0]
+            rec["t0"] = mono()
+            offset = getattr(s, "offset", 0) + f["jump_s"]
+            s.offset = offset
+            with open(s.clock_file + ".tmp", "w") as out:
+                out.write(f"+{offset}\n")
+            os.rename(s.clock_file + ".tmp", s.clock_file)
+            rec["t1"] = mono()
+        elif kind in ("wrapper-stop", "wrapper-tstp", "wrapper-kill"):
+            w = f["worker"]
+            # Wait (a little) for that worker's run to be in its section.
+            end = time.monotonic() + (2.0 if f.get("holding") else 0.3)
+            while time.monotonic() < end and not self.holding_run(w):
+                time.sleep(0.01)
+            with self.wlocks[w]:
+                run, proc = self.current.get(w, (None, None))
+                if proc is None or proc.poll() is not None:
+                    rec["skipped"] = "no run"
+                    rec["t0"] = rec["t1"] = mono()
+                else:
+                    rec["run"] = run
+                    rec["holding"] = self.holding_run(w) == run
+                    if kind == "wrapper-kill":
+                        proc.kill()
+                        rec["t0"] = rec["t1"] = mono()
+                    else:
+                        sig = signal.SIGSTOP if kind == "wrapper-stop" else signal.SIGTSTP
+                        window(lambda: proc.send_signal(sig), lambda: proc.send_signal(signal.SIGCONT))
+        elif kind in ("stderr-stall", "fd-limit"):
+            rec["t0"] = mono()
+            value = f.get("nofile", True)
+            self.treat.setdefault(f["worker"], {})[kind] = (time.monotonic() + length, value)
+            time.sleep(length)
+            rec["t1"] = mono()
+        self.events("fault", **rec)
+
+    def leftovers(self):
+        found = []
+        infra = self.infra_pids()
+
+        def strays():
+            out = []
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in infra:
+                    continue
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        stat = f.read()
+                    state = stat.rsplit(")", 1)[1].split()[0]
+                    with open(f"/proc/{name}/cmdline", "rb") as f:
+                        cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    continue
+                if state != "Z":
+                    out.append(f"pid {name}: {cmd[:120]}")
+            return out
+        wait_for(lambda: not strays(), 3.0, 0.05)
+        found += [f"process {s}" for s in strays()]
+
+        def keys():
+            out = []
+            for i, s in enumerate(self.servers):
+                for k in resp.command(s.port, "KEYS", "*"):
+                    if k.endswith(":fence") or k.startswith("filler:"):
+                        continue
+                    out.append(f"node{i} key {k} pttl {resp.command(s.port, 'PTTL', k)}")
+            return out
+        # Keys with a TTL may be there for a while (a killed wrapper's
+        # lock); they must be gone once every TTL has run out.
+        wait_for(lambda: not keys(), self.plan["ttl_ms"] / 1000 * 2 + 1.0, 0.05)
+        try:
+            found += keys()
+        except (OSError, resp.RespError, ConnectionError) as err:
+            found.append(f"keys unreadable: {err}")
+        return found
+
+    def run(self):
+        p = self.plan
+        self.events("episode", plan=p)
+        self.start()
+        self.t0 = time.monotonic()
+        self.events("begin", t=mono())
+        threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(p["workers"])]
+        threads += [threading.Thread(target=self.fault, args=(f,)) for f in p["faults"]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.events("end", t=mono())
+        self.events("leftovers", items=self.leftovers())
+
+
+def main():
+    seed, episode, workdir = sys.argv[1], sys.argv[2], sys.argv[3]
+    binary = os.environ["REDLOCK_CHAOS_BINARY"]
+    episode = int(episode) if episode.isdigit() else episode
+    ep = Episode(plan(seed, episode), workdir, binary)
+    try:
+        ep.run()
+    finally:
+        for s in ep.servers:
+            s.kill()
+        if getattr(ep, "store", None):
+            ep.store.kill()
+
+
+if __name__ == "__main__":
+    main()
