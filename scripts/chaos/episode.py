@@ -53,8 +53,26 @@ KINDS = {
     "wrapper-tstp": "in",
     "stderr-stall": "in",
     "fd-limit": "in",
+    # Sentinel: in the model with --replicas 2 (every replica confirmed),
+    # out of it with auto (one replica, perhaps not the one promoted) or 0.
+    "failover-forced": "in/out",
+    "failover-kill": "in/out",
+    "failover-pause": "in/out",
+    # Cluster
+    "cluster-failover": "in/out",
+    "slot-migration": "in",
 }
-TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5}
+# Data nodes of each topology.
+TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5, "sentinel": 3, "cluster": 6}
+GENERIC = ["client-partition", "wrapper-stop", "wrapper-kill", "wrapper-tstp",
+           "stderr-stall", "fd-limit"]
+PER_TOPOLOGY = {
+    "sentinel": GENERIC + ["node-partition", "packet-loss", "node-pause", "client-kill", "flushall",
+                           "failover-forced", "failover-kill", "failover-pause",
+                           "failover-forced", "failover-kill"],
+    "cluster": GENERIC + ["client-kill", "node-pause", "cluster-failover", "slot-migration",
+                          "cluster-failover", "slot-migration"],
+}
 
 
 def mono():
@@ -86,14 +104,24 @@ def plan(seed, episode):
     control = episode.split("-")[0] if isinstance(episode, str) else None
     if control:
         return plan_control(rng, control, episode)
-    kinds = [k for k in KINDS if k != "clock-jump" or valkey_server()]
-    topology = rng.choice(list(TOPOLOGIES))
+    topology = rng.choice(["single", "single", "redlock3", "redlock3", "redlock5",
+                           "sentinel", "sentinel", "cluster"])
     nodes = TOPOLOGIES[topology]
+    if topology in PER_TOPOLOGY:
+        kinds = PER_TOPOLOGY[topology]
+    else:
+        kinds = [k for k in KINDS if KINDS[k] != "in/out" or k == "wrapper-stop"]
+        kinds = [k for k in kinds if k not in ("clock-jump", "slot-migration") or (k == "clock-jump" and valkey_server())]
     persistent = rng.random() < 0.5
     limit = 1 if rng.random() < 0.75 else rng.choice([2, 3])
     workers = rng.randint(2, 4) + (limit - 1)
     ttl = rng.choice([600, 800, 1000, 1200])
-    duration = rng.uniform(2.0, 3.0)
+    duration = rng.uniform(2.0, 3.0) if nodes < 3 or topology.startswith("redlock") else rng.uniform(3.0, 4.0)
+    replicas = None
+    if topology in ("sentinel", "cluster"):
+        limit = 1
+        workers = rng.randint(2, 4)
+        replicas = rng.choice(["auto", "2", "2"]) if topology == "sentinel" else "auto"
     faults = []
     for _ in range(rng.randint(2, 4)):
         kind = rng.choice(kinds)
@@ -101,7 +129,7 @@ def plan(seed, episode):
             kind = "node-restart-volatile"
         elif kind == "node-restart-volatile" and persistent:
             kind = "node-restart-persistent"
-        faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration))
+        faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas))
     faults.sort(key=lambda f: f["at"])
     server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) else "redis"
     return {
@@ -111,13 +139,38 @@ def plan(seed, episode):
         "duration": round(duration, 3), "faults": faults,
         "evicting": any(f["kind"] == "eviction" for f in faults),
         "prefixes": None, "standin": False, "ignore_fences": False,
-        **timing(ttl),
+        "replicas": replicas, **timing(ttl),
     }
 
 
-def plan_fault(rng, kind, nodes, workers, ttl, duration):
+def plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas):
     quorum = nodes // 2 + 1
     fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.25, duration - 0.4), 3)}
+    if topology in ("sentinel", "cluster"):
+        fault["at"] = round(rng.uniform(0.25, duration - 1.2), 3)
+        if kind.startswith("failover") or kind == "cluster-failover":
+            fault["model"] = "in" if replicas == "2" or topology == "cluster" else "out"
+            fault["length"] = round(rng.uniform(0.6, 1.2), 3) if kind == "failover-pause" else 0
+            return fault
+        if kind == "slot-migration":
+            fault["length"] = 0
+            return fault
+        if kind in ("node-partition", "packet-loss", "node-pause", "client-kill", "flushall"):
+            fault["nodes"] = [0] if rng.random() < 0.6 else [rng.randrange(nodes)]
+            if kind == "node-pause":
+                fault["length"] = round(rng.choice([0.3, 0.6, 1.3]) * ttl / 1000, 3)
+            elif kind in ("node-partition", "packet-loss"):
+                fault["length"] = round(rng.uniform(0.3, 1.0), 3)
+                fault["percent"] = rng.choice([10, 30, 60])
+            if kind in ("node-partition", "node-pause") and fault["nodes"] == [0]:
+                # The primary unreachable: Sentinel fails over; writes not yet
+                # on every replica can be lost, as with any failover.
+                fault["model"] = "in" if replicas == "2" or topology == "cluster" else "out"
+            # A primary cut off is failed over; the holder may refresh on
+            # the new one, so no late-stop bound is claimed.
+            fault["quorum_lost"] = False
+            fault.setdefault("length", 0)
+            return fault
     if kind in ("node-partition", "packet-loss", "latency", "node-pause",
                 "node-restart-persistent", "node-restart-volatile", "client-kill",
                 "flushall"):
@@ -176,7 +229,8 @@ def plan_control(rng, control, episode):
         "seed": None, "episode": episode, "control": control,
         "topology": "single", "nodes": 1, "persistent": False, "server": "redis",
         "limit": 1, "workers": 3, "duration": 2.5, "faults": [], "evicting": False,
-        "prefixes": None, "standin": False, "ignore_fences": False, **timing(ttl),
+        "prefixes": None, "standin": False, "ignore_fences": False, "replicas": None,
+        **timing(ttl),
     }
     if control == "c1":
         # Two workers on different prefixes: two locks for one resource.
@@ -208,15 +262,10 @@ class Events:
             os.write(self.fd, (json.dumps(fields) + "\n").encode())
 
 
-def free_port(taken):
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port != 6379 and port not in taken and port + 1 not in taken:
-            taken.add(port)
-            return port
+# Every episode has a network namespace of its own (only its loopback):
+# fixed ports cannot collide with anything, and stay below 55535 for the
+# Cluster bus (port + 10000). Never 6379.
+NODE_PORT, PROXY_PORT, SENTINEL_PORT = 21000, 22000, 23000
 
 
 def wait_for(pred, timeout, step=0.01):
@@ -234,8 +283,8 @@ def wait_for(pred, timeout, step=0.01):
 class Server:
     """One redis-server (or valkey-server) on a loopback port."""
 
-    def __init__(self, binary, port, workdir, persistent, evicting, faketime):
-        self.binary, self.port, self.dir = binary, port, workdir
+    def __init__(self, binary, port, workdir, persistent, evicting, faketime, extra=()):
+        self.binary, self.port, self.dir, self.extra = binary, port, workdir, list(extra)
         self.persistent, self.evicting, self.faketime = persistent, evicting, faketime
         self.proc = None
         os.makedirs(workdir, exist_ok=True)
@@ -255,6 +304,7 @@ class Server:
         args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
         if self.evicting:
             args += ["--maxmemory-policy", "allkeys-lru"]
+        args += self.extra
         env = dict(os.environ)
         if self.faketime:
             env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file,
@@ -369,6 +419,7 @@ class Episode:
             open(path, "a").close()
             os.chmod(path, 0o666)
         os.chmod(workdir, 0o777)
+        os.makedirs(os.path.join(workdir, "stderr"))
         self.ports = set()
         self.servers, self.proxies = [], []
         self.current = {}          # worker -> (run id, Popen)
@@ -385,11 +436,23 @@ class Episode:
         binary = "redis-server" if p["server"] == "redis" else valkey_server()
         jumped = {n for f in p["faults"] if f["kind"] == "clock-jump" for n in f["nodes"]}
         for i in range(p["nodes"]):
-            s = Server(binary, free_port(self.ports), os.path.join(self.dir, f"node{i}"),
-                       p["persistent"], p["evicting"] and i == 0, i in jumped)
+            extra = []
+            if p["topology"] == "sentinel" and i > 0:
+                extra = ["--replicaof", "127.0.0.1", str(NODE_PORT)]
+            elif p["topology"] == "cluster":
+                extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", "1000"]
+            s = Server(binary, NODE_PORT + i, os.path.join(self.dir, f"node{i}"),
+                       p["persistent"], p["evicting"] and i == 0, i in jumped, extra)
             s.start()
             self.servers.append(s)
-            self.proxies.append(Proxy(free_port(self.ports), s.port))
+            if p["topology"] not in ("sentinel", "cluster"):
+                self.proxies.append(Proxy(PROXY_PORT + i, s.port))
+        self.sentinels = []
+        if p["topology"] == "sentinel":
+            self.start_sentinels(binary)
+        elif p["topology"] == "cluster":
+            self.start_cluster()
         self.store = subprocess.Popen(
             [PYTHON, os.path.join(HERE, "store.py"), os.path.join(self.dir, "store.sock"),
              self.store_log] + (["--ignore-fences"] if p["ignore_fences"] else []),
@@ -404,9 +467,106 @@ class Episode:
             pass
         os.set_blocking(self.stall_w, True)
 
+    def start_sentinels(self, binary):
+        for i in range(1, 3):
+            replica = self.servers[i]
+            if not wait_for(lambda r=replica: "master_link_status:up" in resp.command(r.port, "INFO", "replication"), 10):
+                raise RuntimeError("replica did not sync")
+        for i in range(3):
+            d = os.path.join(self.dir, f"sentinel{i}")
+            os.makedirs(d)
+            conf = os.path.join(d, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write(f"port {SENTINEL_PORT + i}\nbind 127.0.0.1\ndir {d}\n"
+                        f"sentinel monitor mymaster 127.0.0.1 {NODE_PORT} 2\n"
+                        "sentinel down-after-milliseconds mymaster 400\n"
+                        "sentinel failover-timeout mymaster 2000\n")
+            proc = subprocess.Popen([binary, conf, "--sentinel"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.sentinels.append(proc)
+
+        # Sentinels find each other by hello messages every 2 s; only a
+        # failover they must agree on (the primary down) needs that.
+        others = "2" if any(f["kind"] in ("failover-kill", "failover-pause", "node-partition", "node-pause")
+                            for f in self.plan["faults"]) else "0"
+
+        def ready(port):
+            fields = resp.command(port, "SENTINEL", "MASTER", "mymaster")
+            info = dict(zip(fields[::2], fields[1::2]))
+            return info.get("num-slaves") == "2" and info.get("num-other-sentinels", "0") >= others
+        for i in range(3):
+            if not wait_for(lambda i=i: ready(SENTINEL_PORT + i), 15, 0.05):
+                raise RuntimeError("sentinels did not find each other")
+
+    def primary(self):
+        """The index of the data node the sentinels name now."""
+        for i in range(3):
+            try:
+                host, port = resp.command(SENTINEL_PORT + i, "SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                          "mymaster", timeout=0.5)
+                return int(port) - NODE_PORT
+            except (OSError, resp.RespError, ConnectionError, TypeError, ValueError):
+                continue
+        return 0
+
+    def start_cluster(self):
+        addrs = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "1",
+                        "--cluster-yes"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+        def ok():
+            for s in self.servers:
+                if "cluster_state:ok" not in resp.command(s.port, "CLUSTER", "INFO"):
+                    return False
+                info = resp.command(s.port, "INFO", "replication")
+                if "role:slave" in info and "master_link_status:up" not in info:
+                    return False
+                # every node knows which primary serves the lock's slot
+                if self.slot_owner(s.port) is None:
+                    return False
+            return True
+        if not wait_for(ok, 20, 0.05):
+            raise RuntimeError("cluster did not become ok")
+
+    def live_port(self):
+        for s in self.servers:
+            try:
+                if resp.command(s.port, "PING", timeout=0.3) == "PONG":
+                    return s.port
+            except (OSError, resp.RespError, ConnectionError):
+                continue
+        return self.servers[0].port
+
+    def lock_slot(self):
+        return resp.command(self.live_port(), "CLUSTER", "KEYSLOT", "redlock:{chaos}")
+
+    def cluster_nodes(self, port):
+        """id -> (port, role flags, primary id, slots)"""
+        out = {}
+        for ln in resp.command(port, "CLUSTER", "NODES").splitlines():
+            parts = ln.split()
+            nport = int(parts[1].split("@")[0].split(":")[1])
+            out[parts[0]] = (nport, parts[2], parts[3], parts[8:])
+        return out
+
+    def slot_owner(self, port):
+        slot = self.lock_slot()
+        for nid, (nport, flags, _, slots) in self.cluster_nodes(port).items():
+            if "master" not in flags or "fail" in flags:
+                continue
+            for r in slots:
+                if r.startswith("["):
+                    continue
+                a, _, b = r.partition("-")
+                if int(a) <= slot <= int(b or a):
+                    return nid, nport
+        return None
+
     def infra_pids(self):
         pids = {os.getpid(), self.store.pid}
         pids.update(s.proc.pid for s in self.servers if s.proc)
+        pids.update(p.pid for p in self.sentinels)
         return pids
 
     # workers
@@ -415,7 +575,7 @@ class Episode:
         ttl = p["ttl_ms"]
         short = rng.random() < 0.55
         dur = rng.randint(20, 150) if short else rng.randint(int(ttl * 0.8), int(ttl * 2.5))
-        wait = rng.choice(["0", "300ms", "2s", "5s", "5s"])
+        wait = rng.choice(["0", "300ms", "1s", "2s", "3s"])
         info = {"dur_ms": dur, "wait": wait, "max_hold_ms": None, "min_hold_ms": None}
         if p["standin"]:
             dur = rng.randint(int(ttl * 1.5), int(ttl * 2.5))
@@ -424,6 +584,12 @@ class Episode:
                     "chaos", str(ttl), "5000", "--"]
         else:
             args = [self.binary, "-k", "chaos", "--ttl", f"{ttl}ms", "--wait", wait]
+            if p["topology"] == "sentinel":
+                hosts = ",".join(f"127.0.0.1:{SENTINEL_PORT + i}" for i in range(3))
+                args += ["--redis", f"redis+sentinel://{hosts}/mymaster", "--replicas", p["replicas"]]
+            elif p["topology"] == "cluster":
+                hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers[:3])
+                args += ["--redis", f"redis+cluster://{hosts}"]
             for proxy in self.proxies:
                 args += ["--redis", f"redis://127.0.0.1:{proxy.port}"]
             if p["prefixes"]:
@@ -461,11 +627,15 @@ class Episode:
             i += 1
             args, env, info = self.command(w, rng, run)
             treatments = {k: v for k, (until, v) in self.treat.get(w, {}).items() if time.monotonic() < until}
-            stderr = subprocess.DEVNULL
+            # redlock-run's stderr, kept for people reading a failure (the
+            # checker never reads it).
+            errlog = os.path.join(self.dir, "stderr", f"{run}.txt")
+            stderr = os.open(errlog, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if not p["standin"]:
+                args.insert(1, "-v")
             if "stderr-stall" in treatments:
+                os.close(stderr)
                 stderr = self.stall_w
-                if not p["standin"]:
-                    args.insert(1, "-v")
             nofile = treatments.get("fd-limit")
 
             def limits(nofile=nofile):
@@ -480,6 +650,8 @@ class Episode:
                                         stdout=subprocess.DEVNULL, stderr=stderr,
                                         preexec_fn=limits, cwd="/")
                 self.current[w] = (run, proc)
+            if stderr != self.stall_w:
+                os.close(stderr)
             hung = False
             deadline = time.monotonic() + p["duration"] + 25
             while True:
@@ -513,8 +685,16 @@ class Episode:
         time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         kind, length = f["kind"], f["length"]
         rec = dict(f)
-        nodes = [self.servers[i] for i in f.get("nodes", [])]
-        ports = [p_ for i in f.get("nodes", []) for p_ in (self.servers[i].port, self.proxies[i].port)]
+        targets = f.get("nodes", [])
+        if p["topology"] == "sentinel" and targets:
+            # Node 0 is the primary of the moment, others its replicas.
+            primary = self.primary()
+            others = [i for i in range(3) if i != primary]
+            targets = [primary if i == 0 else others[(i - 1) % 2] for i in targets]
+            rec["resolved"] = targets
+        nodes = [self.servers[i] for i in targets]
+        ports = [self.servers[i].port for i in targets]
+        ports += [self.proxies[i].port for i in targets if i < len(self.proxies)]
 
         def window(apply, undo):
             apply()
@@ -536,10 +716,10 @@ class Episode:
             window(lambda: nft("add", "element", "inet", "chaos", "uids", elems),
                    lambda: nft("delete", "element", "inet", "chaos", "uids", elems))
         elif kind == "latency":
-            targets = [self.proxies[i] for i in f["nodes"]]
+            proxies = [self.proxies[i] for i in f["nodes"]]
 
             def set_delay(d):
-                for t in targets:
+                for t in proxies:
                     t.delay = d
             window(lambda: set_delay(f["delay_ms"] / 1000), lambda: set_delay(0.0))
         elif kind == "node-pause":
@@ -610,6 +790,62 @@ class Episode:
                     else:
                         sig = signal.SIGSTOP if kind == "wrapper-stop" else signal.SIGTSTP
                         window(lambda: proc.send_signal(sig), lambda: proc.send_signal(signal.SIGCONT))
+        elif kind == "failover-forced":
+            rec["from"] = self.primary()
+            rec["t0"] = mono()
+            try:
+                resp.command(SENTINEL_PORT, "SENTINEL", "FAILOVER", "mymaster")
+            except (OSError, resp.RespError, ConnectionError) as err:
+                rec["error"] = str(err)
+            wait_for(lambda: self.primary() != rec["from"], 5, 0.02)
+            rec["t1"] = mono()
+            rec["to"] = self.primary()
+        elif kind == "failover-kill":
+            old = self.primary()
+            rec["from"] = old
+            self.servers[old].kill()
+            rec["t0"] = mono()
+            wait_for(lambda: self.primary() != old, 8, 0.02)
+            rec["to"] = self.primary()
+            self.servers[old].start()
+            rec["t1"] = mono()
+        elif kind == "failover-pause":
+            old = self.primary()
+            rec["from"] = old
+            self.servers[old].proc.send_signal(signal.SIGSTOP)
+            rec["t0"] = mono()
+            time.sleep(length)
+            wait_for(lambda: self.primary() != old, 3, 0.02)
+            self.servers[old].proc.send_signal(signal.SIGCONT)
+            rec["t1"] = mono()
+            rec["to"] = self.primary()
+        elif kind == "cluster-failover":
+            owner = self.slot_owner(self.live_port())
+            nodes_map = self.cluster_nodes(self.live_port())
+            replica = next((v[0] for k, v in nodes_map.items() if v[2] == owner[0]), None)
+            rec["from"], rec["replica"] = owner[1], replica
+            graceful = random.Random(f"{p['seed']}/{p['episode']}/{f['at']}").random() < 0.5
+            rec["mode"] = "graceful" if graceful else "kill"
+            rec["t0"] = mono()
+            try:
+                if graceful:
+                    resp.command(replica, "CLUSTER", "FAILOVER")
+                    wait_for(lambda: "role:master" in resp.command(replica, "INFO", "replication"), 5, 0.02)
+                else:
+                    victim = self.servers[owner[1] - NODE_PORT]
+                    victim.kill()
+                    wait_for(lambda: "role:master" in resp.command(replica, "INFO", "replication"), 10, 0.02)
+                    victim.start()
+            except (OSError, resp.RespError, ConnectionError, TypeError) as err:
+                rec["error"] = str(err)
+            rec["t1"] = mono()
+        elif kind == "slot-migration":
+            rec["t0"] = mono()
+            try:
+                self.migrate_slot(rec)
+            except (OSError, resp.RespError, ConnectionError, TypeError) as err:
+                rec["error"] = str(err)
+            rec["t1"] = mono()
         elif kind in ("stderr-stall", "fd-limit"):
             rec["t0"] = mono()
             value = f.get("nofile", True)
@@ -617,6 +853,30 @@ class Episode:
             time.sleep(length)
             rec["t1"] = mono()
         self.events("fault", **rec)
+
+    def migrate_slot(self, rec):
+        """Move the lock's slot to another primary, key by key (clients see
+        ASK and TRYAGAIN meanwhile, then MOVED)."""
+        slot = self.lock_slot()
+        port0 = self.live_port()
+        src_id, src = self.slot_owner(port0)
+        nodes_map = self.cluster_nodes(port0)
+        dst_id, (dst, *_rest) = next((k, v) for k, v in nodes_map.items()
+                                     if "master" in v[1] and "fail" not in v[1] and k != src_id)
+        rec["from"], rec["to"] = src, dst
+        resp.command(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        resp.command(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        time.sleep(0.1)
+        while True:
+            keys = resp.command(src, "CLUSTER", "GETKEYSINSLOT", slot, 10)
+            if not keys:
+                break
+            for k in keys:
+                resp.command(src, "MIGRATE", "127.0.0.1", dst, k, 0, 5000)
+                time.sleep(0.05)
+        for nid, (nport, flags, _, _) in nodes_map.items():
+            if "master" in flags and "fail" not in flags:
+                resp.command(nport, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
 
     def leftovers(self):
         found = []
@@ -644,6 +904,10 @@ class Episode:
         def keys():
             out = []
             for i, s in enumerate(self.servers):
+                if "role:master" not in resp.command(s.port, "INFO", "replication"):
+                    continue
+                if self.plan["topology"] == "sentinel" and i != self.primary():
+                    continue  # an old primary not yet demoted
                 for k in resp.command(s.port, "KEYS", "*"):
                     if k.endswith(":fence") or k.startswith("filler:"):
                         continue
