@@ -573,8 +573,8 @@ class Episode:
     def command(self, w, rng, run):
         p = self.plan
         ttl = p["ttl_ms"]
-        short = rng.random() < 0.55
-        dur = rng.randint(20, 150) if short else rng.randint(int(ttl * 0.8), int(ttl * 2.5))
+        short = rng.random() < 0.7
+        dur = rng.randint(20, 150) if short else rng.randint(int(ttl * 0.6), int(ttl * 1.8))
         wait = rng.choice(["0", "300ms", "1s", "2s", "3s"])
         info = {"dur_ms": dur, "wait": wait, "max_hold_ms": None, "min_hold_ms": None}
         if p["standin"]:
@@ -911,7 +911,10 @@ class Episode:
                 for k in resp.command(s.port, "KEYS", "*"):
                     if k.endswith(":fence") or k.startswith("filler:"):
                         continue
-                    out.append(f"node{i} key {k} pttl {resp.command(s.port, 'PTTL', k)}")
+                    what = resp.command(s.port, "TYPE", k)
+                    if what == "zset":
+                        what += " " + " ".join(resp.command(s.port, "ZRANGE", k, 0, -1, "WITHSCORES"))[:300]
+                    out.append(f"node{i} key {k} pttl {resp.command(s.port, 'PTTL', k)} ({what})")
             return out
         # Keys with a TTL may be there for a while (a killed wrapper's
         # lock); they must be gone once every TTL has run out.
