@@ -236,7 +236,8 @@ def main():
         if r["plan"] and r["plan"]["control"]:
             ctl.setdefault(r["plan"]["control"], []).append(caught(r))
     total = dict.fromkeys(["sections", "overlaps_in", "overlaps_out", "stale", "late", "unexpected",
-                           "leftovers", "faults", "fence_back_in", "fence_back_out", "rejected"], 0)
+                           "leftovers", "faults", "fence_back_in", "fence_back_out", "rejected",
+                           "lingering"], 0)
     errors = skipped = 0
     kinds = set()
     for r in main_results:
@@ -259,6 +260,8 @@ def main():
           f"overlaps out of model: {total['overlaps_out']}; faults skipped: {skipped} "
           f"(a wrapper fault that found no run, a clock jump without valkey-server); harness errors: {errors}")
     n = len(main_results)
+    print(f"queues of dead waiters left to expire by themselves (not counted as leftovers): "
+          f"{total['lingering']}")
     print(f"chaos: seed {seed}, {elapsed:.0f} s, {n / elapsed * 60:.1f} episodes per minute "
           f"({args.jobs} at a time)")
     caught_all = sum(1 for c in ctl.values() if all(c))

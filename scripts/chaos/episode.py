@@ -923,6 +923,8 @@ class Episode:
         wait_for(lambda: not strays(), 3.0, 0.05)
         found += [f"process {s}" for s in strays()]
 
+        lingering = set()
+
         def keys():
             out = []
             for i, s in enumerate(self.servers):
@@ -934,9 +936,17 @@ class Episode:
                     if k.endswith(":fence") or k.startswith("filler:"):
                         continue
                     what = resp.command(s.port, "TYPE", k)
+                    pttl = resp.command(s.port, "PTTL", k)
                     if what == "zset":
-                        what += " " + " ".join(resp.command(s.port, "ZRANGE", k, 0, -1, "WITHSCORES"))[:300]
-                    out.append(f"node{i} key {k} pttl {resp.command(s.port, 'PTTL', k)} ({what})")
+                        members = resp.command(s.port, "ZRANGE", k, 0, -1)
+                        alive = [m for m in members if resp.command(s.port, "EXISTS", f"{k}:{m}")]
+                        what += f" of {len(members)}, {len(alive)} alive: " + " ".join(members)[:200]
+                        if k.endswith(":waiters") and not alive and 0 < pttl <= 60000:
+                            # Dead waiters (liveness lapsed) that release
+                            # skips and the key's own expiry removes.
+                            lingering.add(f"node{i} key {k} pttl {pttl} ({what})")
+                            continue
+                    out.append(f"node{i} key {k} pttl {pttl} ({what})")
             return out
         # Keys with a TTL may be there for a while (a killed wrapper's
         # lock); they must be gone once every TTL has run out.
@@ -945,6 +955,7 @@ class Episode:
             found += keys()
         except (OSError, resp.RespError, ConnectionError) as err:
             found.append(f"keys unreadable: {err}")
+        self.events("lingering", items=sorted(lingering))
         return found
 
     def run(self):
