@@ -96,11 +96,13 @@ def late_stops(plan, faults, sections):
       period + --kill-after (+ one per-node timeout); slack 200 ms.
     - A wrapper SIGKILLed: its job dies with it (PDEATHSIG): nothing after
       the kill + 200 ms.
-    - A wrapper stopped by SIGTSTP: the job stops with it (nothing between
-      stop + 200 ms and SIGCONT); after a stop of a TTL or more the job is
-      killed before it continues (nothing after SIGCONT + 200 ms).
-    - A wrapper SIGSTOPped for longer than a TTL: when continued it kills
-      its job at once (nothing after SIGCONT + 200 ms).
+    - A wrapper stopped by SIGTSTP in its section: the job stops with it
+      (nothing between stop + 200 ms and SIGCONT - 50 ms); after a stop of
+      a TTL or more the job is killed before it continues (nothing after
+      SIGCONT + 200 ms).
+    - A wrapper SIGSTOPped in its section for longer than a TTL: when
+      continued it kills its job at once (nothing after SIGCONT + 200 ms).
+      (A wrapper stopped while it waits may take the lock afterwards.)
     - --max-hold M: nothing after start + M + --kill-after + 200 ms.
     """
     ttl = plan["ttl_ms"] * 1_000_000
@@ -134,14 +136,16 @@ def late_stops(plan, faults, sections):
                     late_after(s, start + bound, f"{kind}: refresh + kill-after + timeout")
         elif kind == "wrapper-kill" and f.get("run") in sections:
             late_after(sections[f["run"]], t0 + SLACK_NS, "its wrapper was SIGKILLed")
-        elif kind == "wrapper-tstp" and f.get("run") in sections:
+        elif kind == "wrapper-tstp" and f.get("run") in sections and sections[f["run"]]["start"] < t0:
             s = sections[f["run"]]
-            during = [t for t in s["records"] if t0 + SLACK_NS < t < t1]
+            # t1 is taken just after SIGCONT: the job may log before it.
+            during = [t for t in s["records"] if t0 + SLACK_NS < t < t1 - 50_000_000]
             if during:
                 found.append(f"late stop: {s['run']} ran while its wrapper was stopped by SIGTSTP")
             if t1 - t0 >= ttl:
                 late_after(s, t1 + SLACK_NS, "SIGCONT after a SIGTSTP of a TTL or more")
-        elif kind == "wrapper-stop" and f.get("run") in sections and t1 - t0 >= ttl:
+        elif kind == "wrapper-stop" and f.get("run") in sections and t1 - t0 >= ttl \
+                and sections[f["run"]]["start"] < t0:
             late_after(sections[f["run"]], t1 + SLACK_NS, "SIGCONT after a SIGSTOP longer than the TTL")
     return found
 
