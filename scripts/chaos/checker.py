@@ -6,8 +6,8 @@ Counts per episode:
   sections        critical sections that started
   overlaps        two sections at once (a semaphore: more than N at once),
                   "in" or "out" of the safety model: out when the later
-                  section began during an out-of-model fault or within
-                  2 TTL + 1 s after it ended
+                  section began during an out-of-model fault (from its
+                  planned time) or within 2 TTL + 1 s after it ended
   stale           writes the store ACCEPTED whose fence was below one it had
                   accepted before, or equal to one another section wrote
   rejected        stale writes the store refused (not a failure: the fence
@@ -36,6 +36,7 @@ def load(workdir):
     faults = [e for e in events if e["ev"] == "fault"]
     left = next((e["items"] for e in events if e["ev"] == "leftovers"), None)
     lingering = next((e["items"] for e in events if e["ev"] == "lingering"), [])
+    begin = next(e["t"] for e in events if e["ev"] == "begin")
     sections = {}
     for line in open(os.path.join(workdir, "sections.log")):
         parts = line.split()
@@ -60,12 +61,16 @@ def load(workdir):
             s = sections[run]
             s["last"] = max(s["last"], t)
             s["records"].append(t)
-    return plan, runs, faults, sections, writes, left, lingering
+    return plan, runs, faults, sections, writes, left, lingering, begin
 
 
-def out_of_model_windows(plan, faults):
+def out_of_model_windows(plan, faults, begin):
+    """From the moment the harness set out to apply the fault (its planned
+    time: applying one can take a while, as filling memory does, and its
+    t0 is logged once it is in place) to 2 TTL + 1 s after it ended."""
     pad = (2 * plan["ttl_ms"] + 1000) * 1_000_000
-    return [(f["t0"], f["t1"] + pad, f["kind"]) for f in faults if f.get("model") == "out"]
+    return [(min(f["t0"], begin + int(f["at"] * 1e9)), f["t1"] + pad, f["kind"])
+            for f in faults if f.get("model") == "out"]
 
 
 def classify(t, windows):
@@ -164,7 +169,7 @@ def expected_codes(plan, run, section, faults):
 
 
 def check(workdir):
-    plan, runs, faults, sections, writes, left, lingering = load(workdir)
+    plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
     out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
            "rejected": 0, "fence_back_in": 0, "fence_back_out": 0, "late": 0,
            "unexpected": 0, "leftovers": 0, "details": [], "lingering": len(lingering),
@@ -172,7 +177,7 @@ def check(workdir):
            "kinds": sorted({f["kind"] for f in faults if not f.get("skipped")}),
            "skipped": len([f for f in faults if f.get("skipped")])}
     d = out["details"]
-    windows = out_of_model_windows(plan, faults)
+    windows = out_of_model_windows(plan, faults, begin)
     limit = plan["limit"]
     ordered = sorted(sections.values(), key=lambda s: s["start"])
 

@@ -423,7 +423,6 @@ class Episode:
             os.chmod(path, 0o666)
         os.chmod(workdir, 0o777)
         os.makedirs(os.path.join(workdir, "stderr"))
-        self.ports = set()
         self.servers, self.proxies = [], []
         self.current = {}          # worker -> (run id, Popen)
         self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
@@ -949,8 +948,9 @@ class Episode:
                     out.append(f"node{i} key {k} pttl {pttl} ({what})")
             return out
         # Keys with a TTL may be there for a while (a killed wrapper's
-        # lock); they must be gone once every TTL has run out.
-        wait_for(lambda: not keys(), self.plan["ttl_ms"] / 1000 * 2 + 1.0, 0.05)
+        # lock, a waiter's 3 s liveness key); they must be gone once every
+        # TTL has run out.
+        wait_for(lambda: not keys(), max(self.plan["ttl_ms"] / 1000 * 2 + 1.0, 3.5), 0.05)
         try:
             found += keys()
         except (OSError, resp.RespError, ConnectionError) as err:
