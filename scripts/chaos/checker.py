@@ -112,6 +112,9 @@ def late_stops(plan, faults, sections):
     """
     ttl = plan["ttl_ms"] * 1_000_000
     found = []
+    # A wrapper frozen by a long SIGSTOP cannot stop its job: the README's
+    # frozen-wrapper window, not a late stop.
+    frozen = {f.get("run") for f in faults if f["kind"] == "wrapper-stop" and f.get("model") == "out"}
 
     def late_after(s, bound, why):
         after = [t for t in s["records"] if t > bound]
@@ -131,13 +134,13 @@ def late_stops(plan, faults, sections):
             for s in sections.values():
                 if kind == "client-partition" and not s["run"].startswith(f"w{f['worker']}r"):
                     continue
-                if s["start"] < t0 < s["last"]:
+                if s["start"] < t0 < s["last"] and s["run"] not in frozen:
                     late_after(s, t0 + ttl, f"{kind} at t0 + TTL")
         elif kind in ("flushall", "node-restart-volatile", "eviction") and f.get("quorum_lost", True):
             bound = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
             start = t1 if kind == "node-restart-volatile" else t0
             for s in sections.values():
-                if s["start"] < t0 < s["last"]:
+                if s["start"] < t0 < s["last"] and s["run"] not in frozen:
                     late_after(s, start + bound, f"{kind}: refresh + kill-after + timeout")
         elif kind == "wrapper-kill" and f.get("run") in sections:
             late_after(sections[f["run"]], t0 + SLACK_NS, "its wrapper was SIGKILLed")
