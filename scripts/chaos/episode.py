@@ -1,0 +1,992 @@
+"""One chaos episode, run inside its own network and PID namespaces
+(`unshare --net --pid --fork --mount-proc`, see campaign.py): a clean
+slate of fresh servers, proxies, a fenced store, contending workers that
+loop redlock-run on one key, and a seeded schedule of faults.
+
+It writes, in the episode directory:
+  events.jsonl   what the harness did: the plan, every run (worker, times,
+                 exit code), every fault (kind, times, targets, model),
+                 what was left behind; never anything redlock-run printed
+  sections.log   written by the jobs (job.py)
+  store.log      written by the fenced store (store.py)
+The checker (checker.py) reads only these.
+
+usage: episode.py SEED EPISODE DIR   (EPISODE: a number, or c1/c2/c3 with
+       a number: c1-0, for the negative controls)
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import resp  # noqa: E402
+
+PYTHON = sys.executable
+# The jobs run as other uids: a python they can execute (not a pyenv under /root).
+JOB_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+# Fault kinds: (name, inside the README's safety model?). wrapper-stop is
+# classified per fault by its length (see plan_fault).
+KINDS = {
+    "node-partition": "in",
+    "client-partition": "in",
+    "packet-loss": "in",
+    "latency": "in",
+    "node-pause": "in",
+    "node-restart-persistent": "in",
+    "node-restart-volatile": "out",
+    "client-kill": "in",
+    "flushall": "out",
+    "eviction": "out",
+    "clock-jump": "out",
+    "wrapper-stop": "in/out",
+    "wrapper-kill": "in",
+    "wrapper-tstp": "in",
+    "stderr-stall": "in",
+    "fd-limit": "in",
+    # Sentinel: in the model with --replicas 2 (every replica confirmed),
+    # out of it with auto (one replica, perhaps not the one promoted) or 0.
+    "failover-forced": "in/out",
+    "failover-kill": "in/out",
+    "failover-pause": "in/out",
+    # Cluster
+    "cluster-failover": "in/out",
+    "slot-migration": "in",
+}
+# Data nodes of each topology.
+TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5, "sentinel": 3, "cluster": 6}
+GENERIC = ["client-partition", "wrapper-stop", "wrapper-kill", "wrapper-tstp",
+           "stderr-stall", "fd-limit"]
+PER_TOPOLOGY = {
+    "sentinel": GENERIC + ["node-partition", "packet-loss", "node-pause", "client-kill", "flushall",
+                           "failover-forced", "failover-kill", "failover-pause",
+                           "failover-forced", "failover-kill"],
+    "cluster": GENERIC + ["client-kill", "node-pause", "cluster-failover", "slot-migration",
+                          "cluster-failover", "slot-migration"],
+}
+
+
+def mono():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def valkey_server():
+    path = os.environ.get("REDLOCK_CHAOS_VALKEY", "")
+    return path if path and os.access(path, os.X_OK) and os.path.exists(LIBFAKETIME) else ""
+
+
+def timing(ttl):
+    """redlock-run's defaults for a TTL (README): refresh ttl/3,
+    kill-after min(5s, ttl/3), per-node timeout ttl/10 in [100ms, 1s]."""
+    return {
+        "ttl_ms": ttl,
+        "refresh_ms": ttl // 3,
+        "kill_after_ms": min(5000, ttl // 3),
+        "timeout_ms": max(100, min(1000, ttl // 10)),
+    }
+
+
+# ---------------------------------------------------------------- planning
+
+
+def plan(seed, episode):
+    """Everything an episode does, from (seed, episode) alone."""
+    rng = random.Random(f"chaos/{seed}/{episode}")
+    control = episode.split("-")[0] if isinstance(episode, str) else None
+    if control:
+        return plan_control(rng, control, episode)
+    topology = rng.choice(["single", "single", "redlock3", "redlock3", "redlock5",
+                           "sentinel", "sentinel", "cluster"])
+    nodes = TOPOLOGIES[topology]
+    if topology in PER_TOPOLOGY:
+        kinds = PER_TOPOLOGY[topology]
+    else:
+        kinds = [k for k in KINDS if KINDS[k] != "in/out" or k == "wrapper-stop"]
+        # clock-jump stays in the plan without a valkey-server (it is
+        # skipped when run), so that a seed plans the same everywhere.
+        kinds = [k for k in kinds if k != "slot-migration"]
+    persistent = rng.random() < 0.5
+    limit = 1 if rng.random() < 0.75 else rng.choice([2, 3])
+    workers = rng.randint(2, 4) + (limit - 1)
+    ttl = rng.choice([600, 800, 1000, 1200])
+    duration = rng.uniform(2.0, 3.0) if nodes < 3 or topology.startswith("redlock") else rng.uniform(3.0, 4.0)
+    replicas = None
+    if topology in ("sentinel", "cluster"):
+        limit = 1
+        workers = rng.randint(2, 4)
+        replicas = rng.choice(["auto", "2", "2"]) if topology == "sentinel" else "auto"
+    faults = []
+    for _ in range(rng.randint(2, 4)):
+        kind = rng.choice(kinds)
+        if kind == "node-restart-persistent" and not persistent:
+            kind = "node-restart-volatile"
+        elif kind == "node-restart-volatile" and persistent:
+            kind = "node-restart-persistent"
+        faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas))
+    faults.sort(key=lambda f: f["at"])
+    server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) and valkey_server() else "redis"
+    return {
+        "seed": seed, "episode": episode, "control": None,
+        "topology": topology, "nodes": nodes, "persistent": persistent,
+        "server": server, "limit": limit, "workers": workers,
+        "duration": round(duration, 3), "faults": faults,
+        "evicting": any(f["kind"] == "eviction" for f in faults),
+        "prefixes": None, "standin": False, "ignore_fences": False,
+        "replicas": replicas, **timing(ttl),
+    }
+
+
+def plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas):
+    quorum = nodes // 2 + 1
+    fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.25, duration - 0.4), 3)}
+    if topology in ("sentinel", "cluster"):
+        fault["at"] = round(rng.uniform(0.25, duration - 1.2), 3)
+        if kind.startswith("failover") or kind == "cluster-failover":
+            fault["model"] = "in" if replicas == "2" or topology == "cluster" else "out"
+            fault["length"] = round(rng.uniform(0.6, 1.2), 3) if kind == "failover-pause" else 0
+            return fault
+        if kind == "slot-migration":
+            fault["length"] = 0
+            return fault
+        if kind in ("node-partition", "packet-loss", "node-pause", "client-kill", "flushall"):
+            fault["nodes"] = [0] if rng.random() < 0.6 else [rng.randrange(nodes)]
+            if kind == "node-pause":
+                fault["length"] = round(rng.choice([0.3, 0.6, 1.3]) * ttl / 1000, 3)
+            elif kind in ("node-partition", "packet-loss"):
+                fault["length"] = round(rng.uniform(0.3, 1.0), 3)
+                fault["percent"] = rng.choice([10, 30, 60])
+            if kind in ("node-partition", "node-pause") and fault["nodes"] == [0]:
+                # The primary unreachable: Sentinel fails over; writes not yet
+                # on every replica can be lost, as with any failover.
+                fault["model"] = "in" if replicas == "2" or topology == "cluster" else "out"
+            # A primary cut off is failed over; the holder may refresh on
+            # the new one, so no late-stop bound is claimed.
+            fault["quorum_lost"] = False
+            fault.setdefault("length", 0)
+            return fault
+    if kind in ("node-partition", "packet-loss", "latency", "node-pause",
+                "node-restart-persistent", "node-restart-volatile", "client-kill",
+                "flushall"):
+        # One node, or (a third of the time) a quorum of them.
+        count = quorum if rng.random() < 0.35 else 1
+        fault["nodes"] = sorted(rng.sample(range(nodes), count))
+    if kind in ("node-partition", "node-pause", "client-partition"):
+        fault["length"] = round(rng.choice([0.3, 0.6, 1.3, 1.8]) * ttl / 1000, 3)
+    elif kind == "packet-loss":
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        fault["percent"] = rng.choice([10, 30, 60])
+    elif kind == "latency":
+        timeout = timing(ttl)["timeout_ms"]
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        fault["delay_ms"] = rng.choice([rng.randint(5, 40), int(timeout * rng.uniform(1.5, 3))])
+        fault["beyond_timeout"] = fault["delay_ms"] > timeout
+    elif kind in ("node-restart-persistent", "node-restart-volatile"):
+        fault["length"] = round(rng.uniform(0.05, 0.5), 3)
+    elif kind == "eviction":
+        fault["nodes"] = [0]
+        fault["length"] = round(rng.uniform(0.3, 1.0), 3)
+    elif kind == "clock-jump":
+        fault["nodes"] = [rng.randrange(nodes)]
+        fault["jump_s"] = rng.choice([2, 5, 30])
+        fault["length"] = 0
+    elif kind in ("wrapper-stop", "wrapper-tstp"):
+        if kind == "wrapper-stop" and rng.random() < 0.5:
+            fault["length"] = round(rng.uniform(1.3, 2.2) * ttl / 1000, 3)
+            fault["model"] = "out"  # the frozen-wrapper window of the README
+        else:
+            fault["length"] = round(rng.uniform(0.1, 0.4) * ttl / 1000, 3)
+            fault["model"] = "in"
+        if kind == "wrapper-tstp":
+            fault["length"] = round(rng.uniform(0.1, 1.6) * ttl / 1000, 3)
+            fault["model"] = "in"
+        fault["worker"] = rng.randrange(workers)
+    elif kind == "wrapper-kill":
+        fault["worker"] = rng.randrange(workers)
+        fault["length"] = 0
+    elif kind in ("stderr-stall", "fd-limit"):
+        fault["worker"] = rng.randrange(workers)
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+        if kind == "fd-limit":
+            fault["nofile"] = rng.choice([6, 8, 10, 12, 16, 24])
+    if kind == "client-partition":
+        fault["worker"] = rng.randrange(workers)
+    if "nodes" in fault:
+        fault["quorum_lost"] = len(fault["nodes"]) > nodes - quorum
+    return fault
+
+
+def plan_control(rng, control, episode):
+    """The negative controls: broken setups the checker must catch."""
+    ttl = 500
+    base = {
+        "seed": None, "episode": episode, "control": control,
+        "topology": "single", "nodes": 1, "persistent": False, "server": "redis",
+        "limit": 1, "workers": 3, "duration": 2.5, "faults": [], "evicting": False,
+        "prefixes": None, "standin": False, "ignore_fences": False, "replicas": None,
+        **timing(ttl),
+    }
+    if control == "c1":
+        # Two workers on different prefixes: two locks for one resource.
+        base["prefixes"] = ["chaos-a:", "chaos-b:"]
+        base["workers"] = 4
+    elif control == "c2":
+        # A store that ignores fences, and a frozen wrapper (the README's
+        # window) that makes a stale holder write after a newer one.
+        base["ignore_fences"] = True
+        base["faults"] = [{"kind": "wrapper-stop", "model": "out", "at": 0.4,
+                           "length": 1.4, "worker": 0, "holding": True}]
+    elif control == "c3":
+        # A stand-in wrapper that takes the lock once and never refreshes.
+        base["standin"] = True
+    return base
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+class Events:
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.lock = threading.Lock()
+
+    def __call__(self, ev, **fields):
+        fields["ev"] = ev
+        with self.lock:
+            os.write(self.fd, (json.dumps(fields) + "\n").encode())
+
+
+# Every episode has a network namespace of its own (only its loopback):
+# fixed ports cannot collide with anything, and stay below 55535 for the
+# Cluster bus (port + 10000). Never 6379.
+NODE_PORT, PROXY_PORT, SENTINEL_PORT = 21000, 22000, 23000
+
+
+def wait_for(pred, timeout, step=0.01):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return True
+        except (OSError, resp.RespError, ConnectionError):
+            pass
+        time.sleep(step)
+    return False
+
+
+class Server:
+    """One redis-server (or valkey-server) on a loopback port."""
+
+    def __init__(self, binary, port, workdir, persistent, evicting, faketime, extra=()):
+        self.binary, self.port, self.dir, self.extra = binary, port, workdir, list(extra)
+        self.persistent, self.evicting, self.faketime = persistent, evicting, faketime
+        self.proc = None
+        os.makedirs(workdir, exist_ok=True)
+        if faketime:
+            with open(self.clock_file, "w") as f:
+                f.write("+0\n")
+
+    @property
+    def clock_file(self):
+        return os.path.join(self.dir, "faketime")
+
+    def start(self, persistent=None):
+        self.kill()
+        persistent = self.persistent if persistent is None else persistent
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--logfile", "server.log",
+                "--daemonize", "no", "--auto-aof-rewrite-percentage", "0"]
+        args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
+        if self.evicting:
+            args += ["--maxmemory-policy", "allkeys-lru"]
+        args += self.extra
+        env = dict(os.environ)
+        if self.faketime:
+            env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file,
+                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_RESET="1")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=env)
+        if not wait_for(lambda: resp.command(self.port, "PING", timeout=0.5) == "PONG", 10):
+            raise RuntimeError(f"server on port {self.port} did not start")
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, wipe):
+        self.kill()
+        if wipe:
+            for name in os.listdir(self.dir):
+                if name.startswith("appendonly") or name.endswith(".rdb"):
+                    path = os.path.join(self.dir, name)
+                    if os.path.isdir(path):
+                        for inner in os.listdir(path):
+                            os.unlink(os.path.join(path, inner))
+                    else:
+                        os.unlink(path)
+        self.start()
+
+
+class Proxy:
+    """A user-space TCP proxy in front of a node: adds latency (`delay`, in
+    seconds, to every chunk each way, order kept); the node's traffic
+    otherwise passes untouched."""
+
+    def __init__(self, port, upstream):
+        self.port, self.upstream, self.delay = port, upstream, 0.0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(256)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.connect, args=(client,), daemon=True).start()
+
+    def connect(self, client):
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                delay = self.delay
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+NFT_RULES = """
+table inet chaos {
+  set blocked { type inet_service; }
+  set lossy { type inet_service; }
+  set uids { type uid; }
+  chain output {
+    type filter hook output priority 0; policy accept;
+    tcp dport @blocked drop
+    tcp sport @blocked drop
+    meta skuid @uids drop
+    tcp dport @lossy numgen random mod 100 < %(loss)d drop
+    tcp sport @lossy numgen random mod 100 < %(loss)d drop
+  }
+}
+"""
+
+
+def nft(*args, stdin=None):
+    subprocess.run(["nft", *args], input=stdin, text=True, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+# ---------------------------------------------------------------- the episode
+
+
+class Episode:
+    def __init__(self, plan, workdir, binary):
+        self.plan, self.dir, self.binary = plan, workdir, binary
+        self.events = Events(os.path.join(workdir, "events.jsonl"))
+        self.sections = os.path.join(workdir, "sections.log")
+        self.store_log = os.path.join(workdir, "store.log")
+        for path in (self.sections, self.store_log):
+            open(path, "a").close()
+            os.chmod(path, 0o666)
+        os.chmod(workdir, 0o777)
+        os.makedirs(os.path.join(workdir, "stderr"))
+        self.servers, self.proxies = [], []
+        self.current = {}          # worker -> (run id, Popen)
+        self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
+        self.treat = {}            # worker -> list of (kind, until, params)
+        self.topology_lock = threading.Lock()
+        self.t0 = None
+        self.stall_r = self.stall_w = None
+
+    # infrastructure
+    def start(self):
+        p = self.plan
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+        nft("-f", "-", stdin=NFT_RULES % {"loss": max([f.get("percent", 30) for f in p["faults"]] or [30])})
+        binary = "redis-server" if p["server"] == "redis" else valkey_server()
+        jumped = {n for f in p["faults"] if f["kind"] == "clock-jump" for n in f["nodes"]}
+        for i in range(p["nodes"]):
+            extra = []
+            if p["topology"] == "sentinel" and i > 0:
+                extra = ["--replicaof", "127.0.0.1", str(NODE_PORT)]
+            elif p["topology"] == "cluster":
+                extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", "1000"]
+            s = Server(binary, NODE_PORT + i, os.path.join(self.dir, f"node{i}"),
+                       p["persistent"], p["evicting"] and i == 0, i in jumped, extra)
+            s.start()
+            self.servers.append(s)
+            if p["topology"] not in ("sentinel", "cluster"):
+                self.proxies.append(Proxy(PROXY_PORT + i, s.port))
+        self.sentinels = []
+        if p["topology"] == "sentinel":
+            self.start_sentinels(binary)
+        elif p["topology"] == "cluster":
+            self.start_cluster()
+        self.store = subprocess.Popen(
+            [PYTHON, os.path.join(HERE, "store.py"), os.path.join(self.dir, "store.sock"),
+             self.store_log] + (["--ignore-fences"] if p["ignore_fences"] else []),
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.store.stdout.readline()
+        self.stall_r, self.stall_w = os.pipe()
+        os.set_blocking(self.stall_w, False)
+        try:
+            while True:
+                os.write(self.stall_w, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(self.stall_w, True)
+
+    def start_sentinels(self, binary):
+        for i in range(1, 3):
+            replica = self.servers[i]
+            if not wait_for(lambda r=replica: "master_link_status:up" in resp.command(r.port, "INFO", "replication"), 10):
+                raise RuntimeError("replica did not sync")
+        for i in range(3):
+            d = os.path.join(self.dir, f"sentinel{i}")
+            os.makedirs(d)
+            conf = os.path.join(d, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write(f"port {SENTINEL_PORT + i}\nbind 127.0.0.1\ndir {d}\n"
+                        f"sentinel monitor mymaster 127.0.0.1 {NODE_PORT} 2\n"
+                        "sentinel down-after-milliseconds mymaster 400\n"
+                        "sentinel failover-timeout mymaster 2000\n")
+            proc = subprocess.Popen([binary, conf, "--sentinel"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.sentinels.append(proc)
+
+        # Sentinels find each other by hello messages every 2 s; only a
+        # failover they must agree on (the primary down) needs that.
+        others = "2" if any(f["kind"] in ("failover-kill", "failover-pause", "node-partition", "node-pause")
+                            for f in self.plan["faults"]) else "0"
+
+        def ready(port):
+            fields = resp.command(port, "SENTINEL", "MASTER", "mymaster")
+            info = dict(zip(fields[::2], fields[1::2]))
+            return info.get("num-slaves") == "2" and info.get("num-other-sentinels", "0") >= others
+        for i in range(3):
+            if not wait_for(lambda i=i: ready(SENTINEL_PORT + i), 15, 0.05):
+                raise RuntimeError("sentinels did not find each other")
+
+    def primary(self):
+        """The index of the data node the sentinels name now."""
+        for i in range(3):
+            try:
+                host, port = resp.command(SENTINEL_PORT + i, "SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                          "mymaster", timeout=0.5)
+                return int(port) - NODE_PORT
+            except (OSError, resp.RespError, ConnectionError, TypeError, ValueError):
+                continue
+        return 0
+
+    def start_cluster(self):
+        addrs = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "1",
+                        "--cluster-yes"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+        def ok():
+            for s in self.servers:
+                if "cluster_state:ok" not in resp.command(s.port, "CLUSTER", "INFO"):
+                    return False
+                info = resp.command(s.port, "INFO", "replication")
+                if "role:slave" in info and "master_link_status:up" not in info:
+                    return False
+                # every node knows which primary serves the lock's slot
+                if self.slot_owner(s.port) is None:
+                    return False
+            return True
+        if not wait_for(ok, 20, 0.05):
+            raise RuntimeError("cluster did not become ok")
+
+    def live_port(self):
+        for s in self.servers:
+            try:
+                if resp.command(s.port, "PING", timeout=0.3) == "PONG":
+                    return s.port
+            except (OSError, resp.RespError, ConnectionError):
+                continue
+        return self.servers[0].port
+
+    def lock_slot(self):
+        return resp.command(self.live_port(), "CLUSTER", "KEYSLOT", "redlock:{chaos}")
+
+    def cluster_nodes(self, port):
+        """id -> (port, role flags, primary id, slots)"""
+        out = {}
+        for ln in resp.command(port, "CLUSTER", "NODES").splitlines():
+            parts = ln.split()
+            nport = int(parts[1].split("@")[0].split(":")[1])
+            out[parts[0]] = (nport, parts[2], parts[3], parts[8:])
+        return out
+
+    def slot_owner(self, port):
+        slot = self.lock_slot()
+        for nid, (nport, flags, _, slots) in self.cluster_nodes(port).items():
+            if "master" not in flags or "fail" in flags:
+                continue
+            for r in slots:
+                if r.startswith("["):
+                    continue
+                a, _, b = r.partition("-")
+                if int(a) <= slot <= int(b or a):
+                    return nid, nport
+        return None
+
+    def infra_pids(self):
+        pids = {os.getpid(), self.store.pid}
+        pids.update(s.proc.pid for s in self.servers if s.proc)
+        pids.update(p.pid for p in self.sentinels)
+        return pids
+
+    # workers
+    def command(self, w, rng, run):
+        p = self.plan
+        ttl = p["ttl_ms"]
+        short = rng.random() < 0.7
+        dur = rng.randint(20, 150) if short else rng.randint(int(ttl * 0.6), int(ttl * 1.8))
+        wait = rng.choice(["0", "300ms", "1s", "2s", "3s"])
+        info = {"dur_ms": dur, "wait": wait, "max_hold_ms": None, "min_hold_ms": None}
+        if p["standin"]:
+            dur = rng.randint(int(ttl * 1.5), int(ttl * 2.5))
+            info["dur_ms"] = dur
+            args = [JOB_PYTHON, os.path.join(HERE, "standin.py"), str(self.servers[0].port),
+                    "chaos", str(ttl), "5000", "--"]
+        else:
+            args = [self.binary, "-k", "chaos", "--ttl", f"{ttl}ms", "--wait", wait]
+            if p["topology"] == "sentinel":
+                hosts = ",".join(f"127.0.0.1:{SENTINEL_PORT + i}" for i in range(3))
+                args += ["--redis", f"redis+sentinel://{hosts}/mymaster", "--replicas", p["replicas"]]
+            elif p["topology"] == "cluster":
+                hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers[:3])
+                args += ["--redis", f"redis+cluster://{hosts}"]
+            for proxy in self.proxies:
+                args += ["--redis", f"redis://127.0.0.1:{proxy.port}"]
+            if p["prefixes"]:
+                args += ["--prefix", p["prefixes"][w % 2]]
+            if p["control"] == "c2":
+                info["dur_ms"] = dur = 3000 if w == 0 else 400
+                args[args.index("--wait") + 1] = "5s"
+            if p["limit"] > 1:
+                args += ["--limit", str(p["limit"])]
+            if not p["control"] and rng.random() < 0.1:
+                info["max_hold_ms"] = max(10, dur // 2)
+                args += ["--max-hold", f"{info['max_hold_ms']}ms"]
+            if not p["control"] and rng.random() < 0.1:
+                info["min_hold_ms"] = rng.randint(100, 400)
+                args += ["--min-hold", f"{info['min_hold_ms']}ms"]
+            args += ["--"]
+        info["job_exit"] = 3 if rng.random() < 0.1 else 0
+        args += [JOB_PYTHON, "-S", os.path.join(HERE, "job.py")]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "CHAOS_LOG": self.sections, "CHAOS_RUN": run, "CHAOS_DUR_MS": str(dur),
+            "CHAOS_EXIT": str(info["job_exit"]), "CHAOS_RESOURCE": "r",
+            "CHAOS_STORE": os.path.join(self.dir, "store.sock") if p["limit"] == 1 else "",
+        }
+        return args, env, info
+
+    def worker(self, w):
+        p = self.plan
+        rng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}")
+        uid = 30000 + w
+        end = self.t0 + p["duration"]
+        i = 0
+        while time.monotonic() < end:
+            run = f"w{w}r{i}"
+            i += 1
+            args, env, info = self.command(w, rng, run)
+            treatments = {k: v for k, (until, v) in self.treat.get(w, {}).items() if time.monotonic() < until}
+            # redlock-run's stderr, kept for people reading a failure (the
+            # checker never reads it).
+            errlog = os.path.join(self.dir, "stderr", f"{run}.txt")
+            stderr = os.open(errlog, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if not p["standin"]:
+                args.insert(1, "-v")
+            if "stderr-stall" in treatments:
+                os.close(stderr)
+                stderr = self.stall_w
+            nofile = treatments.get("fd-limit")
+
+            def limits(nofile=nofile):
+                if nofile:
+                    import resource
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+            full = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] + args
+            t_start = mono()
+            with self.wlocks[w]:
+                proc = subprocess.Popen(full, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=stderr,
+                                        preexec_fn=limits, cwd="/")
+                self.current[w] = (run, proc)
+            if stderr != self.stall_w:
+                os.close(stderr)
+            hung = False
+            deadline = time.monotonic() + p["duration"] + 25
+            while True:
+                with self.wlocks[w]:
+                    rc = proc.poll()
+                    if rc is not None:
+                        self.current.pop(w, None)
+                        break
+                if time.monotonic() > deadline:
+                    hung = True
+                    proc.kill()
+                time.sleep(0.01)
+            self.events("run", run=run, worker=w, t0=t_start, t1=mono(), rc=rc, hung=hung,
+                        treatments=sorted(treatments), nofile=nofile, **info)
+            time.sleep(rng.uniform(0, 0.05))
+
+    # faults
+    def holding_run(self, w):
+        """The run of worker w that is in its section now, if any."""
+        run = self.current.get(w, (None,))[0]
+        if run is None:
+            return None
+        with open(self.sections) as f:
+            lines = [ln.split() for ln in f]
+        started = any(ln[0] == "S" and ln[2] == run for ln in lines if len(ln) > 2)
+        ended = any(ln[0] == "E" and ln[2] == run for ln in lines if len(ln) > 2)
+        return run if started and not ended else None
+
+    def fault(self, f):
+        p = self.plan
+        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
+        kind, length = f["kind"], f["length"]
+        rec = dict(f)
+        # Faults that kill, restart or reconfigure nodes take turns: two
+        # failovers at once would restart one node twice.
+        serial = kind in ("node-restart-persistent", "node-restart-volatile", "failover-forced",
+                          "failover-kill", "failover-pause", "cluster-failover", "slot-migration",
+                          "node-pause", "node-partition")
+        if serial:
+            self.topology_lock.acquire()
+        try:
+            self.apply_fault(f, rec, kind, length)
+        finally:
+            if serial:
+                self.topology_lock.release()
+        self.events("fault", **rec)
+
+    def apply_fault(self, f, rec, kind, length):
+        p = self.plan
+        targets = f.get("nodes", [])
+        if p["topology"] == "sentinel" and targets:
+            # Node 0 is the primary of the moment, others its replicas.
+            primary = self.primary()
+            others = [i for i in range(3) if i != primary]
+            targets = [primary if i == 0 else others[(i - 1) % 2] for i in targets]
+            rec["resolved"] = targets
+        nodes = [self.servers[i] for i in targets]
+        ports = [self.servers[i].port for i in targets]
+        ports += [self.proxies[i].port for i in targets if i < len(self.proxies)]
+
+        def window(apply, undo):
+            apply()
+            rec["t0"] = mono()
+            time.sleep(length)
+            undo()
+            rec["t1"] = mono()
+
+        if kind == "node-partition":
+            elems = "{ %s }" % ", ".join(map(str, ports))
+            window(lambda: nft("add", "element", "inet", "chaos", "blocked", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "blocked", elems))
+        elif kind == "packet-loss":
+            elems = "{ %s }" % ", ".join(map(str, ports))
+            window(lambda: nft("add", "element", "inet", "chaos", "lossy", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "lossy", elems))
+        elif kind == "client-partition":
+            elems = "{ %d }" % (30000 + f["worker"])
+            window(lambda: nft("add", "element", "inet", "chaos", "uids", elems),
+                   lambda: nft("delete", "element", "inet", "chaos", "uids", elems))
+        elif kind == "latency":
+            proxies = [self.proxies[i] for i in f["nodes"]]
+
+            def set_delay(d):
+                for t in proxies:
+                    t.delay = d
+            window(lambda: set_delay(f["delay_ms"] / 1000), lambda: set_delay(0.0))
+        elif kind == "node-pause":
+            window(lambda: [s.proc.send_signal(signal.SIGSTOP) for s in nodes],
+                   lambda: [s.proc.send_signal(signal.SIGCONT) for s in nodes])
+        elif kind in ("node-restart-persistent", "node-restart-volatile"):
+            window(lambda: [s.kill() for s in nodes],
+                   lambda: [s.restart(wipe=kind.endswith("volatile")) for s in nodes])
+        elif kind in ("client-kill", "flushall"):
+            rec["t0"] = mono()
+            for s in nodes:
+                try:
+                    if kind == "flushall":
+                        resp.command(s.port, "FLUSHALL")
+                    else:
+                        resp.command(s.port, "CLIENT", "KILL", "TYPE", "normal")
+                except (OSError, resp.RespError, ConnectionError) as err:
+                    rec["error"] = str(err)
+            rec["t1"] = mono()
+        elif kind == "eviction":
+            s = nodes[0]
+
+            def fill():
+                with resp.Conn(s.port) as c:
+                    info = c("INFO", "memory")
+                    used = int(info.split("used_memory:")[1].split()[0])
+                    c("CONFIG", "SET", "maxmemory", str(used + 256 * 1024))
+                    for i in range(64):
+                        c("SET", f"filler:{i}", "x" * 32768)
+
+            def unfill():
+                with resp.Conn(s.port) as c:
+                    c("CONFIG", "SET", "maxmemory", "0")
+                    for i in range(64):
+                        c("DEL", f"filler:{i}")
+            try:
+                window(fill, unfill)
+            except (OSError, resp.RespError, ConnectionError) as err:
+                rec["error"] = str(err)
+                rec.setdefault("t0", mono())
+                rec["t1"] = mono()
+        elif kind == "clock-jump" and p["server"] != "valkey":
+            rec["skipped"] = "no valkey-server with libfaketime"
+            rec["t0"] = rec["t1"] = mono()
+        elif kind == "clock-jump":
+            s = nodes[0]
+            rec["t0"] = mono()
+            offset = getattr(s, "offset", 0) + f["jump_s"]
+            s.offset = offset
+            with open(s.clock_file + ".tmp", "w") as out:
+                out.write(f"+{offset}\n")
+            os.rename(s.clock_file + ".tmp", s.clock_file)
+            rec["t1"] = mono()
+        elif kind in ("wrapper-stop", "wrapper-tstp", "wrapper-kill"):
+            w = f["worker"]
+            # Wait (a little) for that worker's run to be in its section.
+            end = time.monotonic() + (2.0 if f.get("holding") else 0.3)
+            while time.monotonic() < end and not self.holding_run(w):
+                time.sleep(0.01)
+            with self.wlocks[w]:
+                run, proc = self.current.get(w, (None, None))
+                if proc is None or proc.poll() is not None:
+                    rec["skipped"] = "no run"
+                    rec["t0"] = rec["t1"] = mono()
+                else:
+                    rec["run"] = run
+                    rec["holding"] = self.holding_run(w) == run
+                    if kind == "wrapper-kill":
+                        proc.kill()
+                        rec["t0"] = rec["t1"] = mono()
+                    else:
+                        sig = signal.SIGSTOP if kind == "wrapper-stop" else signal.SIGTSTP
+                        window(lambda: proc.send_signal(sig), lambda: proc.send_signal(signal.SIGCONT))
+        elif kind == "failover-forced":
+            rec["from"] = self.primary()
+            rec["t0"] = mono()
+            try:
+                resp.command(SENTINEL_PORT, "SENTINEL", "FAILOVER", "mymaster")
+            except (OSError, resp.RespError, ConnectionError) as err:
+                rec["error"] = str(err)
+            wait_for(lambda: self.primary() != rec["from"], 5, 0.02)
+            rec["t1"] = mono()
+            rec["to"] = self.primary()
+        elif kind == "failover-kill":
+            old = self.primary()
+            rec["from"] = old
+            self.servers[old].kill()
+            rec["t0"] = mono()
+            wait_for(lambda: self.primary() != old, 8, 0.02)
+            rec["to"] = self.primary()
+            self.servers[old].start()
+            rec["t1"] = mono()
+        elif kind == "failover-pause":
+            old = self.primary()
+            rec["from"] = old
+            self.servers[old].proc.send_signal(signal.SIGSTOP)
+            rec["t0"] = mono()
+            time.sleep(length)
+            wait_for(lambda: self.primary() != old, 3, 0.02)
+            self.servers[old].proc.send_signal(signal.SIGCONT)
+            rec["t1"] = mono()
+            rec["to"] = self.primary()
+        elif kind == "cluster-failover":
+            owner = self.slot_owner(self.live_port())
+            nodes_map = self.cluster_nodes(self.live_port())
+            replica = next((v[0] for k, v in nodes_map.items() if v[2] == owner[0]), None)
+            rec["from"], rec["replica"] = owner[1], replica
+            graceful = random.Random(f"{p['seed']}/{p['episode']}/{f['at']}").random() < 0.5
+            rec["mode"] = "graceful" if graceful else "kill"
+            rec["t0"] = mono()
+            try:
+                if graceful:
+                    resp.command(replica, "CLUSTER", "FAILOVER")
+                    wait_for(lambda: "role:master" in resp.command(replica, "INFO", "replication"), 5, 0.02)
+                else:
+                    victim = self.servers[owner[1] - NODE_PORT]
+                    victim.kill()
+                    wait_for(lambda: "role:master" in resp.command(replica, "INFO", "replication"), 10, 0.02)
+                    victim.start()
+            except (OSError, resp.RespError, ConnectionError, TypeError) as err:
+                rec["error"] = str(err)
+            rec["t1"] = mono()
+        elif kind == "slot-migration":
+            rec["t0"] = mono()
+            try:
+                self.migrate_slot(rec)
+            except (OSError, resp.RespError, ConnectionError, TypeError) as err:
+                rec["error"] = str(err)
+            rec["t1"] = mono()
+        elif kind in ("stderr-stall", "fd-limit"):
+            rec["t0"] = mono()
+            value = f.get("nofile", True)
+            self.treat.setdefault(f["worker"], {})[kind] = (time.monotonic() + length, value)
+            time.sleep(length)
+            rec["t1"] = mono()
+
+    def migrate_slot(self, rec):
+        """Move the lock's slot to another primary, key by key (clients see
+        ASK and TRYAGAIN meanwhile, then MOVED)."""
+        slot = self.lock_slot()
+        port0 = self.live_port()
+        src_id, src = self.slot_owner(port0)
+        nodes_map = self.cluster_nodes(port0)
+        dst_id, (dst, *_rest) = next((k, v) for k, v in nodes_map.items()
+                                     if "master" in v[1] and "fail" not in v[1] and k != src_id)
+        rec["from"], rec["to"] = src, dst
+        resp.command(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        resp.command(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        time.sleep(0.1)
+        while True:
+            keys = resp.command(src, "CLUSTER", "GETKEYSINSLOT", slot, 10)
+            if not keys:
+                break
+            for k in keys:
+                resp.command(src, "MIGRATE", "127.0.0.1", dst, k, 0, 5000)
+                time.sleep(0.05)
+        for nid, (nport, flags, _, _) in nodes_map.items():
+            if "master" in flags and "fail" not in flags:
+                resp.command(nport, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+    def leftovers(self):
+        found = []
+        infra = self.infra_pids()
+
+        def strays():
+            out = []
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in infra:
+                    continue
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        stat = f.read()
+                    state = stat.rsplit(")", 1)[1].split()[0]
+                    with open(f"/proc/{name}/cmdline", "rb") as f:
+                        cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    continue
+                if state != "Z":
+                    out.append(f"pid {name}: {cmd[:120]}")
+            return out
+        wait_for(lambda: not strays(), 3.0, 0.05)
+        found += [f"process {s}" for s in strays()]
+
+        lingering = set()
+
+        def keys():
+            out = []
+            for i, s in enumerate(self.servers):
+                if "role:master" not in resp.command(s.port, "INFO", "replication"):
+                    continue
+                if self.plan["topology"] == "sentinel" and i != self.primary():
+                    continue  # an old primary not yet demoted
+                for k in resp.command(s.port, "KEYS", "*"):
+                    if k.endswith(":fence") or k.startswith("filler:"):
+                        continue
+                    what = resp.command(s.port, "TYPE", k)
+                    pttl = resp.command(s.port, "PTTL", k)
+                    if what == "zset":
+                        members = resp.command(s.port, "ZRANGE", k, 0, -1)
+                        alive = [m for m in members if resp.command(s.port, "EXISTS", f"{k}:{m}")]
+                        what += f" of {len(members)}, {len(alive)} alive: " + " ".join(members)[:200]
+                        if k.endswith(":waiters") and not alive and 0 < pttl <= 60000:
+                            # Dead waiters (liveness lapsed) that release
+                            # skips and the key's own expiry removes.
+                            lingering.add(f"node{i} key {k} pttl {pttl} ({what})")
+                            continue
+                    out.append(f"node{i} key {k} pttl {pttl} ({what})")
+            return out
+        # Keys with a TTL may be there for a while (a killed wrapper's
+        # lock, a waiter's 3 s liveness key); they must be gone once every
+        # TTL has run out.
+        wait_for(lambda: not keys(), max(self.plan["ttl_ms"] / 1000 * 2 + 1.0, 3.5), 0.05)
+        try:
+            found += keys()
+        except (OSError, resp.RespError, ConnectionError) as err:
+            found.append(f"keys unreadable: {err}")
+        self.events("lingering", items=sorted(lingering))
+        return found
+
+    def run(self):
+        p = self.plan
+        self.events("episode", plan=p)
+        self.start()
+        self.t0 = time.monotonic()
+        self.events("begin", t=mono())
+        threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(p["workers"])]
+        threads += [threading.Thread(target=self.fault, args=(f,)) for f in p["faults"]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.events("end", t=mono())
+        self.events("leftovers", items=self.leftovers())
+
+
+def main():
+    seed, episode, workdir = sys.argv[1], sys.argv[2], sys.argv[3]
+    binary = os.environ["REDLOCK_CHAOS_BINARY"]
+    episode = int(episode) if episode.isdigit() else episode
+    ep = Episode(plan(seed, episode), workdir, binary)
+    try:
+        ep.run()
+    finally:
+        for s in ep.servers:
+            s.kill()
+        if getattr(ep, "store", None):
+            ep.store.kill()
+
+
+if __name__ == "__main__":
+    main()
