@@ -239,8 +239,9 @@ def plan_control(rng, control, episode):
         base["prefixes"] = ["chaos-a:", "chaos-b:"]
         base["workers"] = 4
     elif control == "c2":
-        # A store that ignores fences, and a frozen wrapper (the README's
-        # window) that makes a stale holder write after a newer one.
+        # A store that ignores fences; a stale write comes from the
+        # harness (see Episode.stale_writer), and a frozen wrapper (the
+        # README's window) adds its job's late writes where it can.
         base["ignore_fences"] = True
         base["faults"] = [{"kind": "wrapper-stop", "model": "out", "at": 0.4,
                            "length": 1.4, "worker": 0, "holding": True}]
@@ -958,6 +959,29 @@ class Episode:
         self.events("lingering", items=sorted(lingering))
         return found
 
+    def stale_writer(self):
+        """Control c2: late in the episode, the first accepted write is
+        sent again under its run's name, as a holder that lost its lock
+        and wakes up would: a store that checks fences refuses it (a newer
+        one was accepted since), the broken one accepts it. It does not
+        rely on redlock-run failing (the keeper stops a frozen wrapper's
+        job before its lease ends)."""
+        time.sleep(max(0.0, self.t0 + self.plan["duration"] - 0.3 - time.monotonic()))
+        first = None
+        with open(self.store_log) as log:
+            for row in log:
+                parts = row.split()
+                if len(parts) == 5 and parts[4] == "ACC":
+                    first = parts
+                    break
+        if first is None:
+            return
+        _, run, key, fence, _ = first
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as store:
+            store.connect(os.path.join(self.dir, "store.sock"))
+            store.sendall(f"W {key} {fence} {run}\n".encode())
+            store.recv(16)
+
     def run(self):
         p = self.plan
         self.events("episode", plan=p)
@@ -966,6 +990,8 @@ class Episode:
         self.events("begin", t=mono())
         threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(p["workers"])]
         threads += [threading.Thread(target=self.fault, args=(f,)) for f in p["faults"]]
+        if p["control"] == "c2":
+            threads.append(threading.Thread(target=self.stale_writer))
         for t in threads:
             t.start()
         for t in threads:
