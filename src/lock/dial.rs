@@ -64,7 +64,10 @@ pub(super) fn resolve(
     port: u16,
     deadline: Instant,
 ) -> Result<Vec<SocketAddr>, RedisError> {
-    let name = host.to_string();
+    // Host names are case-insensitive, but musl's resolver (the static
+    // build) finds `LOCALHOST` nowhere: ask in lower case, as glibc would
+    // answer for any case.
+    let name = host.to_ascii_lowercase();
     let found = on_helper(deadline, move || {
         (name.as_str(), port)
             .to_socket_addrs()
