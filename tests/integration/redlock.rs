@@ -384,7 +384,11 @@ fn a_late_give_back_of_a_failed_attempt_never_deletes_a_later_lock() {
                 token_file.display()
             )),
     );
-    assert!(wait_for_file(&token_file, LONG), "never acquired");
+    assert!(
+        wait_until(LONG, || std::fs::read_to_string(&token_file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "never acquired"
+    );
     let token = std::fs::read_to_string(&token_file)
         .unwrap()
         .trim()

@@ -341,7 +341,10 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
 /// Run `job` as a uid of its own under `prlimit` (RLIMIT_NPROC counts
 /// that user's processes, and root is exempt): a uid no other test, and no
 /// other suite running beside this one, uses.
-fn as_other_uid_limited(limit: &str, job: Command) -> Option<Command> {
+/// The binary is run from a copy in a directory that uid may enter (the
+/// one under test may sit in a private temp dir, as CI's unpacked tarball
+/// does); the returned directory holds it.
+fn as_other_uid_limited(limit: &str, job: Command) -> Option<(Command, tempfile::TempDir)> {
     if !have_tool("setpriv", "util-linux") || !have_tool("prlimit", "util-linux") {
         return None;
     }
@@ -349,14 +352,30 @@ fn as_other_uid_limited(limit: &str, job: Command) -> Option<Command> {
         eprintln!("skipped: RLIMIT_NPROC needs another uid (setpriv as root)");
         return None;
     }
+    use std::os::unix::fs::PermissionsExt;
     let uid = 60_000 + std::process::id() % 5_000;
+    let public = tempfile::Builder::new()
+        .prefix("redlock-uid")
+        .tempdir()
+        .expect("temp dir");
+    let copy = public.path().join("redlock-run");
+    std::fs::copy(job.get_program(), &copy).expect("copy the binary");
+    for (path, mode) in [(public.path(), 0o755), (copy.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
     let mut cmd = Command::new("setpriv");
     cmd.arg(format!("--reuid={uid}"))
         .arg(format!("--regid={uid}"))
         .args(["--clear-groups", "prlimit", limit, "--"])
-        .arg(job.get_program())
+        .arg(&copy)
         .args(job.get_args());
-    Some(cmd)
+    for (name, value) in job.get_envs() {
+        match value {
+            Some(value) => cmd.env(name, value),
+            None => cmd.env_remove(name),
+        };
+    }
+    Some((cmd, public))
 }
 
 /// Both cases in one test: they count processes of the same uid.
@@ -365,7 +384,8 @@ fn out_of_processes_is_exit_71_with_the_lock_released() {
     let server = RedisServer::start();
     // One process: redlock-run itself; COMMAND cannot start (nor can the
     // keeper), and COMMAND never runs.
-    let Some(mut cmd) = as_other_uid_limited("--nproc=1", server.job("nproc1").sh("echo started"))
+    let Some((mut cmd, _bin)) =
+        as_other_uid_limited("--nproc=1", server.job("nproc1").sh("echo started"))
     else {
         return;
     };
@@ -384,7 +404,7 @@ fn out_of_processes_is_exit_71_with_the_lock_released() {
         .job("nproc3")
         .args(["--ttl", "30s"])
         .sh("echo started; exec sleep 20");
-    let Some(mut cmd) = as_other_uid_limited("--nproc=3", job) else {
+    let Some((mut cmd, _bin)) = as_other_uid_limited("--nproc=3", job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);
