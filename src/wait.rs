@@ -420,7 +420,7 @@ pub fn describe_holder(info: &BusyInfo) -> String {
 
 /// A uniformly random duration in `[low, high)`.
 pub fn jitter(low: Duration, high: Duration) -> Duration {
-    let span = (high - low).as_micros().max(1) as u64;
+    let span = u64::try_from((high - low).as_micros().max(1)).unwrap_or(u64::MAX);
     let random = uuid::Uuid::new_v4().as_u64_pair().0;
     low + Duration::from_micros(random % span)
 }
