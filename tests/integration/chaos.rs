@@ -99,7 +99,8 @@ fn fill(fd: &std::os::fd::OwnedFd) {
     fcntl(fd, FcntlArg::F_SETFL(flags)).unwrap();
 }
 
-/// One fault, chosen by `n`, then undone.
+/// One fault, chosen by `n`, then undone. Its sleeps are the fault's
+/// length (what is under test), not waits for a state.
 fn fault(n: usize, server: &mut RedisServer, pids: &Mutex<Vec<i32>>) {
     match n % 5 {
         0 => {
@@ -163,6 +164,7 @@ fn no_two_sections_overlap_through_redis_faults_and_job_control() {
         .collect();
     let mut faults = 0;
     while !workers.iter().all(|w| w.is_finished()) {
+        // The spacing of the faults, not a wait for a state.
         std::thread::sleep(Duration::from_millis(200 + 37 * (faults % 7) as u64));
         fault(faults, &mut server, &pids);
         faults += 1;

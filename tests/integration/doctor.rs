@@ -409,6 +409,7 @@ fn slow_proxy(upstream: u16, delay: Duration) -> u16 {
             std::thread::spawn(move || {
                 let mut buf = [0u8; 65536];
                 while let Ok(n @ 1..) = s_read.read(&mut buf) {
+                    // The delay under test (the slow link), not a wait.
                     std::thread::sleep(delay);
                     if c_write.write_all(&buf[..n]).is_err() {
                         break;

@@ -145,16 +145,17 @@ fn a_stalled_stderr_does_not_freeze_the_refresher() {
         .args(["-v", "--ttl", "1s"])
         .sh(format!("sleep 3; touch '{}'", dir.file("done").display()));
     let mut run = spawn_stalled(&mut cmd, write);
-    // Past the TTL the lock is still there: refreshed behind the stall.
-    std::thread::sleep(Duration::from_millis(2000));
-    assert!(
-        exists(&mut server.conn(), "redlock:{stalled}"),
-        "the lock expired under the running job"
-    );
-    assert!(
-        wait_for_file(dir.file("done"), LONG),
-        "the job did not finish"
-    );
+    // Once taken, past the TTL, as long as the job runs, the lock is
+    // there: refreshed behind the stall.
+    let mut conn = server.conn();
+    assert!(wait_until(LONG, || exists(&mut conn, "redlock:{stalled}")));
+    let finished = wait_until(LONG, || {
+        let held = exists(&mut conn, "redlock:{stalled}");
+        let done = dir.file("done").exists();
+        assert!(held || done, "the lock expired under the running job");
+        done
+    });
+    assert!(finished, "the job did not finish");
     let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(0));
 }
@@ -263,15 +264,18 @@ fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
     let Some(mut cmd) = without_proc(job) else {
         return;
     };
-    let run = spawn_piped(&mut cmd);
+    let mut run = spawn_piped(&mut cmd);
     assert!(wait_for_file(dir.file("started"), LONG));
-    // The leader exited at once; a release would follow within moments.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        !dir.file("done").exists() && exists(&mut server.conn(), "redlock:{noproc-kept}"),
-        "released while a descendant still ran"
-    );
-    let mut run = run;
+    // The leader exited at once; until the descendant is done, the lock
+    // stays.
+    let mut conn = server.conn();
+    let finished = wait_until(LONG, || {
+        let held = exists(&mut conn, "redlock:{noproc-kept}");
+        let done = dir.file("done").exists();
+        assert!(held || done, "released while a descendant still ran");
+        done
+    });
+    assert!(finished, "the descendant never finished");
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(dir.file("done").exists(), "{out:?}");
@@ -407,8 +411,13 @@ fn a_read_only_metrics_directory_is_refused_before_redis() {
 fn long_holder(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
     let run = spawn_piped(&mut server.job(key).args(["--ttl", "30s"]).sh(ticking(dir)));
     let child = read_pid(dir, "pid", LONG);
-    // The refresher starts 20 ms in and then listens on the lock's channel.
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the refresher listens on the lock's channel (one subscription).
+    let mut conn = server.conn();
+    assert!(
+        wait_until(LONG, || clients_subscribed_to(&mut conn, 1) == 1),
+        "the holder never listened: {}",
+        run.stderr_now()
+    );
     (run, child)
 }
 
@@ -466,17 +475,17 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
         "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
         log = log.display()
     );
-    let waiter = spawn_piped(
+    // Once it has seen the holder and waits.
+    let mut waiter = spawn_waiting(
         &mut server
             .job("flushed")
             .args(["--ttl", "3s", "-v"])
             .sh(&waiter),
+        LONG,
     );
-    std::thread::sleep(Duration::from_millis(300));
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
-    let mut waiter = waiter;
     let out = waiter.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");

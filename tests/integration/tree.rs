@@ -138,6 +138,8 @@ fn the_grace_after_a_lost_lock_is_not_a_busy_loop() {
         run.stderr_now()
     );
     let before = cpu_ticks(run.pid());
+    // Time passing is what is measured here (the CPU spent in it), not a
+    // stand-in for a state.
     std::thread::sleep(Duration::from_secs(2));
     let spent = cpu_ticks(run.pid()) - before;
     // 2 s of grace at 100 ticks a second: a spinning loop burns ~200.
@@ -263,6 +265,8 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
                 &dir.file("jobs").display().to_string(),
                 "Enter",
             ]);
+            // Paces the re-sent `jobs` (not a wait for a state: the
+            // condition is checked again after each).
             std::thread::sleep(Duration::from_millis(100));
             dir.read("jobs").is_some_and(|j| j.contains("Stopped"))
         }),

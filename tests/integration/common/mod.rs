@@ -3,6 +3,7 @@
 
 mod docs;
 mod job;
+mod net;
 mod prom;
 mod proxy;
 mod run;
@@ -12,6 +13,7 @@ mod topology;
 
 pub use docs::*;
 pub use job::*;
+pub use net::*;
 pub use prom::*;
 pub use proxy::*;
 pub use run::*;
