@@ -8,6 +8,7 @@ mod prom;
 mod proxy;
 mod run;
 mod server;
+mod times;
 mod tools;
 mod topology;
 
@@ -18,5 +19,6 @@ pub use prom::*;
 pub use proxy::*;
 pub use run::*;
 pub use server::*;
+pub use times::*;
 pub use tools::*;
 pub use topology::*;

@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 /// The binary under test: cargo's build, or `$REDLOCK_TEST_BINARY` (CI
 /// runs the suite once against the static binary that is released).
 pub fn bin() -> &'static str {
+    super::note_test();
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         std::env::var("REDLOCK_TEST_BINARY")
@@ -38,6 +39,7 @@ pub struct TestDir(tempfile::TempDir);
 
 impl TestDir {
     pub fn new() -> TestDir {
+        super::note_test();
         TestDir(
             tempfile::Builder::new()
                 .prefix("redlock-test")

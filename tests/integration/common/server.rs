@@ -22,6 +22,7 @@ static USED_PORTS: LazyLock<Mutex<HashSet<u16>>> = LazyLock::new(Default::defaul
 
 /// A free loopback port, never 6379, never one already handed out here.
 pub fn free_port() -> u16 {
+    super::note_test();
     loop {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
@@ -153,6 +154,7 @@ impl RedisServerBuilder {
     }
 
     pub fn start(self) -> RedisServer {
+        super::note_test();
         let dir = tempfile::Builder::new()
             .prefix("redlock-test")
             .tempdir()
