@@ -16,12 +16,6 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
-fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 /// A job that writes its pid, then ticks into a file every 20 ms.
 fn ticking(dir: &TestDir) -> String {
     format!(
@@ -51,13 +45,13 @@ fn job_control_stops_take_the_job_with_them() {
         let child = read_pid(&dir, "pid", LONG);
         run.signal(sig);
         assert!(
-            wait_until(LONG, || state(run.pid()) == Some('T')),
+            wait_until(LONG, || process_state(run.pid()) == Some('T')),
             "{sig}: the wrapper did not stop"
         );
         assert!(
-            wait_until(LONG, || state(child) == Some('T')),
+            wait_until(LONG, || process_state(child) == Some('T')),
             "{sig}: COMMAND runs on while the wrapper is stopped ({:?})",
-            state(child)
+            process_state(child)
         );
         run.signal(Signal::SIGCONT);
         let before = ticks(&dir);
@@ -75,7 +69,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     let dir = TestDir::new();
     let (mut run, child) = ticking_job(&server, &dir, "stopped");
     run.signal(Signal::SIGTSTP);
-    assert!(wait_until(LONG, || state(child) == Some('T')));
+    assert!(wait_until(LONG, || process_state(child) == Some('T')));
     // The lock runs out in Redis while both are stopped; another holder
     // takes it.
     let other = run_with_timeout(
@@ -504,7 +498,7 @@ fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     // SIGSTOP cannot be caught: nothing refreshes; the keeper kills the
     // job when the lease ends, before a second holder can have the lock.
     run.signal(Signal::SIGSTOP);
-    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
     let other = run_with_timeout(
         &mut server
             .job("sigstop")
@@ -517,7 +511,11 @@ fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
         !process_alive(child),
         "COMMAND ran beside the second holder"
     );
-    assert_eq!(state(run.pid()), Some('T'), "the wrapper was continued");
+    assert_eq!(
+        process_state(run.pid()),
+        Some('T'),
+        "the wrapper was continued"
+    );
     run.signal(Signal::SIGCONT);
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");

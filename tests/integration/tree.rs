@@ -10,20 +10,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::*;
-use crate::faults::Tmux;
 
 const LONG: Duration = Duration::from_secs(30);
-
-/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
-fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// Alive and not a zombie.
-fn running(pid: i32) -> bool {
-    state(pid).is_some_and(|s| s != 'Z' && s != 'X')
-}
 
 /// A command line for a worker that writes its pid to `name` in `dir`,
 /// then ticks (a script file, so that it quotes nowhere).
@@ -60,7 +48,7 @@ fn sigkill_of_the_wrapper_kills_the_jobs_children_too() {
     run.signal(Signal::SIGKILL);
     for (i, pid) in workers.iter().enumerate() {
         assert!(
-            wait_until(LONG, || !running(*pid)),
+            wait_until(LONG, || !process_alive(*pid)),
             "worker {} ({pid}) runs on after redlock-run was SIGKILLed",
             i + 1
         );
@@ -320,15 +308,15 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     tmux.suspend(&dir);
     for pid in workers {
         assert!(
-            wait_until(LONG, || state(pid) == Some('T')),
+            wait_until(LONG, || process_state(pid) == Some('T')),
             "worker {pid} runs on while the job is suspended ({:?})",
-            state(pid)
+            process_state(pid)
         );
     }
     tmux.keys(&["fg", "Enter"]);
     for pid in workers {
         assert!(
-            wait_until(LONG, || state(pid) != Some('T')),
+            wait_until(LONG, || process_state(pid) != Some('T')),
             "worker {pid} was not continued"
         );
     }
@@ -336,7 +324,7 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     for pid in workers {
         assert!(
-            wait_until(LONG, || !running(pid)),
+            wait_until(LONG, || !process_alive(pid)),
             "leftover {pid} not stopped"
         );
     }
@@ -454,16 +442,16 @@ fn a_stopped_wrapper_cannot_leave_its_tree_running_past_the_lease() {
     let leader = read_pid(&dir, "pid", LONG);
     let worker = read_pid(&dir, "w", LONG);
     run.signal(Signal::SIGSTOP);
-    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
     // Nothing refreshes now; by the lease's end the whole tree is dead,
     // while redlock-run is still stopped.
     for pid in [leader, worker] {
         assert!(
-            wait_until(LONG, || !running(pid)),
+            wait_until(LONG, || !process_alive(pid)),
             "{pid} runs on past the lease while redlock-run is stopped"
         );
     }
-    assert_eq!(state(run.pid()), Some('T'));
+    assert_eq!(process_state(run.pid()), Some('T'));
     let second = run_with_timeout(
         &mut server.job("frozen").args(["--wait", "10s"]).sh("true"),
         LONG,

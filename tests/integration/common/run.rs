@@ -82,6 +82,26 @@ pub fn wait_for_file(path: impl AsRef<Path>, timeout: Duration) -> bool {
     wait_until(timeout, || path.as_ref().exists())
 }
 
+/// This host's name, as a holder line shows it.
+pub fn hostname() -> String {
+    nix::unistd::gethostname().unwrap().into_string().unwrap()
+}
+
+/// Each line of `out`'s stdout as JSON (`--format json` output).
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .collect()
+}
+
+/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...), from
+/// /proc; `None` once it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// kill(pid, 0) succeeds and the process is not a zombie.
 pub fn process_alive(pid: i32) -> bool {
     if kill(Pid::from_raw(pid), None).is_err() {

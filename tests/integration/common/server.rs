@@ -448,6 +448,19 @@ pub fn dbsize(conn: &mut redis::Connection) -> i64 {
     q(conn, &redis::cmd("DBSIZE"))
 }
 
+/// How many live and dead members stand in `key`'s line of waiters.
+pub fn queued(server: &RedisServer, key: &str) -> i64 {
+    q(
+        &mut server.conn(),
+        redis::cmd("ZCARD").arg(format!("redlock:{{{key}}}:waiters")),
+    )
+}
+
+/// `CONFIG SET name value`.
+pub fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
+    q::<()>(conn, redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+}
+
 /// How many clients are subscribed to exactly `channels` channels. A
 /// waiter listens on two (the lock's and its own wake-up channel); the
 /// holder listens on one (its lock's, for a force-release).
