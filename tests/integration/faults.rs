@@ -2,7 +2,6 @@
 //! the kill grace, signals, parent death, the terminal, and mutual
 //! exclusion while Redis is being paused.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -300,13 +299,11 @@ fn an_interactive_child_reads_the_terminal() {
         got = got.display()
     );
     // Type only once the child waits for input, as a person would.
-    let mut script = Command::new("sh");
-    script.arg("-c").arg(format!(
-        "(while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2) \
-         | script -qec \"{inner}\" /dev/null",
+    let feed = format!(
+        "while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2",
         ready = ready.display()
-    ));
-    let out = run_with_timeout(&mut script, LONG);
+    );
+    let out = on_a_pty(&feed, &inner);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(
         std::fs::read_to_string(&got).ok().as_deref(),
@@ -323,37 +320,18 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
     let server = RedisServer::start();
     let out = dir.file("out");
     let ready = dir.file("ready");
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k jobctl -- sh -c 'touch {}; exec cat > {}'",
-            bin(),
-            server.url(),
-            ready.display(),
-            out.display()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
+    let job = format!(
+        "-k jobctl -- sh -c 'touch {}; exec cat > {}'",
+        ready.display(),
+        out.display()
     );
+    tmux.start_job(&server.url(), &job, &ready);
     tmux.suspend(&dir);
     assert!(
         exists(&mut server.conn(), "redlock:{jobctl}"),
         "still held while suspended"
     );
-    tmux.keys(&["fg", "Enter"]);
-    tmux.keys(&["hello", "Enter"]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("out")
-            .is_some_and(|o| o.contains("hello"))),
-        "the resumed job did not read the terminal:\n{}",
-        tmux.screen()
-    );
-    tmux.keys(&["C-d"]);
-    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
+    tmux.fg_and_type_to_cat(&dir, "out");
     assert!(
         !exists(&mut server.conn(), "redlock:{jobctl}"),
         "released after the job"

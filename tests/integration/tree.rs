@@ -177,14 +177,6 @@ fn a_script_without_a_shebang_runs_with_sh() {
     assert_eq!(missing.code, Some(127), "{missing:?}");
 }
 
-/// `script` runs `inner` on a pty of its own, fed from `feed` (sh text).
-fn on_a_pty(feed: &str, inner: &str) -> Output {
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(format!("({feed}) | script -qec \"{inner}\" /dev/null"));
-    run_with_timeout(&mut sh, LONG)
-}
-
 #[test]
 fn a_failed_exec_gives_the_terminal_back() {
     if !have_tool("script", "bsdutils") {
@@ -225,21 +217,12 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
     let server = RedisServer::start();
     let out = dir.file("out");
     let ready = dir.file("ready");
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k amp -- sh -c 'touch {}; exec cat > {}' &",
-            bin(),
-            server.url(),
-            ready.display(),
-            out.display()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
+    let job = format!(
+        "-k amp -- sh -c 'touch {}; exec cat > {}' &",
+        ready.display(),
+        out.display()
     );
+    tmux.start_job(&server.url(), &job, &ready);
     // cat reads the terminal from the background: the job stops (tty input).
     tmux.keys(&[
         "jobs -l > ",
@@ -261,17 +244,7 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
         "the shell never saw the job stop:\n{}",
         tmux.screen()
     );
-    tmux.keys(&["fg", "Enter"]);
-    tmux.keys(&["hello", "Enter"]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("out")
-            .is_some_and(|o| o.contains("hello"))),
-        "after fg the job did not read the terminal:\n{}",
-        tmux.screen()
-    );
-    tmux.keys(&["C-d"]);
-    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
+    tmux.fg_and_type_to_cat(&dir, "out");
     assert!(!exists(&mut server.conn(), "redlock:{amp}"));
 }
 
@@ -291,19 +264,8 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
         ready = ready.display(),
         out = out.display()
     );
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k ctrlz-tree --kill-after 1s -- sh -c \"{job}\"",
-            bin(),
-            server.url()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
-    );
+    let args = format!("-k ctrlz-tree --kill-after 1s -- sh -c \"{job}\"");
+    tmux.start_job(&server.url(), &args, &ready);
     let workers = [read_pid(&dir, "w1", LONG), read_pid(&dir, "w2", LONG)];
     tmux.suspend(&dir);
     for pid in workers {

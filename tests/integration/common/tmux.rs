@@ -1,12 +1,22 @@
-//! A shell in a tmux session: job control (Ctrl-Z, `&`, `fg`) as a person
-//! at a terminal uses it.
+//! Terminals: a shell in a tmux session, for job control (Ctrl-Z, `&`,
+//! `fg`) as a person at a terminal uses it, and a command on a pty of its
+//! own (`script`).
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use super::{have_tool, wait_until, TestDir};
+use super::{bin, have_tool, run_with_timeout, wait_for_file, wait_until, Output, TestDir};
 
 const LONG: Duration = Duration::from_secs(30);
+
+/// `script` runs `inner` on a pty of its own, fed from `feed` (sh text).
+pub fn on_a_pty(feed: &str, inner: &str) -> Output {
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!("({feed}) | script -qec \"{inner}\" /dev/null"));
+    run_with_timeout(&mut sh, LONG)
+}
 
 /// A shell in a tmux session, for job control as a person would use it.
 pub struct Tmux {
@@ -51,6 +61,31 @@ impl Tmux {
             .status()
             .unwrap();
         assert!(ok.success());
+    }
+
+    /// Type `redlock-run --redis URL ARGS` at the shell (`args` as typed,
+    /// quotes and all) and wait until its job has created `ready`.
+    pub fn start_job(&self, url: &str, args: &str, ready: &Path) {
+        self.keys(&[&format!("{} --redis {url} {args}", bin()), "Enter"]);
+        assert!(
+            wait_for_file(ready, LONG),
+            "job never started:\n{}",
+            self.screen()
+        );
+    }
+
+    /// `fg` a job that runs `cat > FILE` (`out` in `dir`): a line typed
+    /// then reaches FILE, and Ctrl-D ends the job with `$?` 0.
+    pub fn fg_and_type_to_cat(&self, dir: &TestDir, out: &str) {
+        self.keys(&["fg", "Enter"]);
+        self.keys(&["hello", "Enter"]);
+        assert!(
+            wait_until(LONG, || dir.read(out).is_some_and(|o| o.contains("hello"))),
+            "after fg the job did not read the terminal:\n{}",
+            self.screen()
+        );
+        self.keys(&["C-d"]);
+        assert_eq!(self.last_exit(dir, "exit"), "exit=0", "{}", self.screen());
     }
 
     pub fn screen(&self) -> String {
