@@ -95,7 +95,8 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
 
 /// A pipe whose reader never reads, already full: the next write blocks.
 fn stalled_pipe() -> (OwnedFd, OwnedFd) {
-    let (read, write) = nix::unistd::pipe().unwrap();
+    // Close-on-exec, so that no other test's child inherits it.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     let flags = nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_GETFL).unwrap();
     let nonblocking = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_SETFL(nonblocking)).unwrap();
