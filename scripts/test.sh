@@ -11,7 +11,8 @@
 #                                       valkey-8.1, valkey-9.1
 #
 # Extra arguments go to cargo test: scripts/test.sh --server valkey-9.1 -- --test-threads 1
-# The server's version is printed first. TLS tests run where the server
+# The server's version is printed first, the time of each test module
+# last (slowest first). TLS tests run where the server
 # has TLS; the builds known to lack it (redis-6.2, valkey-*) skip them
 # (REDLOCK_TEST_REQUIRE_TLS=0), any other server without TLS fails them.
 set -euo pipefail
@@ -63,4 +64,11 @@ esac
 
 echo "test.sh: server: $("${REDLOCK_TEST_REDIS_SERVER:-redis-server}" --version)"
 echo "test.sh: cli: $("${REDLOCK_TEST_REDIS_CLI:-redis-cli}" --version)"
-REDLOCK_TEST_REQUIRE_TOOLS=1 exec cargo test --locked "$@"
+# Each integration test's time goes to $times (tests/integration/common/
+# times.rs); after the run, a table of the modules, the costliest first.
+times=$(mktemp)
+trap 'rm -f "$times"' EXIT
+status=0
+REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked "$@" || status=$?
+scripts/test-times.sh "$times" || true
+exit "$status"

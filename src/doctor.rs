@@ -160,7 +160,7 @@ fn parse_info(text: &str) -> Info {
 fn host_micros() -> i128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i128)
+        .map(|d| i128::try_from(d.as_micros()).unwrap_or(i128::MAX))
         .unwrap_or(0)
 }
 
@@ -624,7 +624,7 @@ impl Doctor {
         let after = host_micros();
         let server = reply.ok().and_then(|r| {
             let items = r.items();
-            Some(items.first()?.int()? as i128 * 1_000_000 + items.get(1)?.int()? as i128)
+            Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
         });
         let Some(server) = server else {
             return self.bad(
@@ -763,7 +763,7 @@ impl Doctor {
         }
         let needed = self.needed(true);
         if let Some(healthy) = replicas {
-            let want = needed.unwrap_or(1) as usize;
+            let want = usize::try_from(needed.unwrap_or(1)).unwrap_or(usize::MAX);
             let detail = format!(
                 "the sentinels see {healthy} healthy replica(s) of '{service}'; --replicas {} needs {want}",
                 match needed {

@@ -158,7 +158,7 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) {
 /// never early, and capped at what poll takes.
 pub fn poll_timeout(d: Duration) -> PollTimeout {
     let ms = d.as_micros().div_ceil(1000);
-    PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+    PollTimeout::try_from(i32::try_from(ms).unwrap_or(i32::MAX)).unwrap_or(PollTimeout::MAX)
 }
 
 /// Stop this process (as the default action of SIGTSTP would, which we

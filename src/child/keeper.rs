@@ -345,7 +345,7 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
                 libc::_exit(0);
             }
             if n > 0 {
-                have += n as usize;
+                have += usize::try_from(n).unwrap_or(0);
             }
             if have < CTL {
                 continue;
@@ -380,12 +380,17 @@ fn monotonic_ns() -> i64 {
 
 /// Report the leader's stops (consuming them) and, once, its end (not
 /// reaping it). Whether the end was reported.
+///
+/// # Safety
+/// Only in the keeper (see [`run`]): system calls on the stack, no
+/// allocation. `leader` is the keeper's own child (a positive pid) and
+/// `st_w` the open writing end of the status pipe.
 unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
     loop {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let stopped = libc::waitid(
             libc::P_PID,
-            leader as libc::id_t,
+            leader.unsigned_abs(),
             &mut info,
             libc::WSTOPPED | libc::WNOHANG,
         );
@@ -396,7 +401,7 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
     }
     let mut info: libc::siginfo_t = std::mem::zeroed();
     let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-    if libc::waitid(libc::P_PID, leader as libc::id_t, &mut info, flags) == 0 && info.si_pid() != 0
+    if libc::waitid(libc::P_PID, leader.unsigned_abs(), &mut info, flags) == 0 && info.si_pid() != 0
     {
         report(st_w, EXITED, info.si_code, info.si_status());
         return true;
@@ -405,6 +410,10 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
 }
 
 /// Reap every child but the leader that has ended (orphans handed to us).
+///
+/// # Safety
+/// Only in the keeper (see [`run`]): system calls on the stack, no
+/// allocation; `leader` is the keeper's own child.
 unsafe fn reap_others(leader: c_int) {
     each_child(|pid| {
         if pid != leader {
@@ -415,6 +424,10 @@ unsafe fn reap_others(leader: c_int) {
 }
 
 /// SIGKILL everything below us once (the leader's zombie stays unreaped).
+///
+/// # Safety
+/// Only in the keeper (see [`run`]), with `leader` its own unreaped child:
+/// then `-leader` is COMMAND's group, whose id cannot be reused meanwhile.
 unsafe fn kill_all(leader: c_int) {
     libc::kill(-leader, libc::SIGKILL);
     each_child(|pid| {
@@ -424,6 +437,10 @@ unsafe fn kill_all(leader: c_int) {
 
 /// redlock-run is gone: SIGKILL everything below us, round after round
 /// (the children of a killed process become ours), until nothing is left.
+///
+/// # Safety
+/// As [`kill_all`]: only in the keeper, with `leader` its own unreaped
+/// child; it reaps every child, the leader too.
 unsafe fn kill_tree(leader: c_int) {
     loop {
         // Without /proc the children cannot be listed: the group at least.
@@ -442,6 +459,10 @@ unsafe fn kill_tree(leader: c_int) {
 
 /// Call `f` with each of our children's pids, from
 /// `/proc/thread-self/children`, read into a buffer on the stack.
+///
+/// # Safety
+/// Only in the keeper (see [`run`]): system calls on the stack, no
+/// allocation; `f` must keep to the same (it runs between those calls).
 unsafe fn each_child(mut f: impl FnMut(c_int)) {
     let fd = libc::open(
         c"/proc/thread-self/children".as_ptr(),
@@ -461,7 +482,7 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) {
         if n <= 0 {
             break;
         }
-        for &b in &buf[..n as usize] {
+        for &b in &buf[..usize::try_from(n).unwrap_or(0)] {
             if b.is_ascii_digit() {
                 pid = pid.saturating_mul(10).saturating_add(c_int::from(b - b'0'));
                 digits = true;
@@ -480,11 +501,18 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) {
 
 /// Close every fd but `a` and `b` (close_range; nothing if the kernel
 /// has none).
+///
+/// # Safety
+/// Only in the keeper (see [`run`]) once COMMAND has its copies: every
+/// other descriptor is closed under whatever owns it, so nothing may use
+/// one afterwards. `a` and `b` are open descriptors (not negative).
 unsafe fn close_all_but(a: RawFd, b: RawFd) {
     let (low, high) = (a.min(b), a.max(b));
     let close = |from: RawFd, to: RawFd| {
-        if from <= to {
-            libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32);
+        if let (Ok(from), Ok(to)) = (u32::try_from(from), u32::try_from(to)) {
+            if from <= to {
+                libc::syscall(libc::SYS_close_range, from, to, 0u32);
+            }
         }
     };
     close(0, low - 1);
@@ -493,6 +521,10 @@ unsafe fn close_all_but(a: RawFd, b: RawFd) {
 }
 
 /// One report (a pipe write of up to PIPE_BUF bytes is atomic).
+///
+/// # Safety
+/// Only in the keeper (see [`run`]): a `write` from the stack; `fd` is the
+/// status pipe's writing end.
 unsafe fn report(fd: RawFd, tag: i32, a: i32, b: i32) {
     let mut message = [0u8; MESSAGE];
     message[..4].copy_from_slice(&tag.to_ne_bytes());

@@ -39,12 +39,20 @@ use keeper::Keeper;
 static SIGPIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
 
 /// Runs before `main` (and before the runtime touches SIGPIPE).
+///
+/// The C runtime (glibc's and musl's, so both builds) calls every pointer
+/// in the ELF `.init_array` section before `main`, and Rust's runtime sets
+/// SIGPIPE to ignored only in `main`'s preamble: this is the one place
+/// where the disposition our parent gave us can still be seen. `#[used]`
+/// keeps the linker from dropping the otherwise unreferenced static. The
+/// hook runs before Rust's runtime is set up, so it does one `sigaction`
+/// query and an atomic store: no allocation, no I/O, no panic.
 #[used]
 #[link_section = ".init_array"]
 static NOTE_SIGPIPE: extern "C" fn() = note_sigpipe;
 
 extern "C" fn note_sigpipe() {
-    let ignored = crate::signals::ignored(Signal::SIGPIPE as i32);
+    let ignored = crate::signals::ignored(nix::libc::SIGPIPE);
     SIGPIPE_WAS_IGNORED.store(ignored, Ordering::Relaxed);
 }
 

@@ -21,7 +21,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::libc::{self, c_char, c_int};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{SigSet, SigmaskHow};
 use std::os::fd::AsRawFd;
 
 use nix::unistd::Pid;
@@ -80,7 +80,7 @@ pub fn spawn(
     // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
     let top = unsafe {
         let end = stack.as_mut_ptr().add(stack.len());
-        end.sub(end as usize % 16)
+        end.sub(end.addr() % 16)
     };
     let start = keeper::Start {
         entry: enter,
@@ -125,7 +125,7 @@ pub fn spawn(
 extern "C" fn enter(arg: *mut libc::c_void) -> c_int {
     // SAFETY: `arg` is the `Exec` the keeper was given, alive in its memory.
     let exec = unsafe { &*(arg as *const Exec) };
-    exec.run() as c_int
+    exec.run()
 }
 
 /// Why no COMMAND runs.
@@ -199,7 +199,7 @@ struct Exec<'a> {
 
 impl Exec<'_> {
     /// In the child: set it up, then exec. Only system calls from here.
-    fn run(&self) -> isize {
+    fn run(&self) -> ! {
         // SAFETY: plain system calls on prepared data (see the module doc).
         unsafe {
             default_handlers(self.setup.caught, self.setup.sigpipe_ignored);
@@ -229,6 +229,11 @@ impl Exec<'_> {
     /// `execvp`'s search, the same in both builds (musl's `execvp` does
     /// not run a file without `#!` with sh; glibc's does, as POSIX says).
     /// Returns the `errno` that ends it.
+    ///
+    /// # Safety
+    /// Only in the `clone`d child (see [`Exec::run`]), while the keeper waits
+    /// for it: it writes into the keeper's memory (`sh_argv`'s slot 1,
+    /// prepared for it), and makes only system calls.
     unsafe fn exec(&self) -> c_int {
         let mut denied = false;
         let mut last = libc::ENOENT;
@@ -259,6 +264,10 @@ impl Exec<'_> {
 /// SIGPIPE as we were given it. Ignored signals stay ignored, as `execve`
 /// would keep them. A call per signal that has a handler, not per signal:
 /// this is on the path of every start.
+///
+/// # Safety
+/// Only in the `clone`d child, with every signal blocked (so that no
+/// handler runs while it is being changed); system calls only.
 unsafe fn default_handlers(caught: u64, sigpipe_ignored: bool) {
     for sig in 1..64 {
         if caught & (1 << sig) != 0 {
@@ -278,9 +287,14 @@ unsafe fn default_handlers(caught: u64, sigpipe_ignored: bool) {
         true => libc::SIG_IGN,
         false => libc::SIG_DFL,
     };
-    set_handler(Signal::SIGPIPE as c_int, pipe);
+    set_handler(libc::SIGPIPE, pipe);
 }
 
+/// Set `sig`'s disposition to `handler`, with no flags and an empty mask.
+///
+/// # Safety
+/// `handler` is `SIG_DFL`, `SIG_IGN` or a function that is safe to run
+/// as a signal handler; in the `clone`d child, system calls only.
 unsafe fn set_handler(sig: c_int, handler: libc::sighandler_t) {
     let mut action: libc::sigaction = std::mem::zeroed();
     action.sa_sigaction = handler;

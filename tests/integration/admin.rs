@@ -28,17 +28,6 @@ fn run(cmd: &mut Command) -> Output {
     run_with_timeout(cmd, T)
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname().unwrap().into_string().unwrap()
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    out.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
-        .collect()
-}
-
 fn connections(conn: &mut redis::Connection) -> i64 {
     let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
     info.lines()

@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::sentinel::{fence, held_until_go, subscribed_waiters, under_load};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -205,7 +204,7 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
                     let out = run_with_timeout(
                         redlock(url)
                             .args(["-k", "reshard", "--ttl", "2s", "--wait", "60s"])
-                            .args(["--", "sh", "-c", &crate::sentinel::section(log, "0.02")])
+                            .args(["--", "sh", "-c", &section(log, "0.02")])
                             .env("ID", &id),
                         LONG,
                     );
@@ -242,6 +241,6 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
         runs.load(Ordering::SeqCst),
         failed.join("\n")
     );
-    let sections = crate::sentinel::assert_sections_apart(&log).len();
+    let sections = assert_sections_apart(&log).len();
     assert!(sections >= 16, "{sections} sections");
 }

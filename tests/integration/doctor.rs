@@ -95,15 +95,6 @@ fn clean_server() -> RedisServer {
         .start()
 }
 
-fn config_set(server: &RedisServer, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(&mut server.conn())
-        .expect("CONFIG SET");
-}
-
 #[test]
 fn a_clean_server_gives_only_pass_and_exit_0() {
     let server = clean_server();
@@ -138,11 +129,11 @@ fn a_clean_server_gives_only_pass_and_exit_0() {
 #[test]
 fn an_evicting_policy_with_maxmemory_fails() {
     let server = clean_server();
-    config_set(&server, "maxmemory-policy", "allkeys-lru");
+    config_set(&mut server.conn(), "maxmemory-policy", "allkeys-lru");
     // No maxmemory: nothing is ever evicted.
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.of("eviction"), ["PASS"], "{r:?}");
-    config_set(&server, "maxmemory", "100mb");
+    config_set(&mut server.conn(), "maxmemory", "100mb");
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");
     assert_eq!(r.not_passed(), ["FAIL eviction"], "{r:?}");
@@ -152,7 +143,7 @@ fn an_evicting_policy_with_maxmemory_fails() {
             && line.contains("fix: CONFIG SET maxmemory-policy noeviction"),
         "{line}"
     );
-    config_set(&server, "maxmemory-policy", "volatile-ttl");
+    config_set(&mut server.conn(), "maxmemory-policy", "volatile-ttl");
     let r = doctor(&server.url(), &["--json"]);
     assert_eq!(r.code, Some(78), "{r:?}");
 }
@@ -170,7 +161,7 @@ fn no_persistence_warns_and_exits_0() {
         "{r:?}"
     );
     // RDB save points alone are persistence too.
-    config_set(&server, "save", "3600 1");
+    config_set(&mut server.conn(), "save", "3600 1");
     assert_eq!(doctor(&server.url(), &[]).of("persistence"), ["PASS"]);
 }
 
@@ -409,6 +400,7 @@ fn slow_proxy(upstream: u16, delay: Duration) -> u16 {
             std::thread::spawn(move || {
                 let mut buf = [0u8; 65536];
                 while let Ok(n @ 1..) = s_read.read(&mut buf) {
+                    // The delay under test (the slow link), not a wait.
                     std::thread::sleep(delay);
                     if c_write.write_all(&buf[..n]).is_err() {
                         break;

@@ -10,15 +10,6 @@ use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(60);
 
-fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(conn)
-        .unwrap();
-}
-
 #[test]
 fn an_evicting_policy_is_refused_unless_allowed_and_noeviction_or_no_limit_runs() {
     let server = RedisServer::builder()

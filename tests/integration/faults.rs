@@ -2,7 +2,6 @@
 //! the kill grace, signals, parent death, the terminal, and mutual
 //! exclusion while Redis is being paused.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -300,123 +299,16 @@ fn an_interactive_child_reads_the_terminal() {
         got = got.display()
     );
     // Type only once the child waits for input, as a person would.
-    let mut script = Command::new("sh");
-    script.arg("-c").arg(format!(
-        "(while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2) \
-         | script -qec \"{inner}\" /dev/null",
+    let feed = format!(
+        "while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2",
         ready = ready.display()
-    ));
-    let out = run_with_timeout(&mut script, LONG);
+    );
+    let out = on_a_pty(&feed, &inner);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(
         std::fs::read_to_string(&got).ok().as_deref(),
         Some("got:hello\n")
     );
-}
-
-/// A shell in a tmux session, for job control as a person would use it.
-pub struct Tmux {
-    name: String,
-}
-
-impl Tmux {
-    /// A tmux server running bash, or `None` where tmux is missing (see
-    /// `have_tool`).
-    pub fn start(dir: &TestDir) -> Option<Tmux> {
-        if !have_tool("tmux", "tmux") {
-            return None;
-        }
-        let name = format!("redlock-test-{}", std::process::id());
-        let socket = dir.file("tmux.sock");
-        let started = Command::new("tmux")
-            .args(["-S"])
-            .arg(&socket)
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                "150",
-                "-y",
-                "40",
-                "bash --norc --noprofile",
-            ])
-            .status()
-            .expect("run tmux");
-        assert!(started.success(), "tmux is installed but did not start");
-        Some(Tmux {
-            name: socket.display().to_string(),
-        })
-    }
-
-    pub fn keys(&self, keys: &[&str]) {
-        let ok = Command::new("tmux")
-            .args(["-S", &self.name, "send-keys"])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["-S", &self.name, "capture-pane", "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Ctrl-Z: the shell must get its prompt back and list the job as
-    /// stopped (`jobs -l` into `jobs` in `dir`).
-    pub fn suspend(&self, dir: &TestDir) {
-        let stops = self.screen().matches("Stopped").count();
-        self.keys(&["C-z"]);
-        // Keys typed before the stop reach the job's terminal and are
-        // flushed with it (ISIG): type the next line only at the prompt.
-        assert!(
-            wait_until(LONG, || self.screen().matches("Stopped").count() > stops),
-            "the job did not stop on Ctrl-Z:\n{}",
-            self.screen()
-        );
-        self.keys(&[
-            "jobs -l > ",
-            &dir.file("jobs").display().to_string(),
-            "Enter",
-        ]);
-        assert!(
-            wait_until(LONG, || dir
-                .read("jobs")
-                .is_some_and(|j| j.contains("Stopped"))),
-            "the shell did not get its prompt back:\n{}",
-            self.screen()
-        );
-    }
-
-    /// `echo "exit=$?"` at the shell into `name` in `dir`: that line,
-    /// once written.
-    pub fn last_exit(&self, dir: &TestDir, name: &str) -> String {
-        self.keys(&[
-            "echo \"exit=$?\" > ",
-            &dir.file(name).display().to_string(),
-            "Enter",
-        ]);
-        // The redirection creates the file before echo writes to it.
-        assert!(
-            wait_until(LONG, || dir.read(name).is_some_and(|e| e.ends_with('\n'))),
-            "{}",
-            self.screen()
-        );
-        dir.read(name).unwrap_or_default().trim().to_string()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-S", &self.name, "kill-server"])
-            .status();
-    }
 }
 
 #[test]
@@ -428,37 +320,18 @@ fn ctrl_z_suspends_the_job_and_fg_resumes_it() {
     let server = RedisServer::start();
     let out = dir.file("out");
     let ready = dir.file("ready");
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k jobctl -- sh -c 'touch {}; exec cat > {}'",
-            bin(),
-            server.url(),
-            ready.display(),
-            out.display()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
+    let job = format!(
+        "-k jobctl -- sh -c 'touch {}; exec cat > {}'",
+        ready.display(),
+        out.display()
     );
+    tmux.start_job(&server.url(), &job, &ready);
     tmux.suspend(&dir);
     assert!(
         exists(&mut server.conn(), "redlock:{jobctl}"),
         "still held while suspended"
     );
-    tmux.keys(&["fg", "Enter"]);
-    tmux.keys(&["hello", "Enter"]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("out")
-            .is_some_and(|o| o.contains("hello"))),
-        "the resumed job did not read the terminal:\n{}",
-        tmux.screen()
-    );
-    tmux.keys(&["C-d"]);
-    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
+    tmux.fg_and_type_to_cat(&dir, "out");
     assert!(
         !exists(&mut server.conn(), "redlock:{jobctl}"),
         "released after the job"

@@ -43,13 +43,24 @@ fn a_waiter_whose_connection_drops_does_not_fail_open() {
     let mut held = holder(&server.url(), "drop", &[], &dir);
     let extra = ["--on-unavailable", "run", "--wait", "20s"];
     let mut waiting = waiter(&server.url(), "drop", &extra, &log);
+    let inodes = |run: &RunningChild| -> Vec<u64> {
+        let sockets = connections_to(run.pid(), server.port());
+        sockets.iter().map(|s| s.inode).collect()
+    };
+    let before = inodes(&waiting);
     let killed: i64 = redis::cmd("CLIENT")
         .arg(&["KILL", "TYPE", "normal"])
         .query(&mut server.conn())
         .expect("CLIENT KILL");
     assert!(killed >= 2, "killed {killed} connections");
-    // Long enough for the waiter's next poll to meet the dead connection.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The waiter's next poll meets the dead connection: it connects anew.
+    assert!(
+        wait_until(LONG, || inodes(&waiting)
+            .iter()
+            .any(|i| !before.contains(i))),
+        "the waiter never reconnected: {}",
+        waiting.stderr_now()
+    );
     Hold::new(&dir).go();
     assert_eq!(held.wait_timeout(LONG).code, Some(0));
     let out = waiting.wait_timeout(LONG);
@@ -154,9 +165,14 @@ fn sigterm_during_an_acquire_on_a_paused_server_exits_143_without_command() {
         wait_until(LONG, || handles_signals(pid)),
         "SIGTERM is never caught"
     );
-    // The acquire's EVAL now waits up to its 1 s timeout on the paused
-    // server; a signal that comes before it ends must stop the run.
-    std::thread::sleep(Duration::from_millis(200));
+    // The acquire's first request now waits (up to its 1 s timeout) on
+    // the paused server; a signal that comes before it ends must stop
+    // the run.
+    assert!(
+        wait_until(LONG, || request_unread(pid, server.port())),
+        "no request reached the paused server: {}",
+        run.stderr_now()
+    );
     run.signal(Signal::SIGTERM);
     let out = run.wait_timeout(LONG);
     server.resume();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -118,15 +118,32 @@ fn busy_waiting_and_signals_as_events() {
         .unwrap()
         .contains("pid"));
 
-    let waiter = spawn_piped(&mut job(&server.url(), "busy").args(["-v"]).sh("true"));
-    std::thread::sleep(Duration::from_millis(300));
+    let spawned = Instant::now();
+    let mut waiter = spawn_waiting(
+        &mut job(&server.url(), "busy").args(["-v"]).sh("true"),
+        LONG,
+    );
     hold.go();
-    let mut waiter = waiter;
     let waited = waiter.wait_timeout(LONG);
+    let lived = spawned.elapsed();
     assert_eq!(waited.code, Some(0), "{waited:?}");
     let evs = events(&waited);
     assert!(names(&evs).contains(&"waiting"), "{}", waited.stderr);
-    assert!(event(&evs, "acquired")["wait_ms"].as_u64().unwrap() >= 100);
+    // wait_ms spans at least from "waiting" to "acquired" (their ms
+    // timestamps, 5 ms for rounding) and at most the waiter's life.
+    let wait_ms = event(&evs, "acquired")["wait_ms"].as_u64().unwrap();
+    let at = |name| humantime::parse_rfc3339(event(&evs, name)["ts"].as_str().unwrap()).unwrap();
+    let between = at("acquired")
+        .duration_since(at("waiting"))
+        .unwrap_or_default();
+    assert!(
+        u128::from(wait_ms) + 5 >= between.as_millis(),
+        "{wait_ms} ms: {between:?}"
+    );
+    assert!(
+        u128::from(wait_ms) <= lived.as_millis(),
+        "{wait_ms} ms: {lived:?}"
+    );
     assert_documented(&evs);
     holder.wait_timeout(LONG);
 

@@ -16,12 +16,6 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
-fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 /// A job that writes its pid, then ticks into a file every 20 ms.
 fn ticking(dir: &TestDir) -> String {
     format!(
@@ -51,13 +45,13 @@ fn job_control_stops_take_the_job_with_them() {
         let child = read_pid(&dir, "pid", LONG);
         run.signal(sig);
         assert!(
-            wait_until(LONG, || state(run.pid()) == Some('T')),
+            wait_until(LONG, || process_state(run.pid()) == Some('T')),
             "{sig}: the wrapper did not stop"
         );
         assert!(
-            wait_until(LONG, || state(child) == Some('T')),
+            wait_until(LONG, || process_state(child) == Some('T')),
             "{sig}: COMMAND runs on while the wrapper is stopped ({:?})",
-            state(child)
+            process_state(child)
         );
         run.signal(Signal::SIGCONT);
         let before = ticks(&dir);
@@ -75,7 +69,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     let dir = TestDir::new();
     let (mut run, child) = ticking_job(&server, &dir, "stopped");
     run.signal(Signal::SIGTSTP);
-    assert!(wait_until(LONG, || state(child) == Some('T')));
+    assert!(wait_until(LONG, || process_state(child) == Some('T')));
     // The lock runs out in Redis while both are stopped; another holder
     // takes it.
     let other = run_with_timeout(
@@ -101,7 +95,8 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
 
 /// A pipe whose reader never reads, already full: the next write blocks.
 fn stalled_pipe() -> (OwnedFd, OwnedFd) {
-    let (read, write) = nix::unistd::pipe().unwrap();
+    // Close-on-exec, so that no other test's child inherits it.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     let flags = nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_GETFL).unwrap();
     let nonblocking = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(&write, nix::fcntl::FcntlArg::F_SETFL(nonblocking)).unwrap();
@@ -145,16 +140,17 @@ fn a_stalled_stderr_does_not_freeze_the_refresher() {
         .args(["-v", "--ttl", "1s"])
         .sh(format!("sleep 3; touch '{}'", dir.file("done").display()));
     let mut run = spawn_stalled(&mut cmd, write);
-    // Past the TTL the lock is still there: refreshed behind the stall.
-    std::thread::sleep(Duration::from_millis(2000));
-    assert!(
-        exists(&mut server.conn(), "redlock:{stalled}"),
-        "the lock expired under the running job"
-    );
-    assert!(
-        wait_for_file(dir.file("done"), LONG),
-        "the job did not finish"
-    );
+    // Once taken, past the TTL, as long as the job runs, the lock is
+    // there: refreshed behind the stall.
+    let mut conn = server.conn();
+    assert!(wait_until(LONG, || exists(&mut conn, "redlock:{stalled}")));
+    let finished = wait_until(LONG, || {
+        let held = exists(&mut conn, "redlock:{stalled}");
+        let done = dir.file("done").exists();
+        assert!(held || done, "the lock expired under the running job");
+        done
+    });
+    assert!(finished, "the job did not finish");
     let status = exit_status(&mut run);
     assert_eq!(status.code(), Some(0));
 }
@@ -263,15 +259,18 @@ fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
     let Some(mut cmd) = without_proc(job) else {
         return;
     };
-    let run = spawn_piped(&mut cmd);
+    let mut run = spawn_piped(&mut cmd);
     assert!(wait_for_file(dir.file("started"), LONG));
-    // The leader exited at once; a release would follow within moments.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        !dir.file("done").exists() && exists(&mut server.conn(), "redlock:{noproc-kept}"),
-        "released while a descendant still ran"
-    );
-    let mut run = run;
+    // The leader exited at once; until the descendant is done, the lock
+    // stays.
+    let mut conn = server.conn();
+    let finished = wait_until(LONG, || {
+        let held = exists(&mut conn, "redlock:{noproc-kept}");
+        let done = dir.file("done").exists();
+        assert!(held || done, "released while a descendant still ran");
+        done
+    });
+    assert!(finished, "the descendant never finished");
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(dir.file("done").exists(), "{out:?}");
@@ -407,8 +406,13 @@ fn a_read_only_metrics_directory_is_refused_before_redis() {
 fn long_holder(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
     let run = spawn_piped(&mut server.job(key).args(["--ttl", "30s"]).sh(ticking(dir)));
     let child = read_pid(dir, "pid", LONG);
-    // The refresher starts 20 ms in and then listens on the lock's channel.
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the refresher listens on the lock's channel (one subscription).
+    let mut conn = server.conn();
+    assert!(
+        wait_until(LONG, || clients_subscribed_to(&mut conn, 1) == 1),
+        "the holder never listened: {}",
+        run.stderr_now()
+    );
     (run, child)
 }
 
@@ -466,17 +470,17 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
         "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
         log = log.display()
     );
-    let waiter = spawn_piped(
+    // Once it has seen the holder and waits.
+    let mut waiter = spawn_waiting(
         &mut server
             .job("flushed")
             .args(["--ttl", "3s", "-v"])
             .sh(&waiter),
+        LONG,
     );
-    std::thread::sleep(Duration::from_millis(300));
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
-    let mut waiter = waiter;
     let out = waiter.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");
@@ -495,7 +499,7 @@ fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     // SIGSTOP cannot be caught: nothing refreshes; the keeper kills the
     // job when the lease ends, before a second holder can have the lock.
     run.signal(Signal::SIGSTOP);
-    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
     let other = run_with_timeout(
         &mut server
             .job("sigstop")
@@ -508,7 +512,11 @@ fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
         !process_alive(child),
         "COMMAND ran beside the second holder"
     );
-    assert_eq!(state(run.pid()), Some('T'), "the wrapper was continued");
+    assert_eq!(
+        process_state(run.pid()),
+        Some('T'),
+        "the wrapper was continued"
+    );
     run.signal(Signal::SIGCONT);
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");

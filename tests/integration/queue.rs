@@ -7,25 +7,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(30);
-
-fn hostname() -> String {
-    nix::unistd::gethostname().unwrap().into_string().unwrap()
-}
 
 /// A holder of `key` that runs until `hold.go()`; returns once it runs.
 fn holder(server: &RedisServer, hold: &Hold, key: &str) -> RunningChild {
     hold.spawn(&mut server.job(key).sh(hold.script("true")), LONG)
-}
-
-/// How many live and dead members stand in `key`'s line.
-fn queued(server: &RedisServer, key: &str) -> i64 {
-    redis::cmd("ZCARD")
-        .arg(format!("redlock:{{{key}}}:waiters"))
-        .query(&mut server.conn())
-        .unwrap()
 }
 
 /// `wait KEY ...` against `server`, verbose (it says when it waits).
@@ -33,13 +20,6 @@ fn wait_cmd(server: &RedisServer, key: &str, extra: &[&str]) -> Command {
     let mut cmd = redlock(&server.url());
     cmd.args(["-v", "wait", key]).args(extra);
     cmd
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    out.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
-        .collect()
 }
 
 #[test]

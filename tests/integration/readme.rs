@@ -49,7 +49,8 @@ fn ci_runs_the_readme_test_command() {
     assert!(
         test_sh
             .lines()
-            .any(|l| l.trim() == "REDLOCK_TEST_REQUIRE_TOOLS=1 exec cargo test --locked \"$@\""),
+            .any(|l| l.trim()
+                == "REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked \"$@\" || status=$?"),
         "scripts/test.sh runs the suite with missing tools failing"
     );
 }

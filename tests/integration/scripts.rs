@@ -72,6 +72,41 @@ fn demo_test_and_ci_share_one_list_of_prerequisites() {
 }
 
 #[test]
+fn test_times_lists_modules_costliest_first_with_their_slowest_test() {
+    let dir = TestDir::new();
+    let times = dir.file("times");
+    std::fs::write(
+        &times,
+        "quick::a\t100\nslow::b\t2500\nslow::c\t900\nmid::d\t1200\n",
+    )
+    .unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test-times.sh");
+    let out = run_with_timeout(Command::new(script).arg(&times), Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["slow", "2", "3.4", "b", "(2.5)"],
+            ["mid", "1", "1.2", "d", "(1.2)"],
+            ["quick", "1", "0.1", "a", "(0.1)"],
+        ],
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.starts_with("test times (4 tests"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn debian_copyright_carries_the_mit_text_and_points_to_apache() {
     let copyright = source("packaging/copyright");
     let mit = source("LICENSE-MIT");

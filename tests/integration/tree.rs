@@ -10,20 +10,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::*;
-use crate::faults::Tmux;
 
 const LONG: Duration = Duration::from_secs(30);
-
-/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...).
-fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// Alive and not a zombie.
-fn running(pid: i32) -> bool {
-    state(pid).is_some_and(|s| s != 'Z' && s != 'X')
-}
 
 /// A command line for a worker that writes its pid to `name` in `dir`,
 /// then ticks (a script file, so that it quotes nowhere).
@@ -60,7 +48,7 @@ fn sigkill_of_the_wrapper_kills_the_jobs_children_too() {
     run.signal(Signal::SIGKILL);
     for (i, pid) in workers.iter().enumerate() {
         assert!(
-            wait_until(LONG, || !running(*pid)),
+            wait_until(LONG, || !process_alive(*pid)),
             "worker {} ({pid}) runs on after redlock-run was SIGKILLed",
             i + 1
         );
@@ -138,6 +126,8 @@ fn the_grace_after_a_lost_lock_is_not_a_busy_loop() {
         run.stderr_now()
     );
     let before = cpu_ticks(run.pid());
+    // Time passing is what is measured here (the CPU spent in it), not a
+    // stand-in for a state.
     std::thread::sleep(Duration::from_secs(2));
     let spent = cpu_ticks(run.pid()) - before;
     // 2 s of grace at 100 ticks a second: a spinning loop burns ~200.
@@ -187,14 +177,6 @@ fn a_script_without_a_shebang_runs_with_sh() {
     assert_eq!(missing.code, Some(127), "{missing:?}");
 }
 
-/// `script` runs `inner` on a pty of its own, fed from `feed` (sh text).
-fn on_a_pty(feed: &str, inner: &str) -> Output {
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(format!("({feed}) | script -qec \"{inner}\" /dev/null"));
-    run_with_timeout(&mut sh, LONG)
-}
-
 #[test]
 fn a_failed_exec_gives_the_terminal_back() {
     if !have_tool("script", "bsdutils") {
@@ -235,21 +217,12 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
     let server = RedisServer::start();
     let out = dir.file("out");
     let ready = dir.file("ready");
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k amp -- sh -c 'touch {}; exec cat > {}' &",
-            bin(),
-            server.url(),
-            ready.display(),
-            out.display()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
+    let job = format!(
+        "-k amp -- sh -c 'touch {}; exec cat > {}' &",
+        ready.display(),
+        out.display()
     );
+    tmux.start_job(&server.url(), &job, &ready);
     // cat reads the terminal from the background: the job stops (tty input).
     tmux.keys(&[
         "jobs -l > ",
@@ -263,23 +236,15 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
                 &dir.file("jobs").display().to_string(),
                 "Enter",
             ]);
+            // Paces the re-sent `jobs` (not a wait for a state: the
+            // condition is checked again after each).
             std::thread::sleep(Duration::from_millis(100));
             dir.read("jobs").is_some_and(|j| j.contains("Stopped"))
         }),
         "the shell never saw the job stop:\n{}",
         tmux.screen()
     );
-    tmux.keys(&["fg", "Enter"]);
-    tmux.keys(&["hello", "Enter"]);
-    assert!(
-        wait_until(LONG, || dir
-            .read("out")
-            .is_some_and(|o| o.contains("hello"))),
-        "after fg the job did not read the terminal:\n{}",
-        tmux.screen()
-    );
-    tmux.keys(&["C-d"]);
-    assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
+    tmux.fg_and_type_to_cat(&dir, "out");
     assert!(!exists(&mut server.conn(), "redlock:{amp}"));
 }
 
@@ -299,32 +264,21 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
         ready = ready.display(),
         out = out.display()
     );
-    tmux.keys(&[
-        &format!(
-            "{} --redis {} -k ctrlz-tree --kill-after 1s -- sh -c \"{job}\"",
-            bin(),
-            server.url()
-        ),
-        "Enter",
-    ]);
-    assert!(
-        wait_for_file(&ready, LONG),
-        "job never started:\n{}",
-        tmux.screen()
-    );
+    let args = format!("-k ctrlz-tree --kill-after 1s -- sh -c \"{job}\"");
+    tmux.start_job(&server.url(), &args, &ready);
     let workers = [read_pid(&dir, "w1", LONG), read_pid(&dir, "w2", LONG)];
     tmux.suspend(&dir);
     for pid in workers {
         assert!(
-            wait_until(LONG, || state(pid) == Some('T')),
+            wait_until(LONG, || process_state(pid) == Some('T')),
             "worker {pid} runs on while the job is suspended ({:?})",
-            state(pid)
+            process_state(pid)
         );
     }
     tmux.keys(&["fg", "Enter"]);
     for pid in workers {
         assert!(
-            wait_until(LONG, || state(pid) != Some('T')),
+            wait_until(LONG, || process_state(pid) != Some('T')),
             "worker {pid} was not continued"
         );
     }
@@ -332,7 +286,7 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     assert_eq!(tmux.last_exit(&dir, "exit"), "exit=0", "{}", tmux.screen());
     for pid in workers {
         assert!(
-            wait_until(LONG, || !running(pid)),
+            wait_until(LONG, || !process_alive(pid)),
             "leftover {pid} not stopped"
         );
     }
@@ -470,16 +424,16 @@ fn a_stopped_wrapper_cannot_leave_its_tree_running_past_the_lease() {
     let leader = read_pid(&dir, "pid", LONG);
     let worker = read_pid(&dir, "w", LONG);
     run.signal(Signal::SIGSTOP);
-    assert!(wait_until(LONG, || state(run.pid()) == Some('T')));
+    assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
     // Nothing refreshes now; by the lease's end the whole tree is dead,
     // while redlock-run is still stopped.
     for pid in [leader, worker] {
         assert!(
-            wait_until(LONG, || !running(pid)),
+            wait_until(LONG, || !process_alive(pid)),
             "{pid} runs on past the lease while redlock-run is stopped"
         );
     }
-    assert_eq!(state(run.pid()), Some('T'));
+    assert_eq!(process_state(run.pid()), Some('T'));
     let second = run_with_timeout(
         &mut server.job("frozen").args(["--wait", "10s"]).sh("true"),
         LONG,

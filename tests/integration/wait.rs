@@ -177,13 +177,6 @@ fn waiting_does_not_hammer_redis() {
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
-fn queued(server: &RedisServer, key: &str) -> i64 {
-    redis::cmd("ZCARD")
-        .arg(format!("redlock:{{{key}}}:waiters"))
-        .query(&mut server.conn())
-        .unwrap()
-}
-
 #[test]
 fn waiters_get_the_lock_in_order_of_arrival() {
     let server = RedisServer::start();

@@ -22,6 +22,7 @@ pub fn man_page_text() -> String {
 
 /// The source tree's root.
 pub fn source_root() -> &'static Path {
+    super::note_test();
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 

@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 /// The binary under test: cargo's build, or `$REDLOCK_TEST_BINARY` (CI
 /// runs the suite once against the static binary that is released).
 pub fn bin() -> &'static str {
+    super::note_test();
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         std::env::var("REDLOCK_TEST_BINARY")
@@ -38,6 +39,7 @@ pub struct TestDir(tempfile::TempDir);
 
 impl TestDir {
     pub fn new() -> TestDir {
+        super::note_test();
         TestDir(
             tempfile::Builder::new()
                 .prefix("redlock-test")
@@ -78,6 +80,26 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 pub fn wait_for_file(path: impl AsRef<Path>, timeout: Duration) -> bool {
     wait_until(timeout, || path.as_ref().exists())
+}
+
+/// This host's name, as a holder line shows it.
+pub fn hostname() -> String {
+    nix::unistd::gethostname().unwrap().into_string().unwrap()
+}
+
+/// Each line of `out`'s stdout as JSON (`--format json` output).
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .collect()
+}
+
+/// The state letter of a process (`R`, `S`, `T` stopped, `Z`...), from
+/// /proc; `None` once it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// kill(pid, 0) succeeds and the process is not a zombie.

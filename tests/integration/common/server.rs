@@ -22,6 +22,7 @@ static USED_PORTS: LazyLock<Mutex<HashSet<u16>>> = LazyLock::new(Default::defaul
 
 /// A free loopback port, never 6379, never one already handed out here.
 pub fn free_port() -> u16 {
+    super::note_test();
     loop {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
@@ -153,6 +154,7 @@ impl RedisServerBuilder {
     }
 
     pub fn start(self) -> RedisServer {
+        super::note_test();
         let dir = tempfile::Builder::new()
             .prefix("redlock-test")
             .tempdir()
@@ -444,6 +446,19 @@ pub fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, Strin
 
 pub fn dbsize(conn: &mut redis::Connection) -> i64 {
     q(conn, &redis::cmd("DBSIZE"))
+}
+
+/// How many live and dead members stand in `key`'s line of waiters.
+pub fn queued(server: &RedisServer, key: &str) -> i64 {
+    q(
+        &mut server.conn(),
+        redis::cmd("ZCARD").arg(format!("redlock:{{{key}}}:waiters")),
+    )
+}
+
+/// `CONFIG SET name value`.
+pub fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
+    q::<()>(conn, redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
 }
 
 /// How many clients are subscribed to exactly `channels` channels. A

@@ -9,6 +9,7 @@ use std::process::Command;
 /// the Debian `package` to install, or a failure under
 /// `REDLOCK_TEST_REQUIRE_TOOLS=1`.
 pub fn have_tool(program: &str, package: &str) -> bool {
+    super::note_test();
     let found = Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .output()
