@@ -336,6 +336,42 @@ mod tests {
     }
 
     #[test]
+    fn a_queued_busy_answer_says_where_we_stand() {
+        let busy = |tail: &[i64]| {
+            let mut items = vec![
+                Value::Int(0),
+                Value::Int(20_000),
+                Value::BulkString(b"h".to_vec()),
+                Value::BulkString(b"1".to_vec()),
+                Value::BulkString(b"t".to_vec()),
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+            ];
+            items.extend(tail.iter().map(|&n| Value::Int(n)));
+            match acquire(Value::Array(items)) {
+                Ok(Acquire::Busy(info)) => info.place,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Not queued (and an older script's reply): no place.
+        assert_eq!(busy(&[]), None);
+        assert_eq!(busy(&[0, 0, -1, 0]), None);
+        let second = busy(&[0, 3, 1500, 1]).expect("queued");
+        assert_eq!(
+            second,
+            Place {
+                first: false,
+                members: 3,
+                ahead_left: Some(Duration::from_millis(1500)),
+                seen: Some(true),
+            }
+        );
+        let first = busy(&[1, 1, -1, -1]).expect("queued");
+        assert!(first.first && first.ahead_left.is_none() && first.seen.is_none());
+    }
+
+    #[test]
     fn negative_pttls_are_none() {
         let reply = Value::Array(vec![
             Value::Nil,
