@@ -60,7 +60,7 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 /// How long the liveness key of a waiter in line that Redis sees
 /// subscribed lasts untouched: a stopped waiter (or one on a host that
 /// died with its connection open) leaves the line within this.
-pub const LIVENESS: Duration = Duration::from_secs(60);
+const LIVENESS: Duration = Duration::from_secs(60);
 
 /// How often such a waiter pushes its liveness key back (one PEXPIRE):
 /// at least twice within LIVENESS.
@@ -124,6 +124,7 @@ pub fn acquire(
         was_subscribed: false,
         resubscribe_at: None,
         warned_unseen: false,
+        resubscribed_unseen: false,
     };
     let waited = waiter.wait_in_line(quorum);
     match waited {
@@ -161,6 +162,8 @@ struct Waiter<'a> {
     resubscribe_at: Option<Instant>,
     /// "Redis cannot see our subscription" was said once already.
     warned_unseen: bool,
+    /// A subscription Redis did not see was made again once already.
+    resubscribed_unseen: bool,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -281,7 +284,10 @@ impl Waiter<'_> {
                 self.key
             ));
         }
-        if seen == Some(Some(false)) {
+        // Once: behind a proxy that routes Pub/Sub elsewhere it would not
+        // help, and the subscription may still hear releases.
+        if seen == Some(Some(false)) && self.wakeups.is_some() && !self.resubscribed_unseen {
+            self.resubscribed_unseen = true;
             self.wakeups = None;
         }
         let now = Instant::now();
