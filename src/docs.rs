@@ -265,7 +265,7 @@ const ACL_RULES: [&str; 4] = [
     "resetkeys '~redlock:*' resetchannels '&redlock:*'",
     "-@all +eval +get +pttl +hgetall +hmget +set +del",
     "+incr +hset +pexpire +publish +subscribe +scan",
-    "+zadd +zrange +zrem +exists +time +info",
+    "+zadd +zrange +zrem +exists +time +info '+pubsub|numsub'",
 ];
 
 /// `redis-cli ACL SETUSER ...`, ready to paste into a shell.

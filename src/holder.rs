@@ -216,6 +216,7 @@ mod tests {
             slots: None,
             revoked: false,
             replaced_by: None,
+            place: None,
         }
     }
 

@@ -11,6 +11,19 @@
 //! From the second try on, a waiter for a plain lock on one node stands in
 //! line (see `scripts::ACQUIRE`): a release then wakes only the first in
 //! line, on its own channel, and waiters are served in order of arrival.
+//!
+//! Waiting in line costs Redis almost nothing: a subscribed waiter that
+//! Redis sees subscribed (`PUBSUB NUMSUB` of its wake channel) counts as
+//! live while its connection lives, keeps its liveness key with one
+//! PEXPIRE every 20-25 s, and tries again only when something may have
+//! been missed: the first in line when the holder's lease runs out (it
+//! may have died without releasing), the second in line a second after a
+//! release that woke the first (`next`: in case the first does not come),
+//! any waiter when the live waiter before it would lapse, when its place
+//! or its subscription was lost, and, as a last resort, at a slow pace
+//! that grows with the line (about one try a second for the whole line).
+//! Elsewhere (several nodes, a semaphore, no subscription or none that
+//! Redis can see) a waiter retries every 0.5-1 s as before.
 
 use std::time::{Duration, Instant};
 
@@ -37,11 +50,39 @@ pub enum Waited {
     Unreachable(anyhow::Error),
 }
 
-/// Retry anyway this often while subscribed, in case a wake-up is missed
-/// (a release on another Redlock node, a lock deleted by hand). Jittered so
-/// that many waiters do not poll in lock-step.
+/// Retry anyway this often while subscribed but not in line (several
+/// Redlock nodes, a semaphore) or not seen subscribed by Redis, in case a
+/// wake-up is missed (a release on another Redlock node, a lock deleted
+/// by hand). Jittered so that many waiters do not poll in lock-step.
 const FALLBACK_MIN: Duration = Duration::from_millis(500);
 const FALLBACK_MAX: Duration = Duration::from_millis(1000);
+
+/// How long the liveness key of a waiter in line that Redis sees
+/// subscribed lasts untouched: a stopped waiter (or one on a host that
+/// died with its connection open) leaves the line within this.
+const LIVENESS: Duration = Duration::from_secs(60);
+
+/// How often such a waiter pushes its liveness key back (one PEXPIRE):
+/// at least twice within LIVENESS.
+const STAY_MIN: Duration = Duration::from_secs(20);
+const STAY_MAX: Duration = Duration::from_secs(25);
+
+/// The last-resort retry of such a waiter, in case a wake-up was missed
+/// (the first in line and the holder died together): every waiter waits
+/// a second per member of the line (so the whole line tries about once a
+/// second), within these bounds, jittered up to twice that.
+const PACE_PER_MEMBER: Duration = Duration::from_secs(1);
+const PACE_MIN: Duration = Duration::from_secs(5);
+const PACE_MAX: Duration = Duration::from_secs(900);
+
+/// Told it is next in line, a waiter looks again this long after, unless
+/// the release that wakes it comes first: in case the first in line does
+/// not come (stopped, or killed just then), and to learn the new
+/// holder's lease.
+const NEXT_CHECK: Duration = Duration::from_secs(1);
+
+/// A lost subscription is made again at most this often.
+const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
 /// Retry delays when no subscription could be made (e.g. an ACL without
 /// Pub/Sub): polling is then the only way to notice a release.
@@ -52,9 +93,12 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(500);
 
-/// How long one blocking read of the subscription may last: the bound on
-/// how late a signal is noticed while waiting.
-const SLICE: Duration = Duration::from_millis(50);
+/// How long one blocking read of the subscription may last. A signal
+/// interrupts the read (it has a timeout, so it is never restarted), so
+/// this bounds only how late a signal that came just before the read is
+/// noticed; and it is how often an idle waiter wakes (1,000 waiters woke
+/// 20,000 times a second with 50 ms slices: 40% of a core).
+const SLICE: Duration = Duration::from_millis(500);
 
 /// Try to take the lock, waiting up to `wait` (`None`: forever).
 /// `token` may be replaced: with several nodes (Redlock), an attempt that
@@ -83,6 +127,10 @@ pub fn acquire(
         first_busy: true,
         warned_unreachable: false,
         holder_until: None,
+        was_subscribed: false,
+        resubscribe_at: None,
+        warned_unseen: false,
+        resubscribed_unseen: false,
     };
     let waited = waiter.wait_in_line(quorum);
     token.clone_from(&waiter.token);
@@ -115,6 +163,14 @@ struct Waiter<'a> {
     warned_unreachable: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
+    /// We had a subscription once: make it again if it is lost.
+    was_subscribed: bool,
+    /// Not before this.
+    resubscribe_at: Option<Instant>,
+    /// "Redis cannot see our subscription" was said once already.
+    warned_unseen: bool,
+    /// A subscription Redis did not see was made again once already.
+    resubscribed_unseen: bool,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -128,7 +184,10 @@ impl Waiter<'_> {
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             // The first try does not queue: the uncontended path stays one EVAL.
-            let info = match quorum.try_acquire(&self.token, self.holder, !self.first_busy) {
+            // In line and subscribed: our place lasts LIVENESS untouched.
+            let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+            let queued = !self.first_busy;
+            let info = match quorum.try_acquire(&self.token, self.holder, queued, liveness) {
                 Attempt::Busy(info) => {
                     // A minority may have granted it and been given back.
                     self.renew_token(quorum);
@@ -173,21 +232,55 @@ impl Waiter<'_> {
                     continue;
                 }
             }
-            let mut delay = match self.wakeups {
-                Some(_) => jitter(FALLBACK_MIN, FALLBACK_MAX),
-                None => jitter(POLL_MIN, POLL_MAX),
+            if self.resubscribe(quorum, &info) {
+                continue;
+            }
+            // Seen subscribed by Redis, in line: the cheap cadence.
+            let place = info
+                .place
+                .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
+            let mut delay = match (place, &self.wakeups) {
+                (Some(place), _) => pace(place.members),
+                (None, Some(_)) => jitter(FALLBACK_MIN, FALLBACK_MAX),
+                (None, None) => jitter(POLL_MIN, POLL_MAX),
             };
-            if let Some(left) = info.pttl {
+            let first = place.is_none_or(|p| p.first);
+            match info.pttl.filter(|_| first) {
                 // Wake up when the holder's lease runs out (it may have died).
+                Some(left) => delay = delay.min(left + Duration::from_millis(1)),
+                // First in line behind a lock without an expiry (not ours:
+                // set by hand): nothing but a poll would see it go.
+                None if first && place.is_some() => {
+                    delay = delay.min(jitter(FALLBACK_MIN, FALLBACK_MAX));
+                }
+                None => {}
+            }
+            if let Some(left) = place.and_then(|p| p.ahead_left.filter(|_| !p.first)) {
+                // The live waiter before us may be gone by then (stopped).
                 delay = delay.min(left + Duration::from_millis(1));
             }
-            let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
+            let mut until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
+            let mut stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
             // hand-over between a few (see scripts/bench.sh).
-            if let Woke::Signaled(sig) = self.block(until) {
-                return Ok(Waited::Signaled(sig));
+            loop {
+                let wake = stay.map_or(until, |at| at.min(until));
+                match self.block(wake) {
+                    Woke::Signaled(sig) => return Ok(Waited::Signaled(sig)),
+                    Woke::Released => break,
+                    Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
+                    Woke::Timer if Instant::now() >= until => break,
+                    Woke::Timer => {
+                        // Time to keep our place: one PEXPIRE. A place that
+                        // is gone (or an error) takes a full try.
+                        stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
+                        if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                            break;
+                        }
+                    }
+                }
             }
         }
     }
@@ -201,6 +294,41 @@ impl Waiter<'_> {
     fn renew_token(&mut self, quorum: &Quorum) {
         if quorum.nodes() > 1 {
             self.token = uuid::Uuid::new_v4().to_string();
+        }
+    }
+
+    /// Make a lost subscription again (a reconnect), or one that Redis
+    /// does not see (a failover moved the lock elsewhere); whether it is
+    /// new, so that the caller looks again (a release may have been
+    /// missed). Says once, with `-v`, when Redis cannot tell.
+    fn resubscribe(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+        let seen = info.place.map(|p| p.seen);
+        if seen == Some(None) && self.wakeups.is_some() && !self.warned_unseen {
+            self.warned_unseen = true;
+            self.log.info(format!(
+                "lock '{}': Redis cannot tell whether this waiter is subscribed (PUBSUB NUMSUB \
+                 refused: grant +pubsub|numsub); polling instead, every second",
+                self.key
+            ));
+        }
+        // Once: behind a proxy that routes Pub/Sub elsewhere it would not
+        // help, and the subscription may still hear releases.
+        if seen == Some(Some(false)) && self.wakeups.is_some() && !self.resubscribed_unseen {
+            self.resubscribed_unseen = true;
+            self.wakeups = None;
+        }
+        let now = Instant::now();
+        let due = self.resubscribe_at.is_none_or(|at| now >= at);
+        if self.wakeups.is_some() || !self.was_subscribed || !due {
+            return false;
+        }
+        self.resubscribe_at = Some(now + RESUBSCRIBE);
+        match quorum.subscribe(&self.token) {
+            Ok(subscribed) => {
+                self.wakeups = Some(subscribed);
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -240,6 +368,7 @@ impl Waiter<'_> {
         match quorum.subscribe(&self.token) {
             Ok(subscribed) => {
                 self.wakeups = Some(subscribed);
+                self.was_subscribed = true;
                 true
             }
             Err(e) => {
@@ -350,6 +479,8 @@ enum Woke {
     Released,
     /// Time to look again: the holder's TTL or the fallback poll.
     Timer,
+    /// We are next in line: look again soon (see NEXT_CHECK).
+    Next,
     Signaled(i32),
 }
 
@@ -369,16 +500,27 @@ impl Waiter<'_> {
             let Some(subscription) = wakeups else {
                 return signals.sleep(left).map_or(Woke::Timer, Woke::Signaled);
             };
-            match subscription.wait(left.min(SLICE)) {
-                Ok(true) => return Woke::Released,
-                Ok(false) => {}
+            match subscription.message(left.min(SLICE)) {
+                Ok(Some(payload)) if payload == "next" => return Woke::Next,
+                Ok(Some(_)) => return Woke::Released,
+                Ok(None) => {}
                 Err(e) => {
                     log.info(format!(
                     "lost the subscription to releases of lock '{key}' ({e:#}); polling instead"
                 ));
                     *wakeups = None;
+                    // A release may have been missed: look again now.
+                    return Woke::Released;
                 }
             }
         }
     }
+}
+
+/// The last-resort retry of a waiter that Redis sees subscribed in a
+/// line of `members` (see PACE_PER_MEMBER).
+fn pace(members: u64) -> Duration {
+    let per = PACE_PER_MEMBER.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX));
+    let low = per.clamp(PACE_MIN, PACE_MAX);
+    jitter(low, low * 2)
 }

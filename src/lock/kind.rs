@@ -36,7 +36,9 @@ impl LockKind {
     }
 
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
-    /// puts us in line (see `scripts::ACQUIRE`).
+    /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
+    /// are subscribed to our wake channel) our liveness key lasts that long.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         self,
         node: &mut Node,
@@ -45,6 +47,7 @@ impl LockKind {
         ttl: Duration,
         holder: &Holder,
         queue: bool,
+        liveness: Option<Duration>,
     ) -> NodeResult<Acquire> {
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder.
@@ -66,7 +69,15 @@ impl LockKind {
             LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue, holder).to_string()),
             LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
         };
-        args.extend([eighth.as_str(), &refresh_ms, &kill_after_ms]);
+        let subscribed = if liveness.is_some() { "1" } else { "0" };
+        let liveness_ms = liveness.map(millis).unwrap_or_default().to_string();
+        args.extend([
+            eighth.as_str(),
+            &refresh_ms,
+            &kill_after_ms,
+            subscribed,
+            &liveness_ms,
+        ]);
         let reply = node.eval(script, keys, &args)?;
         reply::acquire(reply).unexpected(node, "acquire")
     }
@@ -105,6 +116,23 @@ impl LockKind {
     /// Leave the line of waiters (plain locks only queue).
     pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
         node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+    }
+
+    /// Keep our liveness key for `liveness` more: one PEXPIRE, the cheap
+    /// way a subscribed waiter stays in line. `false`: the key is gone
+    /// (it lapsed, or the data was lost).
+    pub fn stay(
+        self,
+        node: &mut Node,
+        keys: &LockKeys,
+        token: &str,
+        liveness: Duration,
+    ) -> NodeResult<bool> {
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(format!("{}:{token}", keys.waiters))
+            .arg(millis(liveness));
+        node.query_at::<i64>(&cmd, Some(keys.slot()))
+            .map(|n| n == 1)
     }
 }
 

@@ -578,6 +578,11 @@ impl Wakeups {
     /// Block up to `d` (not zero) for a message: `Ok(true)` if one came,
     /// `Ok(false)` on timeout, an error if the connection broke.
     pub fn wait(&mut self, d: Duration) -> anyhow::Result<bool> {
+        self.message(d).map(|m| m.is_some())
+    }
+
+    /// [`Wakeups::wait`], with the message's payload (empty if not text).
+    pub fn message(&mut self, d: Duration) -> anyhow::Result<Option<String>> {
         let mut pubsub = self.conn.as_pubsub();
         let got = pubsub
             .set_read_timeout(Some(d))
@@ -587,8 +592,11 @@ impl Wakeups {
         // Nothing leaks: its queue only fills while a command awaits a reply.
         std::mem::forget(pubsub);
         match got {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_timeout() => Ok(false),
+            Ok(msg) => Ok(Some(msg.get_payload::<String>().unwrap_or_default())),
+            Err(e) if e.is_timeout() => Ok(None),
+            // A signal: a read with a timeout is never restarted (signal(7)),
+            // which is what lets the caller notice it at once.
+            Err(e) if e.is_io_error() && e.to_string().contains("os error 4)") => Ok(None),
             Err(e) => Err(describe(e)),
         }
     }

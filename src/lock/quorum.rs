@@ -201,6 +201,21 @@ impl Quorum {
         }
     }
 
+    /// Keep our place in line for `liveness` more (see `LockKind::stay`):
+    /// `Ok(false)` when the place is gone and a full try must queue us
+    /// again.
+    pub fn stay_in_line(&mut self, token: &str, liveness: Duration) -> anyhow::Result<bool> {
+        let kind = self.kind;
+        match self
+            .each(|node, keys| kind.stay(node, keys, token, liveness))
+            .pop()
+        {
+            Some(Ok(kept)) => Ok(kept),
+            Some(Err(e)) => Err(e.error),
+            None => Ok(false),
+        }
+    }
+
     /// Ask every node at once, for commands that span many keys (`status`,
     /// `list`, `force-release`): the same fan-out as the lock's own calls.
     pub fn on_each<R: Send>(&mut self, f: impl Fn(&mut Node) -> R + Sync) -> Vec<R> {
@@ -300,8 +315,15 @@ impl Tally {
 }
 
 impl Quorum {
-    /// One attempt; `waiting` says we wait in line if it is busy.
-    pub fn try_acquire(&mut self, token: &str, holder: &Holder, waiting: bool) -> Attempt {
+    /// One attempt; `waiting` says we wait in line if it is busy, and
+    /// `liveness` (we are subscribed) how long our place lasts untouched.
+    pub fn try_acquire(
+        &mut self,
+        token: &str,
+        holder: &Holder,
+        waiting: bool,
+        liveness: Option<Duration>,
+    ) -> Attempt {
         let (ttl, kind) = (self.ttl, self.kind);
         let queue = waiting && self.queues_waiters();
         let skipped = match self.distinct_servers() {
@@ -314,7 +336,7 @@ impl Quorum {
             let failed = skipped.get(i).and_then(|m| m.lock().ok()?.take());
             match failed {
                 Some(error) => Err(error),
-                None => kind.acquire(node, keys, token, ttl, holder, queue),
+                None => kind.acquire(node, keys, token, ttl, holder, queue, liveness),
             }
         });
         let valid_until = timing::valid_until(start, ttl);

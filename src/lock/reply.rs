@@ -22,6 +22,23 @@ pub struct BusyInfo {
     /// `--queue newest-wins`: a newer waiter took our place in line
     /// (its host and pid); we must leave without the lock.
     pub replaced_by: Option<(String, String)>,
+    /// Where we stand in line, when this try queued us.
+    pub place: Option<Place>,
+}
+
+/// Where a waiter stands in line, as a queued try's busy answer says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    /// No live waiter stands before us.
+    pub first: bool,
+    /// Members of the queue, live or not.
+    pub members: u64,
+    /// The lock is free, but a live waiter stands before us: until its
+    /// liveness key expires (unless it tries again or refreshes it).
+    pub ahead_left: Option<Duration>,
+    /// Whether the server sees our subscription; `None`: it cannot tell
+    /// (PUBSUB refused to the user).
+    pub seen: Option<bool>,
 }
 
 /// A full semaphore: `holders` of `limit` slots taken.
@@ -161,7 +178,7 @@ pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
 }
 
 /// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
-/// limit?, revoked?}`, `{-1, limit}` or `{-2, host, pid}` (see
+/// limit?, revoked?, first?, line?, ahead_ms?, seen?}`, `{-1, limit}` or `{-2, host, pid}` (see
 /// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
     let items = items(reply)?;
@@ -205,6 +222,26 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,
+        place: place(items),
+    })
+}
+
+/// The place in line of a queued busy answer (`None` when not queued, or
+/// from a script without these fields).
+fn place(items: &[Value]) -> Option<Place> {
+    let n = |i: usize| items.get(i).and_then(int);
+    let members = u64::try_from(n(9)?).ok().filter(|&m| m > 0)?;
+    Some(Place {
+        first: n(8)? == 1,
+        members,
+        ahead_left: n(10)
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(Duration::from_millis),
+        seen: match n(11)? {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        },
     })
 }
 
@@ -296,6 +333,42 @@ mod tests {
         assert!(forced(Value::Array(vec![])).is_err());
         assert!(forced(Value::Array(vec![Value::Int(1)])).is_err());
         assert!(inspect(Value::Array(vec![])).is_err());
+    }
+
+    #[test]
+    fn a_queued_busy_answer_says_where_we_stand() {
+        let busy = |tail: &[i64]| {
+            let mut items = vec![
+                Value::Int(0),
+                Value::Int(20_000),
+                Value::BulkString(b"h".to_vec()),
+                Value::BulkString(b"1".to_vec()),
+                Value::BulkString(b"t".to_vec()),
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+            ];
+            items.extend(tail.iter().map(|&n| Value::Int(n)));
+            match acquire(Value::Array(items)) {
+                Ok(Acquire::Busy(info)) => info.place,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Not queued (and an older script's reply): no place.
+        assert_eq!(busy(&[]), None);
+        assert_eq!(busy(&[0, 0, -1, 0]), None);
+        let second = busy(&[0, 3, 1500, 1]).expect("queued");
+        assert_eq!(
+            second,
+            Place {
+                first: false,
+                members: 3,
+                ahead_left: Some(Duration::from_millis(1500)),
+                seen: Some(true),
+            }
+        );
+        let first = busy(&[1, 1, -1, -1]).expect("queued");
+        assert!(first.first && first.ahead_left.is_none() && first.seen.is_none());
     }
 
     #[test]

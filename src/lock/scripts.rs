@@ -30,13 +30,21 @@
 //!
 //! Waiters for a plain lock on one node queue in KEYS[6], in order of
 //! arrival (or as `--queue` says, see `queue.rs`), each with a liveness
-//! key `P{K}:waiters:<token>`, a hash `host pid user since` (what
-//! `status` shows) that expires 3 s after its last try (waiters retry at
-//! least every second). RELEASE wakes only the first live waiter, on its
-//! own channel `P{K}:wake:<token>`, so a release costs one wake-up, not
-//! one per waiter; with no live waiter queued it publishes on `P{K}`,
-//! which every waiter also hears. Dead waiters are dropped from the queue
-//! as RELEASE meets them.
+//! key `P{K}:waiters:<token>`, a hash `host pid user since sub` (what
+//! `status` shows). A waiter is live while that key exists and, when
+//! `sub` is 1, while its own wake channel `P{K}:wake:<token>` has a
+//! subscriber on this server (`PUBSUB NUMSUB`): a killed waiter's
+//! connection closes, so it leaves the line at once. A subscribed waiter
+//! (`sub` 1) keeps its key for 60 s and refreshes it with one PEXPIRE
+//! every 20-25 s, so a stopped waiter (or one on a host that died) is
+//! dropped within 60 s; a waiter without a subscription that this server
+//! sees (no Pub/Sub, a reconnect, no `+pubsub|numsub`) keeps the old
+//! cadence: its key expires 3 s after its last try, and it tries at least
+//! every second. RELEASE wakes only the first live waiter, on its own
+//! channel, so a release costs one wake-up, not one per waiter, and tells
+//! the second live waiter that it is next (`next`); with no live waiter
+//! queued it publishes on `P{K}`, which every waiter also hears. Dead
+//! waiters are dropped from the queue as RELEASE meets them.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
 /// them calls nothing: a plain lock's INSPECT never needs `TIME`.
@@ -85,6 +93,31 @@ end
     };
 }
 
+/// Lua functions for the line of waiters (see the module doc).
+macro_rules! line_lib {
+    () => {
+        r#"
+-- Whether this server sees a subscriber on the waiter's wake channel;
+-- nil when it cannot tell (PUBSUB refused to the user).
+local function subscribed(token)
+  local n = redis.pcall('PUBSUB', 'NUMSUB', KEYS[1] .. ':wake:' .. token)
+  if type(n) ~= 'table' or n.err then return nil end
+  return (tonumber(n[2]) or 0) > 0
+end
+-- A waiter in line is live while its liveness key exists and, if it was
+-- subscribed when it last tried (sub 1), while it still is.
+local function live(token)
+  local alive = KEYS[6] .. ':' .. token
+  if redis.call('EXISTS', alive) == 0 then return false end
+  -- Not a hash (an older version's '1'): live while it exists.
+  local sub = redis.pcall('HMGET', alive, 'sub')
+  if type(sub) ~= 'table' or sub.err or sub[1] ~= '1' then return true end
+  return subscribed(token) ~= false
+end
+"#
+    };
+}
+
 /// The next fence, and whether the counter had to be seeded. A missing
 /// counter (a restart without persistence, FLUSHALL) starts from the
 /// server's clock in microseconds, so that the fence never repeats or
@@ -109,11 +142,15 @@ end
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
-/// FORCE_RELEASE). With queue = '1' the caller waits in line: a busy answer puts it at the
-/// end of the queue (score: the last score + 1, so the order is the
-/// server's order of arrival, whatever the waiters' clocks say) and marks
-/// it alive (its liveness hash; `since` is ARGV[7], when it began to
-/// wait); taking the lock takes it out. queue = '2' (newest-first) puts a
+/// FORCE_RELEASE), subscribed, liveness_ms. With queue = '1' the caller
+/// waits in line: a busy answer puts it at the end of the queue (score:
+/// the last score + 1, so the order is the server's order of arrival,
+/// whatever the waiters' clocks say) and marks it alive (its liveness
+/// hash; `since` is ARGV[7], when it began to wait); taking the lock
+/// takes it out. With subscribed = '1' (it listens on its wake channel)
+/// and a subscription this server sees, its liveness key lasts
+/// liveness_ms and says `sub 1`; else 3 s (see the module doc). queue =
+/// '2' (newest-first) puts a
 /// new waiter at the front (the first score - 1); '3' (newest-wins) makes
 /// it the only one: every older live waiter is taken out of the line, its
 /// liveness hash becomes `replaced_by_host replaced_by_pid` for 60 s, and
@@ -125,11 +162,19 @@ end
 /// poll comes first; a newcomer of '2' or '3' stands before them all.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
-/// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked}` describing the
-/// current holder (revoked 1: it is being force-released), `{-1, N}`
-/// when KEY is a semaphore with `--limit N` now, or `{-2, host, pid}`.
+/// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked, first, line,
+/// ahead_ms, seen}` describing the current holder (revoked 1: it is being
+/// force-released) and, in line, where we stand: first 1 when no live
+/// waiter stands before us, line the members of the queue (live or not;
+/// from the span of its scores, so also counting those that left from
+/// the middle),
+/// ahead_ms, when the lock is free, the time left on the liveness key of
+/// the first live waiter before us (-1: none, or the lock is held), seen 1 when this server sees our subscription
+/// (0: it does not, -1: it cannot tell); `{-1, N}` when KEY is a
+/// semaphore with `--limit N` now, or `{-2, host, pid}`.
 pub const ACQUIRE: &str = concat!(
     fence_lib!(),
+    line_lib!(),
     r#"
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
@@ -165,8 +210,8 @@ if queued then
       found = true
       break
     end
-    if not ahead and redis.call('EXISTS', KEYS[6] .. ':' .. w) == 1 then
-      ahead = true
+    if not ahead and live(w) then
+      ahead = w
       if mode == '1' then break end
     end
   end
@@ -192,6 +237,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
+local first, line, ahead_ms, seen = 0, 0, -1, 0
 if queued then
   local score = 1
   if mode == '2' then
@@ -203,15 +249,33 @@ if queued then
   end
   local added = redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
   if added == 1 and mode == '3' then replace_others() end
-  redis.call('PEXPIRE', KEYS[6], 60000)
-  redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7])
-  redis.call('PEXPIRE', alive, 3000)
+  -- A line whose waiters all died goes within 5 minutes of its last try
+  -- (subscribed waiters try seldom; the line as a whole about once a
+  -- second, and a line of one every 5-10 s, see `wait.rs`).
+  redis.call('PEXPIRE', KEYS[6], 300000)
+  local ms = 3000
+  if ARGV[11] == '1' then
+    local sub = subscribed(ARGV[1])
+    if sub then seen, ms = 1, tonumber(ARGV[12]) or 60000 elseif sub == nil then seen = -1 end
+  end
+  redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
+    'sub', tostring(math.max(seen, 0)))
+  redis.call('PEXPIRE', alive, ms)
+  if not ahead then first = 1 end
+  -- The members, from the scores (ZCARD is no plain lock's permission):
+  -- consecutive, but for those that left from the middle of the line.
+  local head = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+  local tail = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  line = tonumber(tail[2]) - tonumber(head[2]) + 1
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
 local cur = redis.call('GET', KEYS[1]) or ''
+-- Free, but not ours: when will the live waiter before us lapse?
+if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
-return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked}
+return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
+  first, line, ahead_ms, seen}
 "#
 );
 
@@ -231,13 +295,15 @@ return 1
 /// line (of the first 1000 members), and the first 100 of them, each
 /// `{token, host, pid, user, since}` from its liveness hash (empty
 /// strings for a liveness key of another form, read with `pcall`). A
-/// member whose liveness key has expired (a stopped or killed waiter) is
-/// not counted.
-pub const WAITERS: &str = r#"
+/// member that is not live (see the module doc: a killed waiter at once,
+/// a stopped one once its liveness key has expired) is not counted.
+pub const WAITERS: &str = concat!(
+    line_lib!(),
+    r#"
 local count, shown = 0, {}
 for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
   local alive = KEYS[6] .. ':' .. token
-  if redis.call('EXISTS', alive) == 1 then
+  if live(token) then
     count = count + 1
     if #shown < 100 then
       -- Not a hash (an older version's '1'): a waiter without details.
@@ -248,7 +314,8 @@ for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
   end
 end
 return {count, shown}
-"#;
+"#
+);
 
 /// Push the expiry of a lock we hold.
 ///
@@ -268,34 +335,45 @@ return -1
 "#;
 
 /// Delete a lock we hold and wake the next waiter (see the module doc);
-/// with waiters in line, also say so on `P{K}:free` for `wait KEY`.
+/// with waiters in line, also say so on `P{K}:free` for `wait KEY`, and
+/// tell the second live waiter that it is next (it looks again soon, in
+/// case the first does not come: stopped, or just killed).
 ///
 /// ARGV: token. Returns 1 if released, 0 if another token holds the lock
 /// (it is left alone), -1 if the lock was already gone. A lock revoked
 /// from us (see FORCE_RELEASE) is released the same way: its holder has
 /// stopped, the next waiter may go.
-pub const RELEASE: &str = r#"
+pub const RELEASE: &str = concat!(
+    line_lib!(),
+    r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
-  local channel = KEYS[1]
+  local channel, next_up = KEYS[1], nil
   for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
-    if redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 1 then
+    if live(waiter) then
+      if channel ~= KEYS[1] then
+        next_up = KEYS[1] .. ':wake:' .. waiter
+        break
+      end
       channel = KEYS[1] .. ':wake:' .. waiter
-      break
+    elseif channel == KEYS[1] and redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 0 then
+      -- Dead for good (a waiter only unsubscribed keeps its place).
+      redis.call('ZREM', KEYS[6], waiter)
     end
-    redis.call('ZREM', KEYS[6], waiter)
   end
   -- Publish first: a user without +publish then fails with NOPERM before
   -- anything is deleted. Waiters cannot act before this script ends.
   redis.call('PUBLISH', channel, 'released')
   -- `wait KEY` listens on P{K}, which a waiter's wake-up skips.
   if channel ~= KEYS[1] then redis.call('PUBLISH', KEYS[1] .. ':free', 'released') end
+  if next_up then redis.call('PUBLISH', next_up, 'next') end
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1
 end
 if cur then return 0 end
 return -1
-"#;
+"#
+);
 
 /// Read everything about a lock at once, changing nothing.
 ///

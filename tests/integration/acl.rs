@@ -23,7 +23,11 @@ fn user_name(left_out: &str) -> String {
     match left_out.chars().next() {
         Some('~') => "without-keys".into(),
         Some('&') => "without-channels".into(),
-        _ => format!("without-{}", left_out.trim_start_matches('+')),
+        // `+pubsub|numsub`: no `|` in a URL's user name.
+        _ => format!(
+            "without-{}",
+            left_out.trim_start_matches('+').replace('|', "-")
+        ),
     }
 }
 

@@ -246,8 +246,122 @@ fn a_dead_waiter_first_in_line_does_not_stall_the_next() {
     doomed.wait_timeout(LONG);
     Hold::new(&dir).go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
-    // The release wakes the dead one; the next notices by its own poll.
+    // The killed waiter's subscription closed with it: the release skips
+    // it and wakes the next.
     let out = next.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "next");
+}
+
+/// Waiters in line, once queued and subscribed.
+fn queue_up(server: &RedisServer, dir: &TestDir, key: &str, n: usize) -> Vec<RunningChild> {
+    let log = dir.file("order");
+    let mut conn = server.conn();
+    let mut waiters = Vec::new();
+    for i in 1..=n {
+        let script = format!("echo {i} >> '{}'", log.display());
+        waiters.push(spawn_piped(&mut server.job(key).sh(script)));
+        assert!(
+            wait_until(LONG, || queued(server, key) == i as i64
+                && clients_subscribed_to(&mut conn, 2) == i),
+            "waiter {i} never queued"
+        );
+    }
+    waiters
+}
+
+#[test]
+fn waiters_in_line_cost_redis_nothing_while_the_holder_lives() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let mut first = holder(&server, &dir, "free", "2m");
+    let waiters = queue_up(&server, &dir, "free", 5);
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(&mut conn)
+        .expect("CONFIG RESETSTAT");
+    // A window of waiting, not a state: retrying every 0.5-1 s, five
+    // waiters would try 20-40 times in it.
+    std::thread::sleep(Duration::from_secs(4));
+    let tries = calls(&mut conn, "eval");
+    assert!(tries <= 2, "{tries} EVALs in 4 s of five waiters waiting");
+    // Still in line, in order, and woken by the release.
+    Hold::new(&dir).go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    for mut w in waiters {
+        let out = w.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let order = dir.read("order").unwrap_or_default();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3", "4", "5"]
+    );
+}
+
+#[test]
+fn a_waiter_whose_subscription_was_killed_subscribes_again() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut conn = server.conn();
+    let mut first = holder(&server, &dir, "resub", "2m");
+    let mut waiters = queue_up(&server, &dir, "resub", 1);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .expect("CLIENT KILL");
+    assert!(killed >= 1, "no subscription was killed");
+    // It subscribes again (its wake channel and the lock's).
+    assert!(
+        wait_until(LONG, || clients_subscribed_to(&mut conn, 2) == 1),
+        "the waiter did not subscribe again"
+    );
+    Hold::new(&dir).go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    let out = waiters.remove(0).wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn the_second_in_line_gets_the_lock_of_a_killed_holder_after_its_ttl() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut first = holder(&server, &dir, "chain", "30s");
+    // A takes the lock from the line, then dies holding it (no release);
+    // B, second in line, never hears a release.
+    let a_hold = Hold::named(&dir, "a");
+    let mut a = spawn_piped(
+        &mut server
+            .job("chain")
+            .args(["--ttl", "2s"])
+            .sh(a_hold.script("true")),
+    );
+    assert!(
+        wait_until(LONG, || queued(&server, "chain") == 1),
+        "A never queued"
+    );
+    let mut waiters = queue_up_after(&server, &dir, "chain", 2);
+    Hold::new(&dir).go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    assert!(wait_until(LONG, || a_hold.started()), "A never ran");
+    a.signal(Signal::SIGKILL);
+    a.wait_timeout(LONG);
+    let out = waiters.remove(0).wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(dir.read("order").as_deref(), Some("2\n"));
+    a_hold.go();
+}
+
+/// One more waiter that logs `i` to "order", once the line holds `i`.
+fn queue_up_after(server: &RedisServer, dir: &TestDir, key: &str, i: usize) -> Vec<RunningChild> {
+    let script = format!("echo {i} >> '{}'", dir.file("order").display());
+    let waiter = spawn_piped(&mut server.job(key).sh(script));
+    assert!(
+        wait_until(LONG, || queued(server, key) == i as i64),
+        "waiter {i} never queued"
+    );
+    vec![waiter]
 }
