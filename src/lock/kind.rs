@@ -38,7 +38,6 @@ impl LockKind {
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
     /// are subscribed to our wake channel) our liveness key lasts that long.
-    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         self,
         node: &mut Node,
@@ -46,9 +45,13 @@ impl LockKind {
         token: &str,
         ttl: Duration,
         holder: &Holder,
-        queue: bool,
-        liveness: Option<Duration>,
+        how: How,
     ) -> NodeResult<Acquire> {
+        let How {
+            queue,
+            liveness,
+            floor,
+        } = how;
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder.
         node.check_eviction(keys)?;
@@ -77,6 +80,7 @@ impl LockKind {
             &kill_after_ms,
             subscribed,
             &liveness_ms,
+            if floor { "1" } else { "0" },
         ]);
         let reply = node.eval(script, keys, &args)?;
         reply::acquire(reply).unexpected(node, "acquire")
@@ -150,6 +154,17 @@ impl Node {
             )),
         }
     }
+}
+
+/// How an acquire stands: in line (`queue`), with our liveness key
+/// lasting `liveness` (we are subscribed to our wake channel), and
+/// whether the fence may not fall below the server's clock (`floor`, one
+/// endpoint: see `scripts::fence_lib`).
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    pub queue: bool,
+    pub liveness: Option<Duration>,
+    pub floor: bool,
 }
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.

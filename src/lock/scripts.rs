@@ -122,7 +122,11 @@ end
 /// counter (a restart without persistence, FLUSHALL) starts from the
 /// server's clock in microseconds, so that the fence never repeats or
 /// goes back: that is larger than any count of acquisitions since 1970.
-/// `TIME` is called only then.
+/// With `floor` (ARGV[13] = '1': one endpoint, not Redlock) the fence is
+/// also never below that clock: a counter a failover set back (the
+/// promoted replica had not seen the last acquisitions, which were made
+/// before the failover, so below the new primary's clock) jumps to it, and
+/// no fence handed out before is handed out again.
 macro_rules! fence_lib {
     () => {
         r#"
@@ -132,7 +136,16 @@ local function next_fence()
     redis.call('SET', KEYS[3], t[1] .. string.format('%06d', tonumber(t[2])))
     return redis.call('INCR', KEYS[3]), 1
   end
-  return redis.call('INCR', KEYS[3]), 0
+  local n = redis.call('INCR', KEYS[3])
+  if ARGV[13] == '1' then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if n < now then
+      redis.call('SET', KEYS[3], t[1] .. string.format('%06d', tonumber(t[2])))
+      return now, 0
+    end
+  end
+  return n, 0
 end
 "#
     };

@@ -114,8 +114,9 @@ fn twelve_contenders_never_exceed_the_limit() {
     let dir = TestDir::new();
     let log = dir.file("log");
     let script = section_script(&log, "0.2");
-    // A counter that exists is never seeded: count from 0.
-    set_fence(&server, "sem", 0);
+    // A counter that exists is never seeded, and one above the server's
+    // clock is not raised to it: count from there.
+    set_fence(&server, "sem", AHEAD);
     contend(12, 5, || {
         server.job("sem").args(["-q", "--limit", "3"]).sh(&script)
     });
@@ -124,7 +125,11 @@ fn twelve_contenders_never_exceed_the_limit() {
     assert!(most <= 3, "{most} sections at once with --limit 3");
     assert!(most >= 2, "the semaphore never let two in at once");
     let mut conn = server.conn();
-    assert_eq!(get(&mut conn, "redlock:{sem}:fence").as_deref(), Some("60"));
+    let counted = (AHEAD + 60).to_string();
+    assert_eq!(
+        get(&mut conn, "redlock:{sem}:fence").as_deref(),
+        Some(counted.as_str())
+    );
     assert!(!exists(&mut conn, "redlock:{sem}:holders"));
     assert!(!exists(&mut conn, "redlock:{sem}:limit"));
 }
@@ -309,7 +314,7 @@ fn every_holder_gets_its_own_fence_and_token() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     // Fences are shared with the plain lock's counter: it only grows.
-    set_fence(&server, "f", 0);
+    set_fence(&server, "f", AHEAD);
     let out = try_once(&server, &dir, "f", &[]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let holders: Vec<RunningChild> = (0..4)
@@ -318,7 +323,7 @@ fn every_holder_gets_its_own_fence_and_token() {
     let fences: HashSet<i64> = (0..4)
         .map(|i| read_number(&dir, &format!("h{i}.fence")))
         .collect();
-    assert_eq!(fences, HashSet::from([2, 3, 4, 5]));
+    assert_eq!(fences, (2..=5).map(|n| AHEAD + n).collect::<HashSet<i64>>());
     let mut conn = server.conn();
     let tokens: Vec<String> = redis::cmd("ZRANGE")
         .arg("redlock:{f}:holders")
@@ -626,6 +631,11 @@ fn acl_for_a_semaphore_is_the_documented_rules_and_sorted_set_commands() {
 }
 
 /// Set the fence counter of `key`, as if it had been acquired `n` times.
+/// A fence counter far above the server's clock in microseconds (about
+/// 1.8e15 until 2030), below 2^53 (Lua's exact integers): counting on
+/// from it is by one, never a jump to the clock.
+const AHEAD: i64 = 8_000_000_000_000_000;
+
 fn set_fence(server: &RedisServer, key: &str, n: i64) {
     redis::cmd("SET")
         .arg(format!("redlock:{{{key}}}:fence"))
