@@ -2,7 +2,8 @@
 //! `force-release`.
 
 use super::keys::LockKeys;
-use super::node::{Node, NodeResult, Unexpected};
+use super::error::NodeResult;
+use super::node::{Node, Unexpected};
 use super::reply::{self, Forced, Inspected};
 use super::scripts;
 

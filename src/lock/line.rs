@@ -4,7 +4,8 @@
 use anyhow::anyhow;
 
 use super::keys::LockKeys;
-use super::node::{Node, NodeResult, Unexpected};
+use super::error::NodeResult;
+use super::node::{Node, Unexpected};
 use super::reply::{int, items, text};
 use super::scripts;
 

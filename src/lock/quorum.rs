@@ -9,7 +9,8 @@ use anyhow::anyhow;
 use super::endpoint::Endpoint;
 use super::keys::{Holder, LockKeys};
 use super::kind::LockKind;
-use super::node::{Fault, Node, NodeError, NodeResult, Wakeups};
+use super::error::{Fault, NodeError, NodeResult};
+use super::node::{Node, Wakeups};
 use super::reply::{Acquire, BusyInfo, Ownership};
 use super::timing;
 
