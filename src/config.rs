@@ -210,11 +210,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         warning: args
             .warn_signal
             .zip(args.warn_before)
-            .map(|(signal, before)| Warning {
-                signal,
-                before,
-                sent: false,
-            }),
+            .map(|(signal, before)| Warning { signal, before }),
         on_lost: args.on_lost,
         lease_file: args.lease_file,
     })

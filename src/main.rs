@@ -9,6 +9,7 @@ mod exit;
 mod lock;
 mod log;
 mod metrics;
+mod plan;
 mod queue;
 mod refresh;
 mod run;

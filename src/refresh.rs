@@ -2,8 +2,9 @@
 //! on connections of its own, and tells the main thread what it learns.
 //!
 //! It never signals COMMAND and never waits on stderr: it only moves the
-//! lease's deadline forward ([`Lease::valid_until`]) after each confirmed
-//! refresh, and reports a loss. The main thread, which blocks on nothing
+//! lease's deadline forward ([`SharedLease::valid_until`]) after each
+//! confirmed refresh, and reports a loss. When it talks to Redis is the
+//! plan's arithmetic (`plan.rs`). The main thread, which blocks on nothing
 //! but `poll`, stops COMMAND when the deadline comes or a loss is reported
 //! (see `supervise.rs`): signal first, talk later.
 
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::lock::timing::Timing;
 use crate::lock::{Extend, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
+use crate::plan::{self, Refresh};
 use crate::warn::LeaseFile;
 
 /// Why the lock was lost.
@@ -67,8 +69,10 @@ impl Loss {
     }
 }
 
-/// What the refresher and the main thread share about the lease.
-pub struct Lease {
+/// What the refresher and the main thread share about the lease: its
+/// end as last confirmed, and a loss found. (`lock::Lease` is what an
+/// acquisition returns.)
+pub struct SharedLease {
     /// Our clock's origin for `valid_until_ns`.
     base: Instant,
     valid_until_ns: AtomicU64,
@@ -83,12 +87,12 @@ pub struct Lease {
     file: OnceLock<LeaseFile>,
 }
 
-impl Lease {
+impl SharedLease {
     /// A lease valid until `valid_until`; `wake` is the write end of the
     /// main thread's wake-up pipe.
-    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<Lease> {
+    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<SharedLease> {
         let base = Instant::now();
-        let lease = Lease {
+        let lease = SharedLease {
             base,
             valid_until_ns: AtomicU64::new(0),
             loss: AtomicU8::new(0),
@@ -153,7 +157,7 @@ impl Lease {
 /// A running refresher.
 pub struct Refresher {
     stop: Sender<()>,
-    lease: Arc<Lease>,
+    lease: Arc<SharedLease>,
 }
 
 impl Refresher {
@@ -161,7 +165,7 @@ impl Refresher {
     pub fn start(
         mut quorum: Quorum,
         token: String,
-        lease: Arc<Lease>,
+        lease: Arc<SharedLease>,
         timing: Timing,
         log: Log,
     ) -> std::io::Result<Refresher> {
@@ -201,12 +205,12 @@ const SLICE: Duration = Duration::from_millis(100);
 fn refresh(
     quorum: &mut Quorum,
     token: &str,
-    lease: &Lease,
+    lease: &SharedLease,
     timing: Timing,
     log: &Log,
     stopped: &Receiver<()>,
 ) {
-    let mut next = Instant::now() + timing.refresh;
+    let mut next = plan::refresh_at(&timing, Refresh::Started, Instant::now());
     let mut watch = quorum.watch().ok();
     loop {
         if !wait_for(next, &mut watch, stopped) {
@@ -221,7 +225,7 @@ fn refresh(
         match extended {
             Extend::Extended(until) => {
                 lease.extend_to(until);
-                next = Instant::now() + timing.refresh;
+                next = plan::refresh_at(&timing, Refresh::Confirmed, Instant::now());
                 log.emit(Ev::Refreshed, refreshed(log), &[ms("ttl_ms", timing.ttl)]);
                 if watch.is_none() {
                     watch = quorum.watch().ok();
@@ -237,7 +241,7 @@ fn refresh(
                     format!("refresh of lock '{}' failed, retrying: {e:#}", key(log)),
                     &[field("error", format!("{e:#}"))],
                 );
-                next = Instant::now() + timing.retry_every();
+                next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }
     }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::keys::{Holder, LockKeys};
 use super::error::{NodeError, NodeResult};
+use super::keys::{Holder, LockKeys};
 use super::node::{Node, Unexpected};
 use super::reply::{self, Acquire, Ownership};
 use super::scripts;

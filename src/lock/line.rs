@@ -3,8 +3,8 @@
 
 use anyhow::anyhow;
 
-use super::keys::LockKeys;
 use super::error::NodeResult;
+use super::keys::LockKeys;
 use super::node::{Node, Unexpected};
 use super::reply::{int, items, text};
 use super::scripts;

@@ -37,9 +37,9 @@ mod sentinel;
 pub mod timing;
 
 pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
+pub use error::{Fault, NodeError};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
-pub use error::{Fault, NodeError};
 pub use node::Wakeups;
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot};
