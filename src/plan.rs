@@ -389,7 +389,7 @@ mod tests {
     const NS: Duration = Duration::from_nanos(1);
 
     fn timing(ttl: Duration, refresh: Option<Duration>, kill: Option<Duration>) -> Timing {
-        Timing::new(ttl, refresh, kill).expect("a valid timing")
+        Timing::new(ttl, refresh, kill, &crate::config::TIMING_OPTIONS).expect("a valid timing")
     }
 
     /// The timings the tests run through: the defaults of a few TTLs, and
