@@ -154,6 +154,15 @@ impl SharedLease {
     }
 }
 
+/// The lock being kept, as the refresher and the supervision loop name
+/// it: its key and our token, with the run's log.
+#[derive(Clone)]
+pub struct Holding {
+    pub key: String,
+    pub token: String,
+    pub log: Log,
+}
+
 /// A running refresher.
 pub struct Refresher {
     stop: Sender<()>,
@@ -161,13 +170,12 @@ pub struct Refresher {
 }
 
 impl Refresher {
-    /// Start refreshing for `token` on `quorum`'s own connections.
+    /// Start refreshing `holding` on `quorum`'s own connections.
     pub fn start(
         mut quorum: Quorum,
-        token: String,
+        holding: Holding,
         lease: Arc<SharedLease>,
         timing: Timing,
-        log: Log,
     ) -> std::io::Result<Refresher> {
         let (stop, stopped) = mpsc::channel::<()>();
         let shared = Arc::clone(&lease);
@@ -176,7 +184,7 @@ impl Refresher {
             .stack_size(256 * 1024)
             .spawn(move || {
                 crate::signals::block_in_this_thread();
-                refresh(&mut quorum, &token, &shared, timing, &log, &stopped)
+                refresh(&mut quorum, &holding, &shared, timing, &stopped)
             })?;
         Ok(Refresher { stop, lease })
     }
@@ -204,12 +212,12 @@ const SLICE: Duration = Duration::from_millis(100);
 /// stopped or the lock is lost.
 fn refresh(
     quorum: &mut Quorum,
-    token: &str,
+    holding: &Holding,
     lease: &SharedLease,
     timing: Timing,
-    log: &Log,
     stopped: &Receiver<()>,
 ) {
+    let Holding { key, token, log } = holding;
     let mut next = plan::refresh_at(&timing, Refresh::Started, Instant::now());
     let mut watch = quorum.watch().ok();
     loop {
@@ -226,7 +234,8 @@ fn refresh(
             Extend::Extended(until) => {
                 lease.extend_to(until);
                 next = plan::refresh_at(&timing, Refresh::Confirmed, Instant::now());
-                log.emit(Ev::Refreshed, refreshed(log), &[ms("ttl_ms", timing.ttl)]);
+                let refreshed = format!("refreshed lock '{key}'");
+                log.emit(Ev::Refreshed, refreshed, &[ms("ttl_ms", timing.ttl)]);
                 if watch.is_none() {
                     watch = quorum.watch().ok();
                 }
@@ -238,7 +247,7 @@ fn refresh(
                 lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
                 log.emit(
                     Ev::RefreshFailed,
-                    format!("refresh of lock '{}' failed, retrying: {e:#}", key(log)),
+                    format!("refresh of lock '{key}' failed, retrying: {e:#}"),
                     &[field("error", format!("{e:#}"))],
                 );
                 next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
@@ -275,12 +284,4 @@ fn wait_for(next: Instant, watch: &mut Option<Wakeups>, stopped: &Receiver<()>) 
             }
         }
     }
-}
-
-fn refreshed(log: &Log) -> String {
-    format!("refreshed lock '{}'", key(log))
-}
-
-fn key(log: &Log) -> &str {
-    log.key().unwrap_or_default()
 }

@@ -12,7 +12,7 @@ use crate::lock::{Extend, Holder, Lease as Acquired, LockKeys, Quorum, Released,
 use crate::log::{field, ms, show, Ev, Log};
 use crate::metrics::{Finished, Outcome, Writer};
 use crate::plan;
-use crate::refresh::{Loss, Refresher, SharedLease};
+use crate::refresh::{Holding, Loss, Refresher, SharedLease};
 use crate::signals::Signals;
 use crate::supervise::{Guard, Supervisor};
 use crate::wait::{self, Waited};
@@ -294,18 +294,18 @@ impl Held<'_> {
         // The one resource made after the spawn (a thread, started lazily
         // so that a short job pays for none): if it cannot start, COMMAND
         // is stopped at once and the run ends as a local failure.
-        let start_refresher = || {
-            let log = self.log.clone();
-            match Refresher::start(fresh(), self.token.to_string(), lease.clone(), timing, log) {
+        let holding = self.holding();
+        let start_refresher =
+            || match Refresher::start(fresh(), holding.clone(), lease.clone(), timing) {
                 Ok(started) => {
                     *refresher.borrow_mut() = Some(started);
                     Ok(())
                 }
                 Err(e) => Err(format!("cannot start the refresh thread: {e}")),
-            }
-        };
+            };
         let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
             .guard(Guard {
+                key: holding.key.clone(),
                 lease: lease.clone(),
                 timing,
                 wake: woken,
@@ -325,6 +325,15 @@ impl Held<'_> {
             hook.finish();
         }
         exit
+    }
+
+    /// The lock, as the refresher and the supervision loop name it.
+    fn holding(&self) -> Holding {
+        Holding {
+            key: self.cfg.key.clone(),
+            token: self.token.to_string(),
+            log: self.log.clone(),
+        }
     }
 
     /// `--lease-file`: made before COMMAND starts, so that it is there

@@ -47,6 +47,8 @@ pub struct Ended {
 
 /// The lease to enforce, when COMMAND runs under a lock.
 pub struct Guard {
+    /// The lock's key, for the lines that say it is lost.
+    pub key: String,
     pub lease: Arc<SharedLease>,
     pub timing: Timing,
     /// Read end of the refresher's wake-up pipe.
@@ -161,6 +163,11 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// The guarded lock's key (the plan loses no lock it does not guard).
+    fn key(&self) -> &str {
+        self.guard.as_ref().map_or("", |g| g.key.as_str())
+    }
+
     /// What the refresher learnt, told to the plan: a confirmed end, a
     /// loss.
     fn sync(&mut self) {
@@ -237,7 +244,7 @@ impl<'a> Supervisor<'a> {
         if !self.job.killed_by_keeper() || !self.plan.keeper_fired(Instant::now()) {
             return;
         }
-        let key = self.log.key().unwrap_or_default();
+        let key = self.key();
         self.log.emit(
             Ev::Lost,
             format!(
@@ -255,7 +262,7 @@ impl<'a> Supervisor<'a> {
         if self.plan.stopping().is_none() {
             self.stop(Reason::Lost(loss));
         }
-        let key = self.log.key().unwrap_or_default();
+        let key = self.key();
         let how = match self.plan.stopping().is_some_and(|s| s.killed) {
             true => "killed COMMAND (SIGKILL: the lease had run out already)".to_string(),
             false => format!(
@@ -375,7 +382,7 @@ impl<'a> Supervisor<'a> {
         self.sync();
         if self.plan.continued(Instant::now()) == Continue::Kill {
             self.job.kill();
-            let key = self.log.key().unwrap_or_default();
+            let key = self.key();
             self.log.emit(
                 Ev::Lost,
                 format!(
