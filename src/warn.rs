@@ -6,8 +6,9 @@
 //!
 //! None of them may delay a stop: the warning is one `kill()` from the
 //! supervision loop at an instant the plan computes from the deadline
-//! the loop already has (`plan.rs`); the hook is started on a thread of its own once SIGTERM
-//! has gone out; the lease file is written by the refresher thread.
+//! the loop already has (`plan.rs`); the hook is started on a thread of
+//! its own once SIGTERM has gone out; the lease file is written by the
+//! refresher thread.
 
 use std::fs;
 use std::io::Write;
