@@ -320,6 +320,7 @@ pub fn warn_before_lease(
     let term_at = timing.term_at(valid_until);
     let refreshed =
         valid_until.checked_sub(timing.ttl.saturating_sub(timing::drift(timing.ttl)))?;
+    // The refresh is sent a period after `refreshed` (see `refresh_at`).
     let overdue = refreshed + timing.refresh + 2 * timing.node_timeout();
     let at = term_at
         .checked_sub(before)
@@ -342,21 +343,29 @@ pub fn warn_before_max_hold(
 /// What the refresher's last attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refresh {
-    /// None yet: the lock was just acquired.
-    Started,
-    Confirmed,
+    /// The acquire or a refresh was confirmed: the lock holds until this
+    /// instant.
+    Confirmed(Instant),
     /// Failed, to be retried (the lease may still be shown valid).
     Failed,
 }
 
 /// When the refresher tries next, after `last` at `now`: a period after
-/// the start or a confirmed refresh, soon after a failure (the retries
-/// fall within the lease, before its SIGTERM; see `Timing::new`).
+/// the confirmed write was *sent*, as the lease counts (not after it was
+/// answered, nor after the thread started: with the shortest TTLs either
+/// would come after the SIGTERM); soon after a failure (the retries fall
+/// within the lease, before its SIGTERM; see `Timing::new`).
 pub fn refresh_at(timing: &Timing, last: Refresh, now: Instant) -> Instant {
     match last {
-        Refresh::Started | Refresh::Confirmed => now + timing.refresh,
+        Refresh::Confirmed(valid_until) => sent(timing, valid_until) + timing.refresh,
         Refresh::Failed => now + timing.retry_every(),
     }
+}
+
+/// When the write that keeps the lock until `valid_until` was sent.
+fn sent(timing: &Timing, valid_until: Instant) -> Instant {
+    let lasts = timing.ttl.saturating_sub(timing::drift(timing.ttl));
+    valid_until.checked_sub(lasts).unwrap_or(valid_until)
 }
 
 /// `--min-hold`: how much longer to keep the lock after COMMAND ended,
@@ -555,21 +564,23 @@ mod tests {
         for t in timings().into_iter().filter(|t| t.ttl < timing::MAX) {
             let nt = t.node_timeout();
             // Each refresh is answered within a per-node timeout, and in
-            // time for the SIGTERM: within half the room `Timing::new`
-            // leaves (a refresh is sent a period after the last one was
-            // answered, and counts from when it was sent).
+            // time for the SIGTERM: within the room `Timing::new` leaves
+            // between a refresh sent on time and the SIGTERM.
             let room = t.ttl - t.refresh - t.stop_margin() - timing::drift(t.ttl);
-            for latency in [Duration::ZERO, nt / 2, nt - MS].map(|l| l.min(room / 2 - NS)) {
+            for latency in [Duration::ZERO, nt / 2, nt - MS].map(|l| l.min(room - NS)) {
                 for before in [MS, t.refresh, t.ttl - MS, timing::MAX] {
                     let mut plan = leased(t, t0).warn_before(Some(before));
-                    let mut confirmed = t0;
+                    let mut valid = timing::valid_until(t0, t.ttl);
+                    // When the acquire was answered.
+                    let mut confirmed = t0 + latency;
                     for _ in 0..20 {
-                        let sent = refresh_at(&t, Refresh::Confirmed, confirmed);
+                        let sent = refresh_at(&t, Refresh::Confirmed(valid), confirmed);
                         confirmed = sent + latency;
                         let case = format!("{t:?} {latency:?} {before:?}");
                         assert_eq!(plan.due(confirmed - NS), None, "{case}");
                         assert!(plan.next().is_some_and(|at| at >= confirmed), "{case}");
-                        plan.extended(timing::valid_until(sent, t.ttl));
+                        valid = timing::valid_until(sent, t.ttl);
+                        plan.extended(valid);
                     }
                 }
             }
@@ -740,8 +751,10 @@ mod tests {
             (timing(400 * MS, None, Some(133 * MS)), 1),
         ];
         for (t, least) in cases {
-            let term = t.term_at(timing::valid_until(t0, t.ttl));
-            let first = refresh_at(&t, Refresh::Started, t0);
+            let valid = timing::valid_until(t0, t.ttl);
+            let term = t.term_at(valid);
+            // However late the answer came or the thread started.
+            let first = refresh_at(&t, Refresh::Confirmed(valid), t0 + 50 * MS);
             assert_eq!(first, t0 + t.refresh);
             assert!(first < term, "{t:?}");
             let mut retries = 0;
@@ -751,7 +764,11 @@ mod tests {
                 at = refresh_at(&t, Refresh::Failed, at);
             }
             assert!(retries >= least, "{t:?}: {retries} retries");
-            assert_eq!(refresh_at(&t, Refresh::Confirmed, at), at + t.refresh);
+            let again = timing::valid_until(at, t.ttl);
+            assert_eq!(
+                refresh_at(&t, Refresh::Confirmed(again), at + MS),
+                at + t.refresh
+            );
         }
     }
 

@@ -218,7 +218,8 @@ fn refresh(
     stopped: &Receiver<()>,
 ) {
     let Holding { key, token, log } = holding;
-    let mut next = plan::refresh_at(&timing, Refresh::Started, Instant::now());
+    let confirmed = Refresh::Confirmed(lease.valid_until());
+    let mut next = plan::refresh_at(&timing, confirmed, Instant::now());
     let mut watch = quorum.watch().ok();
     loop {
         if !wait_for(next, &mut watch, stopped) {
@@ -233,7 +234,7 @@ fn refresh(
         match extended {
             Extend::Extended(until) => {
                 lease.extend_to(until);
-                next = plan::refresh_at(&timing, Refresh::Confirmed, Instant::now());
+                next = plan::refresh_at(&timing, Refresh::Confirmed(until), Instant::now());
                 let refreshed = format!("refreshed lock '{key}'");
                 log.emit(Ev::Refreshed, refreshed, &[ms("ttl_ms", timing.ttl)]);
                 if watch.is_none() {
