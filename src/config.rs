@@ -227,12 +227,29 @@ fn split_urls(value: &str) -> Vec<String> {
     urls
 }
 
+/// The options a [`Timing`] is made of, as its errors name them.
+pub const TIMING_OPTIONS: timing::Names = timing::Names {
+    ttl: timing::Name {
+        full: "--ttl <DURATION>",
+        short: "--ttl",
+    },
+    refresh: timing::Name {
+        full: "--refresh <DURATION>",
+        short: "--refresh",
+    },
+    kill_after: timing::Name {
+        full: "--kill-after <DURATION>",
+        short: "--kill-after",
+    },
+};
+
 /// The run mode's options, checked against each other and the servers.
 pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let key = args.key.ok_or_else(|| {
         usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
     })?;
-    let timing = Timing::new(args.ttl, args.refresh, args.kill_after).map_err(invalid)?;
+    let timing =
+        Timing::new(args.ttl, args.refresh, args.kill_after, &TIMING_OPTIONS).map_err(invalid)?;
     for (option, value) in [
         ("--min-hold <DURATION>", args.min_hold),
         ("--max-hold <DURATION>", args.max_hold),
@@ -272,11 +289,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         warning: args
             .warn_signal
             .zip(args.warn_before)
-            .map(|(signal, before)| Warning {
-                signal,
-                before,
-                sent: false,
-            }),
+            .map(|(signal, before)| Warning { signal, before }),
         on_lost: args.on_lost,
         lease_file: args.lease_file,
     })

@@ -12,6 +12,7 @@ mod jitter;
 mod lock;
 mod log;
 mod metrics;
+mod plan;
 mod queue;
 mod refresh;
 mod run;

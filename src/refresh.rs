@@ -2,8 +2,9 @@
 //! on connections of its own, and tells the main thread what it learns.
 //!
 //! It never signals COMMAND and never waits on stderr: it only moves the
-//! lease's deadline forward ([`Lease::valid_until`]) after each confirmed
-//! refresh, and reports a loss. The main thread, which blocks on nothing
+//! lease's deadline forward ([`SharedLease::valid_until`]) after each
+//! confirmed refresh, and reports a loss. When it talks to Redis is the
+//! plan's arithmetic (`plan.rs`). The main thread, which blocks on nothing
 //! but `poll`, stops COMMAND when the deadline comes or a loss is reported
 //! (see `supervise.rs`): signal first, talk later.
 
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::lock::timing::Timing;
 use crate::lock::{Extend, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
+use crate::plan::{self, Refresh};
 use crate::warn::LeaseFile;
 
 /// Why the lock was lost.
@@ -67,8 +69,10 @@ impl Loss {
     }
 }
 
-/// What the refresher and the main thread share about the lease.
-pub struct Lease {
+/// What the refresher and the main thread share about the lease: its
+/// end as last confirmed, and a loss found. (`lock::Lease` is what an
+/// acquisition returns.)
+pub struct SharedLease {
     /// Our clock's origin for `valid_until_ns`.
     base: Instant,
     valid_until_ns: AtomicU64,
@@ -83,12 +87,12 @@ pub struct Lease {
     file: OnceLock<LeaseFile>,
 }
 
-impl Lease {
+impl SharedLease {
     /// A lease valid until `valid_until`; `wake` is the write end of the
     /// main thread's wake-up pipe.
-    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<Lease> {
+    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<SharedLease> {
         let base = Instant::now();
-        let lease = Lease {
+        let lease = SharedLease {
             base,
             valid_until_ns: AtomicU64::new(0),
             loss: AtomicU8::new(0),
@@ -150,20 +154,28 @@ impl Lease {
     }
 }
 
+/// The lock being kept, as the refresher and the supervision loop name
+/// it: its key and our token, with the run's log.
+#[derive(Clone)]
+pub struct Holding {
+    pub key: String,
+    pub token: String,
+    pub log: Log,
+}
+
 /// A running refresher.
 pub struct Refresher {
     stop: Sender<()>,
-    lease: Arc<Lease>,
+    lease: Arc<SharedLease>,
 }
 
 impl Refresher {
-    /// Start refreshing for `token` on `quorum`'s own connections.
+    /// Start refreshing `holding` on `quorum`'s own connections.
     pub fn start(
         mut quorum: Quorum,
-        token: String,
-        lease: Arc<Lease>,
+        holding: Holding,
+        lease: Arc<SharedLease>,
         timing: Timing,
-        log: Log,
     ) -> std::io::Result<Refresher> {
         let (stop, stopped) = mpsc::channel::<()>();
         let shared = Arc::clone(&lease);
@@ -172,7 +184,7 @@ impl Refresher {
             .stack_size(256 * 1024)
             .spawn(move || {
                 crate::signals::block_in_this_thread();
-                refresh(&mut quorum, &token, &shared, timing, &log, &stopped)
+                refresh(&mut quorum, &holding, &shared, timing, &stopped)
             })?;
         Ok(Refresher { stop, lease })
     }
@@ -200,13 +212,14 @@ const SLICE: Duration = Duration::from_millis(100);
 /// stopped or the lock is lost.
 fn refresh(
     quorum: &mut Quorum,
-    token: &str,
-    lease: &Lease,
+    holding: &Holding,
+    lease: &SharedLease,
     timing: Timing,
-    log: &Log,
     stopped: &Receiver<()>,
 ) {
-    let mut next = Instant::now() + timing.refresh;
+    let Holding { key, token, log } = holding;
+    let confirmed = Refresh::Confirmed(lease.valid_until());
+    let mut next = plan::refresh_at(&timing, confirmed, Instant::now());
     let mut watch = quorum.watch().ok();
     loop {
         if !wait_for(next, &mut watch, stopped) {
@@ -221,8 +234,9 @@ fn refresh(
         match extended {
             Extend::Extended(until) => {
                 lease.extend_to(until);
-                next = Instant::now() + timing.refresh;
-                log.emit(Ev::Refreshed, refreshed(log), &[ms("ttl_ms", timing.ttl)]);
+                next = plan::refresh_at(&timing, Refresh::Confirmed(until), Instant::now());
+                let refreshed = format!("refreshed lock '{key}'");
+                log.emit(Ev::Refreshed, refreshed, &[ms("ttl_ms", timing.ttl)]);
                 if watch.is_none() {
                     watch = quorum.watch().ok();
                 }
@@ -234,10 +248,10 @@ fn refresh(
                 lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
                 log.emit(
                     Ev::RefreshFailed,
-                    format!("refresh of lock '{}' failed, retrying: {e:#}", key(log)),
+                    format!("refresh of lock '{key}' failed, retrying: {e:#}"),
                     &[field("error", format!("{e:#}"))],
                 );
-                next = Instant::now() + timing.retry_every();
+                next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }
     }
@@ -271,12 +285,4 @@ fn wait_for(next: Instant, watch: &mut Option<Wakeups>, stopped: &Receiver<()>) 
             }
         }
     }
-}
-
-fn refreshed(log: &Log) -> String {
-    format!("refreshed lock '{}'", key(log))
-}
-
-fn key(log: &Log) -> &str {
-    log.key().unwrap_or_default()
 }

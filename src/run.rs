@@ -11,7 +11,8 @@ use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
 use crate::log::{field, ms, show, Ev, Log};
 use crate::metrics::{Finished, Outcome, Writer};
-use crate::refresh::{Lease, Loss, Refresher};
+use crate::plan;
+use crate::refresh::{Holding, Loss, Refresher, SharedLease};
 use crate::signals::Signals;
 use crate::supervise::{Guard, Supervisor};
 use crate::wait::{self, Waited};
@@ -281,7 +282,7 @@ impl Held<'_> {
         drop(subscription);
         record.running();
         let timing = self.cfg.timing;
-        let lease = Lease::new(self.acquired.valid_until, wake);
+        let lease = SharedLease::new(self.acquired.valid_until, wake);
         if let Some(file) = file {
             lease.keep_file(file);
         }
@@ -293,18 +294,18 @@ impl Held<'_> {
         // The one resource made after the spawn (a thread, started lazily
         // so that a short job pays for none): if it cannot start, COMMAND
         // is stopped at once and the run ends as a local failure.
-        let start_refresher = || {
-            let log = self.log.clone();
-            match Refresher::start(fresh(), self.token.to_string(), lease.clone(), timing, log) {
+        let holding = self.holding();
+        let start_refresher =
+            || match Refresher::start(fresh(), holding.clone(), lease.clone(), timing) {
                 Ok(started) => {
                     *refresher.borrow_mut() = Some(started);
                     Ok(())
                 }
                 Err(e) => Err(format!("cannot start the refresh thread: {e}")),
-            }
-        };
+            };
         let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
             .guard(Guard {
+                key: holding.key.clone(),
                 lease: lease.clone(),
                 timing,
                 wake: woken,
@@ -324,6 +325,15 @@ impl Held<'_> {
             hook.finish();
         }
         exit
+    }
+
+    /// The lock, as the refresher and the supervision loop name it.
+    fn holding(&self) -> Holding {
+        Holding {
+            key: self.cfg.key.clone(),
+            token: self.token.to_string(),
+            log: self.log.clone(),
+        }
     }
 
     /// `--lease-file`: made before COMMAND starts, so that it is there
@@ -408,8 +418,7 @@ impl Held<'_> {
             }
             None => {}
         }
-        // A job stopped by --max-hold gets no --min-hold on top.
-        if ended.max_hold || !self.hold_on(main, valid_until) {
+        if !self.hold_on(main, valid_until, ended.max_hold) {
             self.release(main);
         }
         Ok(if ended.max_hold {
@@ -425,15 +434,12 @@ impl Held<'_> {
     /// The acquire connection has been idle while COMMAND ran, and the
     /// server may have closed it (its `timeout`): a failed re-arm is tried
     /// again on a new connection, a few times, while the lease (ending at
-    /// `valid_until`) still holds.
-    fn hold_on(&self, main: &mut Quorum, valid_until: Instant) -> bool {
+    /// `valid_until`) still holds. A job that `--max-hold` stopped gets no
+    /// hold on top (`max_hold`).
+    fn hold_on(&self, main: &mut Quorum, valid_until: Instant, max_hold: bool) -> bool {
         let key = &self.cfg.key;
-        let rest = || {
-            self.cfg
-                .min_hold
-                .and_then(|min| min.checked_sub(self.acquired.acquired_at.elapsed()))
-                .filter(|rest| *rest >= Duration::from_millis(1))
-        };
+        let held = || self.acquired.acquired_at.elapsed();
+        let rest = || plan::min_hold_rest(self.cfg.min_hold, held(), max_hold);
         let mut pauses = MIN_HOLD_RETRIES.iter();
         while let Some(rest) = rest() {
             let error = match main.extend_for(self.token, rest) {
@@ -453,8 +459,10 @@ impl Held<'_> {
                 }
                 Extend::Failed(e) => e,
             };
-            let retry_at = pauses.next().map(|pause| Instant::now() + *pause);
-            let Some(at) = retry_at.filter(|at| *at < valid_until) else {
+            let retry_at = pauses.next();
+            let retry_at =
+                retry_at.and_then(|p| plan::min_hold_retry(Instant::now(), *p, valid_until));
+            let Some(at) = retry_at else {
                 self.log.warn(format!(
                     "cannot keep lock '{key}' for --min-hold ({error:#}); releasing it"
                 ));

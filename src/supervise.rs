@@ -7,6 +7,9 @@
 //! stderr write (lines go to a queue), no lock held by a thread that does
 //! I/O. So when a deadline comes, the signal goes out at once; the line
 //! saying why is written after it.
+//!
+//! When each deadline comes is the plan's business (`plan.rs`): the loop
+//! tells it what happened, and does what it says is due.
 
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -20,28 +23,14 @@ use crate::child::{self, Job, Leader};
 use crate::exit::Exit;
 use crate::lock::timing::Timing;
 use crate::log::{field, ms, show, Ev, Log};
-use crate::refresh::{Lease, Loss};
+use crate::plan::{Action, Continue, Plan, Reason};
+use crate::refresh::{Loss, SharedLease};
 use crate::signals::{poll_timeout, stop_self, Event, Signals};
 use crate::warn::{OnLost, Warning};
 
 /// How often what COMMAND left behind is looked at again while it is
 /// being stopped (its exits are not all reported to us).
 const LEFTOVER_POLL: Duration = Duration::from_millis(10);
-
-/// How long after SIGKILL leftovers are waited for (a process we may not
-/// signal, such as a setuid one, would otherwise keep us forever).
-const UNKILLABLE: Duration = Duration::from_secs(2);
-
-/// Why COMMAND is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    Lost(Loss),
-    MaxHold,
-    /// COMMAND exited, but left processes behind.
-    Leftovers,
-    /// A resource supervision needs could not be had (a thread).
-    Local,
-}
 
 /// How a supervised COMMAND ended.
 #[derive(Debug)]
@@ -58,17 +47,12 @@ pub struct Ended {
 
 /// The lease to enforce, when COMMAND runs under a lock.
 pub struct Guard {
-    pub lease: Arc<Lease>,
+    /// The lock's key, for the lines that say it is lost.
+    pub key: String,
+    pub lease: Arc<SharedLease>,
     pub timing: Timing,
     /// Read end of the refresher's wake-up pipe.
     pub wake: UnixStream,
-}
-
-/// A stop in progress: SIGTERM sent, SIGKILL due at `kill_at`.
-struct Stopping {
-    reason: Reason,
-    kill_at: Instant,
-    killed: bool,
 }
 
 pub struct Supervisor<'a> {
@@ -77,12 +61,11 @@ pub struct Supervisor<'a> {
     log: &'a Log,
     guard: Option<Guard>,
     grace: Duration,
-    max_hold: Option<(Duration, Instant)>,
+    /// Every deadline, and where the stop stands.
+    plan: Plan,
     /// Called once when `start_at` passes (the refresher's lazy start);
     /// an error stops COMMAND (a local failure).
     later: Option<(Instant, Later<'a>)>,
-    stopping: Option<Stopping>,
-    lost: Option<Loss>,
     /// `--warn-signal` and `--on-lost` (see `warn.rs`).
     warning: Option<Warning>,
     on_lost: Option<&'a OnLost>,
@@ -99,10 +82,8 @@ impl<'a> Supervisor<'a> {
             log,
             guard: None,
             grace,
-            max_hold: None,
+            plan: Plan::new(grace),
             later: None,
-            stopping: None,
-            lost: None,
             warning: None,
             on_lost: None,
             local: None,
@@ -111,36 +92,30 @@ impl<'a> Supervisor<'a> {
 
     /// Warn COMMAND before a planned SIGTERM, and run a hook once the
     /// lock is lost (see `warn.rs`).
-    pub fn warn(mut self, warning: Option<Warning>, on_lost: Option<&'a OnLost>) -> Self {
-        (self.warning, self.on_lost) = (warning, on_lost);
-        self
-    }
-
-    /// When the warning is due, and the SIGTERM it warns of: before the
-    /// lease's or --max-hold's, whichever comes first; never once sent, or
-    /// once a stop has begun.
-    fn warn_at(&self) -> Option<(Instant, Instant)> {
-        let warning = self
-            .warning
-            .filter(|w| !w.sent && self.stopping.is_none())?;
-        let lease = match (&self.guard, self.lost) {
-            (Some(g), None) => warning.lease_at(&g.timing, g.lease.valid_until()),
-            _ => None,
-        };
-        let max_hold = self.max_hold.and_then(|(d, at)| warning.max_hold_at(d, at));
-        lease.into_iter().chain(max_hold).min()
+    pub fn warn(self, warning: Option<Warning>, on_lost: Option<&'a OnLost>) -> Self {
+        Supervisor {
+            plan: self.plan.warn_before(warning.map(|w| w.before)),
+            warning,
+            on_lost,
+            ..self
+        }
     }
 
     /// Enforce this lease: stop COMMAND before it could expire.
-    pub fn guard(mut self, guard: Guard) -> Self {
-        self.guard = Some(guard);
-        self
+    pub fn guard(self, guard: Guard) -> Self {
+        Supervisor {
+            plan: self.plan.lease(guard.timing, guard.lease.valid_until()),
+            guard: Some(guard),
+            ..self
+        }
     }
 
     /// Stop COMMAND once it has run for `limit` (`--max-hold`).
-    pub fn max_hold(mut self, limit: Option<Duration>) -> Self {
-        self.max_hold = limit.map(|d| (d, Instant::now() + d));
-        self
+    pub fn max_hold(self, limit: Option<Duration>) -> Self {
+        Supervisor {
+            plan: self.plan.max_hold(limit, Instant::now()),
+            ..self
+        }
     }
 
     /// Run `f` once, `after` from now, if COMMAND still runs.
@@ -177,65 +152,63 @@ impl<'a> Supervisor<'a> {
             &[field("exit", code), field("signal", signal)],
         );
         let max_hold = self
-            .stopping
-            .as_ref()
+            .plan
+            .stopping()
             .is_some_and(|s| s.reason == Reason::MaxHold);
         Ended {
             exit,
-            lost: self.lost,
+            lost: self.plan.lost(),
             max_hold,
             local: self.local,
+        }
+    }
+
+    /// The guarded lock's key (the plan loses no lock it does not guard).
+    fn key(&self) -> &str {
+        self.guard.as_ref().map_or("", |g| g.key.as_str())
+    }
+
+    /// What the refresher learnt, told to the plan: a confirmed end, a
+    /// loss.
+    fn sync(&mut self) {
+        if let Some(guard) = &self.guard {
+            self.plan.extended(guard.lease.valid_until());
+            if let Some(loss) = guard.lease.loss() {
+                self.plan.reported(loss);
+            }
         }
     }
 
     /// Act on every deadline that has come: the lease, the grace of a
     /// stop in progress, `--max-hold`, the lazy start.
     fn enforce(&mut self) {
+        self.sync();
         let now = Instant::now();
-        // Not when the SIGTERM is due as well (a late wake-up).
-        if let Some(warning) = self
-            .warn_at()
-            .filter(|(at, term)| now >= *at && now < *term)
-            .and(self.warning.as_mut())
-        {
-            self.job.signal(warning.signal);
-            warning.sent = true;
-            let (name, before) = (warning.signal.as_str(), warning.before);
-            self.log.emit(
-                Ev::Warning,
-                format!(
-                    "sent {name} to COMMAND: it may be stopped within {} (--warn-signal)",
-                    show(before)
-                ),
-                &[field("signal", name), ms("warn_before_ms", before)],
-            );
-        }
-        if let Some(stop) = &mut self.stopping {
-            if !stop.killed && now >= stop.kill_at {
-                self.job.kill();
-                stop.killed = true;
-            }
-        }
-        if let Some(loss) = self.loss_at(now) {
-            self.lose(loss);
-        }
-        if let Some((limit, at)) = self.max_hold {
-            if now >= at && self.stopping.is_none() {
-                self.stop(Reason::MaxHold);
-                self.log.emit(
-                    Ev::MaxHold,
-                    format!(
-                        "COMMAND still runs after --max-hold {}; stopping it (SIGTERM, SIGKILL after {}), exit 124",
-                        show(limit),
-                        show(self.grace)
-                    ),
-                    &[ms("max_hold_ms", limit), ms("grace_ms", self.grace)],
-                );
+        while let Some(action) = self.plan.due(now) {
+            match action {
+                Action::Warn => self.send_warning(),
+                Action::Kill => {
+                    self.job.kill();
+                    self.plan.kill_sent();
+                }
+                Action::Lose(loss) => self.lose(loss),
+                Action::MaxHold(limit) => {
+                    self.stop(Reason::MaxHold);
+                    self.log.emit(
+                        Ev::MaxHold,
+                        format!(
+                            "COMMAND still runs after --max-hold {}; stopping it (SIGTERM, SIGKILL after {}), exit 124",
+                            show(limit),
+                            show(self.grace)
+                        ),
+                        &[ms("max_hold_ms", limit), ms("grace_ms", self.grace)],
+                    );
+                }
             }
         }
         if self.later.as_ref().is_some_and(|(at, _)| now >= *at) {
             if let Some(Err(why)) = self.later.take().map(|(_, f)| f()) {
-                if self.stopping.is_none() {
+                if self.plan.stopping().is_none() {
                     self.stop(Reason::Local);
                 }
                 self.log.error(format!(
@@ -247,19 +220,31 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// `--warn-signal`: the warning is due.
+    fn send_warning(&mut self) {
+        self.plan.warned();
+        let Some(warning) = self.warning else {
+            return;
+        };
+        self.job.signal(warning.signal);
+        let (name, before) = (warning.signal.as_str(), warning.before);
+        self.log.emit(
+            Ev::Warning,
+            format!(
+                "sent {name} to COMMAND: it may be stopped within {} (--warn-signal)",
+                show(before)
+            ),
+            &[field("signal", name), ms("warn_before_ms", before)],
+        );
+    }
+
     /// The keeper killed the job at the lease's end: we were stopped (or
     /// hung) past it. Say so once; the run ends as a lost lock.
     fn keeper_fired(&mut self) {
-        if self.lost.is_some() || !self.job.killed_by_keeper() {
+        if !self.job.killed_by_keeper() || !self.plan.keeper_fired(Instant::now()) {
             return;
         }
-        self.lost = Some(Loss::Suspended);
-        self.stopping = Some(Stopping {
-            reason: Reason::Lost(Loss::Suspended),
-            kill_at: Instant::now(),
-            killed: true,
-        });
-        let key = self.log.key().unwrap_or_default();
+        let key = self.key();
         self.log.emit(
             Ev::Lost,
             format!(
@@ -271,27 +256,14 @@ impl<'a> Supervisor<'a> {
         );
     }
 
-    /// A loss that has happened by `now`, if not acted on yet.
-    fn loss_at(&self, now: Instant) -> Option<Loss> {
-        if self.lost.is_some() {
-            return None;
-        }
-        let guard = self.guard.as_ref()?;
-        if let Some(loss) = guard.lease.loss() {
-            return Some(loss);
-        }
-        (now >= guard.timing.term_at(guard.lease.valid_until())).then_some(Loss::Unconfirmed)
-    }
-
     /// The lock is lost: stop COMMAND first, then say so.
     fn lose(&mut self, loss: Loss) {
-        self.lost = Some(loss);
-        let already = self.stopping.is_some();
-        if !already {
+        self.plan.lose(loss);
+        if self.plan.stopping().is_none() {
             self.stop(Reason::Lost(loss));
         }
-        let key = self.log.key().unwrap_or_default();
-        let how = match self.stopping.as_ref().is_some_and(|s| s.killed) {
+        let key = self.key();
+        let how = match self.plan.stopping().is_some_and(|s| s.killed) {
             true => "killed COMMAND (SIGKILL: the lease had run out already)".to_string(),
             false => format!(
                 "stopping COMMAND (SIGTERM, SIGKILL after {})",
@@ -311,22 +283,14 @@ impl<'a> Supervisor<'a> {
     /// The one stop protocol: SIGTERM now, SIGKILL after the grace.
     fn stop(&mut self, reason: Reason) {
         self.job.terminate();
-        let now = Instant::now();
+        self.sync();
         // SIGKILL lands before the lease could expire, whatever the grace;
         // at once when it has run out already (we were frozen: SIGSTOP, a
         // suspended host).
-        let lease_end = self.guard.as_ref().map(|g| g.lease.valid_until());
-        let kill_at = lease_end.map_or(now + self.grace, |end| end.min(now + self.grace));
-        let killed = kill_at <= now;
-        if killed {
+        if self.plan.stop(reason, Instant::now()) {
             self.job.kill();
         }
-        let why = match reason {
-            Reason::Lost(loss) => loss.name(),
-            Reason::MaxHold => "max_hold",
-            Reason::Leftovers => "leftovers",
-            Reason::Local => "local_failure",
-        };
+        let why = reason.name();
         self.log.emit(
             Ev::Stopping,
             format!(
@@ -335,38 +299,18 @@ impl<'a> Supervisor<'a> {
             ),
             &[field("reason", why), ms("grace_ms", self.grace)],
         );
-        self.stopping = Some(Stopping {
-            reason,
-            kill_at,
-            killed,
-        });
     }
 
     /// The next deadline, if any.
     fn next_deadline(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |at: Instant| next = Some(next.map_or(at, |n| n.min(at)));
-        if let Some(stop) = self.stopping.as_ref().filter(|s| !s.killed) {
-            consider(stop.kill_at);
-        }
-        if let (Some(guard), None) = (&self.guard, self.lost) {
-            consider(guard.timing.term_at(guard.lease.valid_until()));
-        }
-        if let (Some((_, at)), None) = (self.max_hold, &self.stopping) {
-            consider(at);
-        }
-        if let Some((at, _)) = &self.later {
-            consider(*at);
-        }
-        if let Some((at, _)) = self.warn_at() {
-            consider(at);
-        }
-        next
+        let later = self.later.as_ref().map(|(at, _)| *at);
+        self.plan.next().into_iter().chain(later).min()
     }
 
     /// Sleep until a signal, a wake-up from the refresher, the next
     /// deadline or `cap`, then handle the signals.
     fn wait(&mut self, cap: Option<Duration>) {
+        self.sync();
         let now = Instant::now();
         let mut timeout = self
             .next_deadline()
@@ -374,8 +318,8 @@ impl<'a> Supervisor<'a> {
         if let Some(cap) = cap {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
-        if let (Some(guard), None) = (&self.guard, self.lost) {
-            self.job.lease_until(guard.lease.valid_until());
+        if let Some(until) = self.plan.watchdog() {
+            self.job.lease_until(until);
         }
         let signals = self.signals.fd();
         let mut fds = vec![PollFd::new(signals, PollFlags::POLLIN)];
@@ -435,19 +379,10 @@ impl<'a> Supervisor<'a> {
     /// killed before it can run another instruction (exit 70); else it is
     /// continued.
     fn continued(&mut self) {
-        let expired = self
-            .guard
-            .as_ref()
-            .is_some_and(|g| Instant::now() >= g.timing.term_at(g.lease.valid_until()));
-        if expired && self.lost.is_none() {
+        self.sync();
+        if self.plan.continued(Instant::now()) == Continue::Kill {
             self.job.kill();
-            self.lost = Some(Loss::Suspended);
-            self.stopping = Some(Stopping {
-                reason: Reason::Lost(Loss::Suspended),
-                kill_at: Instant::now(),
-                killed: true,
-            });
-            let key = self.log.key().unwrap_or_default();
+            let key = self.key();
             self.log.emit(
                 Ev::Lost,
                 format!(
@@ -474,12 +409,12 @@ impl<'a> Supervisor<'a> {
             return;
         }
         self.stop_leftovers();
-        let give_up = Instant::now() + self.grace + UNKILLABLE;
+        let give_up = self.plan.give_up(Instant::now());
         while self.job.leftovers().is_some_and(|n| n > 0) && Instant::now() < give_up {
             self.enforce();
             self.wait(Some(LEFTOVER_POLL));
         }
-        if self.lost.is_none() {
+        if self.plan.lost().is_none() {
             self.log.emit(
                 Ev::LeftoversStopped,
                 format!(
@@ -491,10 +426,10 @@ impl<'a> Supervisor<'a> {
     }
 
     fn stop_leftovers(&mut self) {
-        match self.stopping {
+        match self.plan.stopping() {
             None => self.stop(Reason::Leftovers),
             // Already being stopped: make sure the newcomers hear it too.
-            Some(ref stop) if !stop.killed => self.job.terminate(),
+            Some(stop) if !stop.killed => self.job.terminate(),
             Some(_) => self.job.kill(),
         }
     }
@@ -513,8 +448,8 @@ impl<'a> Supervisor<'a> {
         let mut warned = false;
         while child::descendants_remain() {
             self.enforce();
-            let killed = self.stopping.as_ref().is_some_and(|s| s.killed);
-            if killed && self.lost.is_some() {
+            let killed = self.plan.stopping().is_some_and(|s| s.killed);
+            if killed && self.plan.lost().is_some() {
                 return;
             }
             if killed && !warned {

@@ -5,9 +5,10 @@
 //! long it may still write).
 //!
 //! None of them may delay a stop: the warning is one `kill()` from the
-//! supervision loop at an instant computed from the deadline the loop
-//! already has; the hook is started on a thread of its own once SIGTERM
-//! has gone out; the lease file is written by the refresher thread.
+//! supervision loop at an instant the plan computes from the deadline
+//! the loop already has (`plan.rs`); the hook is started on a thread of
+//! its own once SIGTERM has gone out; the lease file is written by the
+//! refresher thread.
 
 use std::fs;
 use std::io::Write;
@@ -22,42 +23,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::lock::timing::{self, Timing};
 use crate::log::{field, Ev, Log};
 
-/// `--warn-signal SIG --warn-before DURATION`: sent once per run.
+/// `--warn-signal SIG --warn-before DURATION`: sent once per run, at the
+/// instant the plan computes (`plan.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Warning {
     pub signal: Signal,
     pub before: Duration,
-    pub sent: bool,
-}
-
-impl Warning {
-    /// When to warn before the lease's planned SIGTERM, if there is time:
-    /// `before` the SIGTERM, but never before a refresh is overdue (the
-    /// refresh due `refresh` after the last confirmed one, given two
-    /// per-node timeouts to be sent and answered), so that a healthy run
-    /// is never warned.
-    /// Returns the instant and the SIGTERM's.
-    pub fn lease_at(&self, timing: &Timing, valid_until: Instant) -> Option<(Instant, Instant)> {
-        let term_at = timing.term_at(valid_until);
-        let refreshed =
-            valid_until.checked_sub(timing.ttl.saturating_sub(timing::drift(timing.ttl)))?;
-        let overdue = refreshed + timing.refresh + 2 * timing.node_timeout();
-        let at = term_at
-            .checked_sub(self.before)
-            .map_or(overdue, |at| at.max(overdue));
-        (at < term_at).then_some((at, term_at))
-    }
-
-    /// When to warn before `--max-hold` stops COMMAND at `stop_at` (it
-    /// ran for `limit` by then), if the warning fits within the run;
-    /// with `stop_at`.
-    pub fn max_hold_at(&self, limit: Duration, stop_at: Instant) -> Option<(Instant, Instant)> {
-        let at = (self.before < limit).then(|| stop_at.checked_sub(self.before));
-        Some((at.flatten()?, stop_at))
-    }
 }
 
 /// Parse `--warn-signal`: a name (`USR1`, `SIGUSR1`, any case) or number.
@@ -256,28 +229,5 @@ mod tests {
         assert!(parse_signal("STOP").is_err());
         assert!(parse_signal("nope").is_err());
         assert!(parse_signal("99").is_err());
-    }
-
-    #[test]
-    fn warning_instants() {
-        let timing = Timing::new(Duration::from_secs(30), None, None).expect("valid");
-        let now = Instant::now();
-        let valid = timing::valid_until(now, timing.ttl);
-        let term = timing.term_at(valid);
-        let warn = |secs| Warning {
-            signal: Signal::SIGUSR1,
-            before: Duration::from_secs(secs),
-            sent: false,
-        };
-        let two = Some((term - Duration::from_secs(2), term));
-        assert_eq!(warn(2).lease_at(&timing, valid), two);
-        // Not before the next refresh is overdue.
-        let overdue = now + timing.refresh + 2 * timing.node_timeout();
-        assert_eq!(warn(25).lease_at(&timing, valid), Some((overdue, term)));
-        let stop = now + Duration::from_secs(60);
-        let minute = Duration::from_secs(60);
-        let five = Some((stop - Duration::from_secs(5), stop));
-        assert_eq!(warn(5).max_hold_at(minute, stop), five);
-        assert_eq!(warn(60).max_hold_at(minute, stop), None);
     }
 }

@@ -53,7 +53,7 @@ fn on_helper<T: Send + 'static>(
         .spawn(move || {
             let _ = tx.send(work());
         })
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", super::node::NO_THREAD)))?;
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", super::error::NO_THREAD)))?;
     rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
         .map_err(|_| timed_out("connecting"))
 }

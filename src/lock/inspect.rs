@@ -1,8 +1,9 @@
 //! Reading and deleting locks by hand, for `status`, `list` and
 //! `force-release`.
 
+use super::error::NodeResult;
 use super::keys::LockKeys;
-use super::node::{Node, NodeResult, Unexpected};
+use super::node::{Node, Unexpected};
 use super::reply::{self, Forced, Inspected};
 use super::scripts;
 

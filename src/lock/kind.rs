@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::error::{NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
-use super::node::{Node, NodeError, NodeResult, Unexpected};
+use super::node::{Node, Unexpected};
 use super::reply::{self, Acquire, Ownership};
 use super::scripts;
 use super::timing::millis;

@@ -3,8 +3,9 @@
 
 use anyhow::anyhow;
 
+use super::error::NodeResult;
 use super::keys::LockKeys;
-use super::node::{Node, NodeResult, Unexpected};
+use super::node::{Node, Unexpected};
 use super::reply::{int, items, text};
 use super::scripts;
 

@@ -8,7 +8,8 @@
 //! - `reply`: the scripts' replies as types.
 //! - `dial`: making a connection within a deadline, name resolution
 //!   included.
-//! - `node`: one connection: connect, query, eval, subscribe; failure kinds.
+//! - `error`: a node's errors by kind.
+//! - `node`: one connection: connect, query, eval, subscribe.
 //! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
 //! - `inspect`: reading and deleting locks by hand.
 //! - `line`: reading the line of waiters, for `status` and `list`.
@@ -22,6 +23,7 @@
 mod cluster;
 mod dial;
 mod endpoint;
+mod error;
 mod inspect;
 mod keys;
 mod kind;
@@ -35,8 +37,9 @@ mod sentinel;
 pub mod timing;
 
 pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
+pub use error::{Fault, NodeError};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
-pub use node::{Fault, NodeError, Wakeups};
+pub use node::Wakeups;
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot, SlotsTaken};

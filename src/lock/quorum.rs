@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::endpoint::Endpoint;
+use super::error::{Fault, NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
 use super::kind::LockKind;
-use super::node::{Fault, Node, NodeError, NodeResult, Wakeups};
+use super::node::{Node, Wakeups};
 use super::reply::{Acquire, BusyInfo, Ownership};
 use super::timing;
 

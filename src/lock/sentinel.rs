@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError, Value};
 
 use super::endpoint::SentinelTarget;
-use super::node::{Fault, NodeError};
+use super::error::{Fault, NodeError};
 
 /// How long to wait before looking again when the named master is not
 /// (yet) one: a failover under way.

@@ -10,7 +10,9 @@
 //!
 //! Every duration a user gives is checked here against what Redis (`PX`
 //! takes milliseconds as a signed 64-bit integer) and `Instant` accept, so
-//! that no arithmetic below can overflow, truncate or panic.
+//! that no arithmetic below can overflow, truncate or panic. The caller
+//! names the settings in the messages (the run mode's options: see
+//! `config.rs`); nothing here knows the command line.
 
 use std::time::{Duration, Instant};
 
@@ -20,19 +22,35 @@ use crate::log::show;
 /// and `Instant` can hold, so sums of a few of them never overflow.
 pub const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// The shortest `--refresh`: faster refreshes only load Redis.
+/// The shortest refresh period: faster refreshes only load Redis.
 pub const MIN_REFRESH: Duration = Duration::from_millis(100);
 
 /// Slack for the stop: the time between deciding to stop and `kill()`.
 const SLACK: Duration = Duration::from_millis(10);
 
-/// A duration that an option cannot take, and why.
+/// A duration that a setting cannot take, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid {
-    /// The option as clap names it, e.g. `--refresh <DURATION>`.
+    /// The setting as the caller named it ([`Name::full`]).
     pub option: &'static str,
     pub value: Duration,
     pub why: String,
+}
+
+/// What the caller calls one setting: in full (the one an error is
+/// about, e.g. an option with its value's name) and in a sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    pub full: &'static str,
+    pub short: &'static str,
+}
+
+/// The names of the three settings a [`Timing`] is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Names {
+    pub ttl: Name,
+    pub refresh: Name,
+    pub kill_after: Name,
 }
 
 /// The checked timing of one run.
@@ -45,72 +63,79 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// Check a TTL with the optional `--refresh` and `--kill-after`
-    /// (defaults: TTL / 3, and 5 s or TTL / 3 if shorter): every value in
-    /// range, and room enough to stop COMMAND before the lock could expire.
+    /// Check a TTL with the optional refresh period and grace before
+    /// SIGKILL (defaults: TTL / 3, and 5 s or TTL / 3 if shorter), named
+    /// in messages by `names`: every value in range, and room enough to
+    /// stop COMMAND before the lock could expire.
     pub fn new(
         ttl: Duration,
         refresh: Option<Duration>,
         kill_after: Option<Duration>,
+        names: &Names,
     ) -> Result<Timing, Invalid> {
-        let invalid = |option, value, why: String| Invalid { option, value, why };
-        check("--ttl <DURATION>", ttl)?;
+        let invalid = |name: Name, value, why: String| Invalid {
+            option: name.full,
+            value,
+            why,
+        };
+        let (ttl_name, refresh_name, kill_name) = (names.ttl, names.refresh, names.kill_after);
+        check(ttl_name.full, ttl)?;
         if ttl.is_zero() {
-            return Err(invalid(
-                "--ttl <DURATION>",
-                ttl,
-                "must be longer than zero".into(),
-            ));
+            return Err(invalid(ttl_name, ttl, "must be longer than zero".into()));
         }
         let refresh_given = refresh.is_some();
         let refresh = refresh.unwrap_or(ttl / 3);
         if refresh_given {
-            check("--refresh <DURATION>", refresh)?;
+            check(refresh_name.full, refresh)?;
             if refresh < MIN_REFRESH {
                 let why = format!("must be at least {}", show(MIN_REFRESH));
-                return Err(invalid("--refresh <DURATION>", refresh, why));
+                return Err(invalid(refresh_name, refresh, why));
             }
         }
         if refresh >= ttl {
-            let why = format!("must be shorter than --ttl ({})", show(ttl));
-            return Err(invalid("--refresh <DURATION>", refresh, why));
+            let why = format!("must be shorter than {} ({})", ttl_name.short, show(ttl));
+            return Err(invalid(refresh_name, refresh, why));
         }
         let kill_after_given = kill_after;
         let kill_after = kill_after.unwrap_or_else(|| Duration::from_secs(5).min(ttl / 3));
-        check("--kill-after <DURATION>", kill_after)?;
+        check(kill_name.full, kill_after)?;
         if kill_after >= ttl {
             let why = format!(
-                "must be shorter than --ttl ({}), so that COMMAND is dead before the lock can expire",
+                "must be shorter than {} ({}), so that COMMAND is dead before the lock can expire",
+                ttl_name.short,
                 show(ttl)
             );
-            return Err(invalid("--kill-after <DURATION>", kill_after, why));
+            return Err(invalid(kill_name, kill_after, why));
         }
         let timing = Timing {
             ttl,
             refresh,
             kill_after,
         };
-        timing.check_room(kill_after_given)?;
+        timing.check_room(kill_after_given, names)?;
         Ok(timing)
     }
 
     /// A failed refresh needs time to be retried, and COMMAND time to stop,
     /// before the lock could expire.
-    fn check_room(&self, kill_after_given: Option<Duration>) -> Result<(), Invalid> {
+    fn check_room(&self, kill_after_given: Option<Duration>, names: &Names) -> Result<(), Invalid> {
         let margin = self.stop_margin() + drift(self.ttl);
         if self.refresh + margin < self.ttl {
             return Ok(());
         }
         let (option, value) = match kill_after_given {
-            Some(k) => ("--kill-after <DURATION>", k),
-            None => ("--refresh <DURATION>", self.refresh),
+            Some(k) => (names.kill_after.full, k),
+            None => (names.refresh.full, self.refresh),
         };
         let why = format!(
-            "leaves no time to stop COMMAND before the lock could expire: --refresh ({}) + \
-             --kill-after ({}) + {} of margin must be shorter than --ttl ({})",
+            "leaves no time to stop COMMAND before the lock could expire: {} ({}) + \
+             {} ({}) + {} of margin must be shorter than {} ({})",
+            names.refresh.short,
             show(self.refresh),
+            names.kill_after.short,
             show(self.kill_after),
             show(margin - self.kill_after),
+            names.ttl.short,
             show(self.ttl)
         );
         Err(Invalid { option, value, why })
@@ -189,14 +214,30 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
     const S: Duration = Duration::from_secs(1);
 
+    /// Names of the caller's choosing, as they come back in errors.
+    const NAMES: Names = Names {
+        ttl: Name {
+            full: "ttl <D>",
+            short: "ttl",
+        },
+        refresh: Name {
+            full: "refresh <D>",
+            short: "refresh",
+        },
+        kill_after: Name {
+            full: "kill-after <D>",
+            short: "kill-after",
+        },
+    };
+
     #[test]
     fn defaults_follow_the_ttl() {
-        let t = Timing::new(30 * S, None, None).unwrap();
+        let t = Timing::new(30 * S, None, None, &NAMES).unwrap();
         assert_eq!((t.refresh, t.kill_after), (10 * S, 5 * S));
         assert_eq!(t.node_timeout(), S);
         assert_eq!(t.stop_margin(), 6 * S + 10 * MS);
         assert_eq!(t.retry_every(), 250 * MS);
-        let t = Timing::new(3 * S, None, None).unwrap();
+        let t = Timing::new(3 * S, None, None, &NAMES).unwrap();
         assert_eq!((t.refresh, t.kill_after), (S, S));
         assert_eq!(t.node_timeout(), 300 * MS);
         assert_eq!(t.retry_every(), 100 * MS);
@@ -220,41 +261,41 @@ mod tests {
     fn the_stop_must_fit_in_the_ttl() {
         // 1 s: refresh 333 ms + kill-after 333 ms + 100 ms timeout + 10 ms
         // + 12 ms drift = 788 ms < 1 s.
-        assert!(Timing::new(S, None, None).is_ok());
+        assert!(Timing::new(S, None, None, &NAMES).is_ok());
         // 400 ms: 133 + 133 + 100 + 10 + 6 = 382 ms < 400: just fits.
-        assert!(Timing::new(400 * MS, None, Some(133 * MS)).is_ok());
+        assert!(Timing::new(400 * MS, None, Some(133 * MS), &NAMES).is_ok());
         // 300 ms: 100 + 100 + 100 + 10 + 5 = 315 ms: no room.
-        let e = Timing::new(300 * MS, None, None).unwrap_err();
-        assert_eq!(e.option, "--refresh <DURATION>");
-        let e = Timing::new(10 * S, None, Some(9 * S)).unwrap_err();
-        assert_eq!(e.option, "--kill-after <DURATION>");
+        let e = Timing::new(300 * MS, None, None, &NAMES).unwrap_err();
+        assert_eq!(e.option, "refresh <D>");
+        let e = Timing::new(10 * S, None, Some(9 * S), &NAMES).unwrap_err();
+        assert_eq!(e.option, "kill-after <D>");
         assert!(e.why.contains("leaves no time"), "{}", e.why);
     }
 
     #[test]
     fn out_of_range_values_are_refused() {
-        let e = Timing::new(Duration::ZERO, None, None).unwrap_err();
-        assert_eq!(e.option, "--ttl <DURATION>");
+        let e = Timing::new(Duration::ZERO, None, None, &NAMES).unwrap_err();
+        assert_eq!(e.option, "ttl <D>");
         // humantime parses this; as milliseconds it would wrap.
         let huge = Duration::from_secs(18_446_744_073_709_552);
         assert_eq!(
-            Timing::new(huge, None, None).unwrap_err().option,
-            "--ttl <DURATION>"
+            Timing::new(huge, None, None, &NAMES).unwrap_err().option,
+            "ttl <D>"
         );
-        let e = Timing::new(30 * S, Some(Duration::from_nanos(1)), None).unwrap_err();
-        assert_eq!(e.option, "--refresh <DURATION>");
+        let e = Timing::new(30 * S, Some(Duration::from_nanos(1)), None, &NAMES).unwrap_err();
+        assert_eq!(e.option, "refresh <D>");
         assert!(e.why.contains("at least 100ms"), "{}", e.why);
-        let e = Timing::new(30 * S, Some(30 * S), None).unwrap_err();
-        assert!(e.why.contains("shorter than --ttl"), "{}", e.why);
-        let e = Timing::new(30 * S, None, Some(30 * S)).unwrap_err();
-        assert_eq!(e.option, "--kill-after <DURATION>");
-        assert!(check("--wait <DURATION>", MAX + S).is_err());
-        assert!(check("--wait <DURATION>", MAX).is_ok());
+        let e = Timing::new(30 * S, Some(30 * S), None, &NAMES).unwrap_err();
+        assert!(e.why.contains("shorter than ttl"), "{}", e.why);
+        let e = Timing::new(30 * S, None, Some(30 * S), &NAMES).unwrap_err();
+        assert_eq!(e.option, "kill-after <D>");
+        assert!(check("wait", MAX + S).is_err());
+        assert!(check("wait", MAX).is_ok());
     }
 
     #[test]
     fn the_longest_lease_does_not_overflow() {
-        let t = Timing::new(MAX, None, None).unwrap();
+        let t = Timing::new(MAX, None, None, &NAMES).unwrap();
         let now = Instant::now();
         let until = valid_until(now, t.ttl);
         assert!(until > now);
@@ -280,7 +321,7 @@ mod tests {
     #[test]
     fn the_term_never_goes_before_the_clock_starts() {
         let now = Instant::now();
-        let t = Timing::new(30 * S, None, None).unwrap();
+        let t = Timing::new(30 * S, None, None, &NAMES).unwrap();
         assert!(t.term_at(now) <= now);
     }
 }

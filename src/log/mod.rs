@@ -93,11 +93,6 @@ impl Log {
         }
     }
 
-    /// The lock's KEY, if this log is for one.
-    pub fn key(&self) -> Option<&str> {
-        self.inner.key.as_deref()
-    }
-
     /// Whether events of `level` are written at all (to skip building
     /// messages that would be thrown away).
     pub fn shows(&self, level: Level) -> bool {

@@ -427,3 +427,35 @@ fn a_closed_stderr_does_not_kill_the_wrapper() {
         "lock not released"
     );
 }
+
+#[test]
+fn the_shortest_ttl_the_defaults_accept_keeps_its_lock_while_redis_answers() {
+    // --ttl 400ms: refresh and --kill-after 133 ms each, the SIGTERM due
+    // 151 ms after the last confirmed write was sent. Each refresh must be
+    // sent a period after the write before it was *sent*, as the lease
+    // counts; a period after it was answered, or after the refresher
+    // thread started, is too late for every refresh.
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut server
+            .job("short")
+            .args(["--ttl", "400ms"])
+            .sh(hold.script("exit 0")),
+        LONG,
+    );
+    let mut conn = server.conn();
+    let (mut last, mut refreshed) = (pttl(&mut conn, "redlock:{short}"), 0);
+    let kept = wait_until(LONG, || {
+        let now = pttl(&mut conn, "redlock:{short}");
+        assert!(now > 0, "the lock was lost under a running holder");
+        refreshed += usize::from(now > last);
+        last = now;
+        refreshed >= 6
+    });
+    assert!(kept, "never refreshed six times");
+    hold.go();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
