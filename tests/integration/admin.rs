@@ -658,5 +658,8 @@ fn a_counter_set_back_never_hands_out_an_old_fence_again() {
     );
     assert_eq!(out.code, Some(0), "{out:?}");
     let fence: i64 = out.stdout.trim().parse().expect("REDLOCK_FENCE");
-    assert!(fence > before, "fence {fence} is not above the clock {before}");
+    assert!(
+        fence > before,
+        "fence {fence} is not above the clock {before}"
+    );
 }
