@@ -69,9 +69,12 @@ fn a_job_runs_through_a_failover_and_a_waiter_wakes_by_pubsub() {
     let mut set = SentinelSet::start();
     let url = set.url();
     let dir = TestDir::new();
+    // --replicas 2: both replicas have the lock, so whichever the
+    // sentinels promote has it (with the default auto, one replica
+    // confirms, and a failover to the other is the documented window).
     let mut holder = spawn_piped(
         redlock(&url)
-            .args(["-k", "job", "--ttl", "10s", "-v"])
+            .args(["-k", "job", "--ttl", "10s", "--replicas", "2", "-v"])
             .args(held_until_go(&dir, "first")),
     );
     assert!(
@@ -79,8 +82,8 @@ fn a_job_runs_through_a_failover_and_a_waiter_wakes_by_pubsub() {
         "holder never started"
     );
 
-    // Sentinels' own failover: the lock (confirmed by a replica under the
-    // default --replicas auto) is on the new primary.
+    // Sentinels' own failover: the lock (confirmed by both replicas) is
+    // on the new primary.
     let old = set.primary();
     let new = set.failover();
     assert_ne!(old, new);
