@@ -925,6 +925,22 @@ class Episode:
 
         lingering = set()
 
+        def waiter_alive(port, queue, token):
+            """As the lock's scripts judge it: its liveness record exists,
+            and a waiter that said it was subscribed still is (PUBSUB
+            NUMSUB of its wake channel): every process of the episode is
+            gone by now, so a record whose subscriber is gone is dead."""
+            record = f"{queue}:{token}"
+            if not resp.command(port, "EXISTS", record):
+                return False
+            if resp.command(port, "TYPE", record) != "hash":
+                return True
+            if resp.command(port, "HGET", record, "sub") != "1":
+                return True
+            lock = queue[: -len(":waiters")]
+            numsub = resp.command(port, "PUBSUB", "NUMSUB", f"{lock}:wake:{token}")
+            return int(numsub[1]) > 0
+
         def keys():
             out = []
             for i, s in enumerate(self.servers):
@@ -939,18 +955,24 @@ class Episode:
                     pttl = resp.command(s.port, "PTTL", k)
                     if what == "zset":
                         members = resp.command(s.port, "ZRANGE", k, 0, -1)
-                        alive = [m for m in members if resp.command(s.port, "EXISTS", f"{k}:{m}")]
+                        alive = [m for m in members if waiter_alive(s.port, k, m)]
                         what += f" of {len(members)}, {len(alive)} alive: " + " ".join(members)[:200]
-                        if k.endswith(":waiters") and not alive and 0 < pttl <= 60000:
-                            # Dead waiters (liveness lapsed) that release
-                            # skips and the key's own expiry removes.
+                        if k.endswith(":waiters") and not alive and 0 < pttl <= 300000:
+                            # Dead waiters that release skips and the
+                            # key's own expiry (5 min) removes.
                             lingering.add(f"node{i} key {k} pttl {pttl} ({what})")
+                            continue
+                    if what == "hash" and ":waiters:" in k:
+                        queue, token = k.rsplit(":", 1)
+                        if not waiter_alive(s.port, queue, token) and 0 < pttl <= 60000:
+                            # A dead waiter's liveness record (60 s).
+                            lingering.add(f"node{i} key {k} pttl {pttl} (hash)")
                             continue
                     out.append(f"node{i} key {k} pttl {pttl} ({what})")
             return out
         # Keys with a TTL may be there for a while (a killed wrapper's
-        # lock, a waiter's 3 s liveness key); they must be gone once every
-        # TTL has run out.
+        # lock); they must be gone once every TTL has run out. A dead
+        # waiter's records are lingering, not leftovers (above).
         wait_for(lambda: not keys(), max(self.plan["ttl_ms"] / 1000 * 2 + 1.0, 3.5), 0.05)
         try:
             found += keys()
