@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
-use crate::lock::probe::{self, Conn as Link, Failed, Layout, Reply, Server};
+use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
 use crate::lock::{timing, LockKeys, Replicas};
 use crate::log::show;
 use crate::secrets::untrusted;
@@ -277,35 +277,11 @@ impl Doctor {
 
     /// Which server this is, by the fields its `INFO` has.
     fn kind(&mut self, info: &Info, node: &str) {
+        if self.kind_foreign(info, node) {
+            return;
+        }
         let field = |name: &str| info.get(name).cloned().unwrap_or_default();
         let untested = "not tested with redlock-run";
-        if info.contains_key("dragonfly_version") {
-            let detail = format!(
-                "Dragonfly {}: it refuses scripts that touch keys they do not declare, \
-                 and redlock-run's scripts do (the line of waiters); {untested}",
-                field("dragonfly_version")
-            );
-            let fix = "use Redis or Valkey (Dragonfly's --default_lua_flags=allow-undeclared-keys \
-                       runs the scripts without its atomicity guarantees)";
-            return self.bad(Status::Fail, "server", node, detail, fix);
-        }
-        if info.contains_key("kvrocks_version") {
-            let detail = format!(
-                "kvrocks {}: its scripts are not atomic under a crash, so a lock can be \
-                 half written; {untested}",
-                field("kvrocks_version")
-            );
-            return self.bad(Status::Fail, "server", node, detail, "use Redis or Valkey");
-        }
-        if info.contains_key("garnet_version") {
-            let detail = format!(
-                "Garnet {}: Lua is off by default (--lua), and {untested}",
-                field("garnet_version")
-            );
-            let fix =
-                "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
-            return self.bad(Status::Warn, "server", node, detail, fix);
-        }
         // KeyDB has no version field of its own: its INFO has a "# KeyDB"
         // section (mvcc_depth), and it calls itself Redis 6.3, which Redis
         // never was.
@@ -349,6 +325,44 @@ impl Doctor {
             "check that it runs Lua scripts atomically and replicates them (see the README's \
              Compatibility section)",
         );
+    }
+
+    /// A server whose scripts redlock-run cannot trust (or run): reported,
+    /// and true.
+    fn kind_foreign(&mut self, info: &Info, node: &str) -> bool {
+        let field = |name: &str| info.get(name).cloned().unwrap_or_default();
+        let untested = "not tested with redlock-run";
+        if info.contains_key("dragonfly_version") {
+            let detail = format!(
+                "Dragonfly {}: it refuses scripts that touch keys they do not declare, \
+                 and redlock-run's scripts do (the line of waiters); {untested}",
+                field("dragonfly_version")
+            );
+            let fix = "use Redis or Valkey (Dragonfly's --default_lua_flags=allow-undeclared-keys \
+                       runs the scripts without its atomicity guarantees)";
+            self.bad(Status::Fail, "server", node, detail, fix);
+            return true;
+        }
+        if info.contains_key("kvrocks_version") {
+            let detail = format!(
+                "kvrocks {}: its scripts are not atomic under a crash, so a lock can be \
+                 half written; {untested}",
+                field("kvrocks_version")
+            );
+            self.bad(Status::Fail, "server", node, detail, "use Redis or Valkey");
+            return true;
+        }
+        if info.contains_key("garnet_version") {
+            let detail = format!(
+                "Garnet {}: Lua is off by default (--lua), and {untested}",
+                field("garnet_version")
+            );
+            let fix =
+                "use Redis or Valkey, or start Garnet with --lua and check the scripting line";
+            self.bad(Status::Warn, "server", node, detail, fix);
+            return true;
+        }
+        false
     }
 
     /// A replica refuses writes (or accepts them and loses them).
@@ -505,29 +519,7 @@ impl Doctor {
         let k = self.keys.clone();
         let channel = k.wake_channel("doctor");
         let wait = needed != Some(0);
-        let mut commands: Vec<Vec<&str>> = vec![
-            vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
-            vec!["GET", &k.lock],
-            vec!["PTTL", &k.lock],
-            vec!["SET", &k.lock, "x"],
-            vec!["DEL", &k.lock],
-            vec!["PEXPIRE", &k.lock, "1000"],
-            vec!["INCR", &k.fence],
-            vec!["HSET", &k.holder, "f", "v"],
-            vec!["HGETALL", &k.holder],
-            vec!["HMGET", &k.holder, "f"],
-            vec!["EXISTS", &k.waiters],
-            vec!["ZADD", &k.waiters, "1", "m"],
-            vec!["ZRANGE", &k.waiters, "0", "-1"],
-            vec!["ZREM", &k.waiters, "m"],
-            vec!["TIME"],
-            vec!["PUBLISH", &channel, ""],
-            vec!["SUBSCRIBE", &channel],
-        ];
-        if wait {
-            commands.push(vec!["INFO", "replication"]);
-            commands.push(vec!["WAIT", "0", "0"]);
-        }
+        let commands = rights_commands(&k, &channel, wait);
         let user = link
             .call(&["ACL", "WHOAMI"])
             .ok()
@@ -555,6 +547,18 @@ impl Doctor {
             }
         }
         missing.dedup();
+        self.rights_verdict(node, &shown_user, &missing, dry, wait);
+    }
+
+    /// The `rights` line: what the user may not run, by which test.
+    fn rights_verdict(
+        &mut self,
+        node: &str,
+        shown_user: &str,
+        missing: &[String],
+        dry: bool,
+        wait: bool,
+    ) {
         if missing.is_empty() {
             let also = match wait {
                 true => ", INFO and WAIT (for --replicas)",
@@ -673,6 +677,27 @@ impl Doctor {
     /// A Sentinel service: every sentinel answers and names the same
     /// master; the master's replicas; then the master's own checks.
     fn sentinel(&mut self, sentinels: &[Server], service: &str, data: &Server, node: &str) {
+        let Answers {
+            named,
+            dead,
+            replicas,
+        } = self.ask_sentinels(sentinels, service);
+        let Some((host, port)) = self.sentinel_master(sentinels.len(), named, dead, service, node)
+        else {
+            return;
+        };
+        let needed = self.needed(true);
+        if let Some(healthy) = replicas {
+            self.sentinel_replicas(healthy, needed, service, node);
+        }
+        let master = data.at(&host, port);
+        let shown = format!("{node} ({host}:{port})");
+        self.server(&master, &shown, needed);
+    }
+
+    /// Each sentinel's master for `service` (or none, or why it did not
+    /// answer), and the healthy replicas the first to answer sees.
+    fn ask_sentinels(&self, sentinels: &[Server], service: &str) -> Answers {
         let mut named: Vec<(String, Option<(String, u16)>)> = Vec::new();
         let mut dead: Vec<String> = Vec::new();
         let mut replicas: Option<usize> = None;
@@ -701,6 +726,23 @@ impl Doctor {
                 Err(e) => dead.push(format!("{} ({e})", sentinel.address)),
             }
         }
+        Answers {
+            named,
+            dead,
+            replicas,
+        }
+    }
+
+    /// The `sentinels` line: the master they agree on, or None (reported)
+    /// if none is named or they disagree.
+    fn sentinel_master(
+        &mut self,
+        total: usize,
+        named: Vec<(String, Option<(String, u16)>)>,
+        dead: Vec<String>,
+        service: &str,
+        node: &str,
+    ) -> Option<(String, u16)> {
         let masters: Vec<&(String, u16)> = named.iter().filter_map(|(_, m)| m.as_ref()).collect();
         let mut distinct: Vec<&(String, u16)> = masters.clone();
         distinct.sort();
@@ -710,7 +752,6 @@ impl Doctor {
             .filter(|(_, m)| m.is_none())
             .map(|(a, _)| a.as_str())
             .collect();
-        let total = sentinels.len();
         if masters.is_empty() {
             let detail = match named.is_empty() {
                 true => format!("no sentinel answered: {}", dead.join("; ")),
@@ -720,7 +761,8 @@ impl Doctor {
                 ),
             };
             let fix = "check the sentinels' addresses and the service name in the URL";
-            return self.bad(Status::Fail, "sentinels", node, detail, fix);
+            self.bad(Status::Fail, "sentinels", node, detail, fix);
+            return None;
         }
         if distinct.len() > 1 {
             let list: Vec<String> = named
@@ -736,17 +778,31 @@ impl Doctor {
             );
             let fix = "wait for the failover to end, then check that every sentinel monitors \
                        the same master with the same name";
-            return self.bad(Status::Fail, "sentinels", node, detail, fix);
+            self.bad(Status::Fail, "sentinels", node, detail, fix);
+            return None;
         }
         let (host, port) = distinct[0].clone();
         let detail = format!(
             "{} of {total} sentinels answer and name {host}:{port} as master of '{service}'",
             masters.len()
         );
+        self.sentinels_answered(detail, &dead, &unknown, service, node);
+        Some((host, port))
+    }
+
+    /// All sentinels answered (pass), or some did not (warn).
+    fn sentinels_answered(
+        &mut self,
+        detail: String,
+        dead: &[String],
+        unknown: &[&str],
+        service: &str,
+        node: &str,
+    ) {
         if dead.is_empty() && unknown.is_empty() {
             self.pass("sentinels", node, detail);
         } else {
-            let mut missing = dead.clone();
+            let mut missing = dead.to_vec();
             missing.extend(
                 unknown
                     .iter()
@@ -761,34 +817,38 @@ impl Doctor {
                 fix,
             );
         }
-        let needed = self.needed(true);
-        if let Some(healthy) = replicas {
-            let want = usize::try_from(needed.unwrap_or(1)).unwrap_or(usize::MAX);
-            let detail = format!(
-                "the sentinels see {healthy} healthy replica(s) of '{service}'; --replicas {} needs {want}",
-                match needed {
-                    Some(n) => n.to_string(),
-                    None => "auto".into(),
-                }
-            );
-            if healthy >= want {
-                self.pass("sentinel-replicas", node, detail);
-            } else if needed.is_none() {
-                let fix = "add a replica: without one a failover cannot keep the lock";
-                self.bad(Status::Warn, "sentinel-replicas", node, detail, fix);
-            } else {
-                self.bad(
-                    Status::Fail,
-                    "sentinel-replicas",
-                    node,
-                    detail,
-                    "add replicas, or lower --replicas",
-                );
+    }
+
+    /// The `sentinel-replicas` line: enough healthy replicas for --replicas.
+    fn sentinel_replicas(
+        &mut self,
+        healthy: usize,
+        needed: Option<u32>,
+        service: &str,
+        node: &str,
+    ) {
+        let want = usize::try_from(needed.unwrap_or(1)).unwrap_or(usize::MAX);
+        let detail = format!(
+            "the sentinels see {healthy} healthy replica(s) of '{service}'; --replicas {} needs {want}",
+            match needed {
+                Some(n) => n.to_string(),
+                None => "auto".into(),
             }
+        );
+        if healthy >= want {
+            self.pass("sentinel-replicas", node, detail);
+        } else if needed.is_none() {
+            let fix = "add a replica: without one a failover cannot keep the lock";
+            self.bad(Status::Warn, "sentinel-replicas", node, detail, fix);
+        } else {
+            self.bad(
+                Status::Fail,
+                "sentinel-replicas",
+                node,
+                detail,
+                "add replicas, or lower --replicas",
+            );
         }
-        let master = data.at(&host, port);
-        let shown = format!("{node} ({host}:{port})");
-        self.server(&master, &shown, needed);
     }
 
     /// A Cluster: every slot served, the lock's slot's primary answers;
@@ -803,8 +863,19 @@ impl Doctor {
                 return self.bad(Status::Fail, "cluster", node, detail, fix);
             }
         };
-        let mut served = vec![false; 16384];
+        self.slots_served(&primaries, node);
+        self.lock_slot(&primaries, node);
+        let needed = self.needed(true);
         for p in &primaries {
+            let shown = format!("{node} ({})", p.server.address);
+            self.server(&p.server, &shown, needed);
+        }
+    }
+
+    /// The `slots` line: every one of the 16384 slots has a primary.
+    fn slots_served(&mut self, primaries: &[Primary], node: &str) {
+        let mut served = vec![false; 16384];
+        for p in primaries {
             for range in &p.slots {
                 for slot in range.clone() {
                     if let Some(s) = served.get_mut(usize::from(slot)) {
@@ -829,6 +900,10 @@ impl Doctor {
             let fix = "assign the slots (valkey-cli/redis-cli --cluster fix HOST:PORT)";
             self.bad(Status::Fail, "slots", node, detail, fix);
         }
+    }
+
+    /// The `lock-slot` line: the lock's slot has a primary, and it answers.
+    fn lock_slot(&mut self, primaries: &[Primary], node: &str) {
         let slot = self.keys.slot();
         let owner = primaries
             .iter()
@@ -866,12 +941,44 @@ impl Doctor {
                 }
             }
         }
-        let needed = self.needed(true);
-        for p in &primaries {
-            let shown = format!("{node} ({})", p.server.address);
-            self.server(&p.server, &shown, needed);
-        }
     }
+}
+
+/// The commands `rights` checks: those redlock-run sends and those its
+/// scripts call, on the lock's keys and channel (INFO and WAIT if `wait`).
+fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec<&'a str>> {
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
+        vec!["GET", &k.lock],
+        vec!["PTTL", &k.lock],
+        vec!["SET", &k.lock, "x"],
+        vec!["DEL", &k.lock],
+        vec!["PEXPIRE", &k.lock, "1000"],
+        vec!["INCR", &k.fence],
+        vec!["HSET", &k.holder, "f", "v"],
+        vec!["HGETALL", &k.holder],
+        vec!["HMGET", &k.holder, "f"],
+        vec!["EXISTS", &k.waiters],
+        vec!["ZADD", &k.waiters, "1", "m"],
+        vec!["ZRANGE", &k.waiters, "0", "-1"],
+        vec!["ZREM", &k.waiters, "m"],
+        vec!["TIME"],
+        vec!["PUBLISH", channel, ""],
+        vec!["SUBSCRIBE", channel],
+    ];
+    if wait {
+        commands.push(vec!["INFO", "replication"]);
+        commands.push(vec!["WAIT", "0", "0"]);
+    }
+    commands
+}
+
+/// What the sentinels said: (address, master named), those that did not
+/// answer, and the healthy replicas seen.
+struct Answers {
+    named: Vec<(String, Option<(String, u16)>)>,
+    dead: Vec<String>,
+    replicas: Option<usize>,
 }
 
 /// A replica in `SENTINEL replicas`: not down, and its link up.

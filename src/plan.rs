@@ -13,7 +13,46 @@
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::{self, Timing};
-use crate::refresh::Loss;
+
+/// Why the lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Another token holds it.
+    Replaced,
+    /// It expired or was deleted.
+    Gone,
+    /// An operator force-released it: stop, then give it back at once.
+    Revoked,
+    /// No refresh was confirmed before the deadline.
+    Unconfirmed,
+    /// redlock-run was stopped (job control) past the point where the
+    /// lease could still be shown valid.
+    Suspended,
+}
+
+impl Loss {
+    /// The reason, as the "lost" event words it.
+    pub fn why(self) -> &'static str {
+        match self {
+            Loss::Replaced => "was taken over by another holder",
+            Loss::Gone => "expired or was deleted",
+            Loss::Revoked => "was force-released",
+            Loss::Unconfirmed => "could not be refreshed before it could expire",
+            Loss::Suspended => "ran out while redlock-run was stopped",
+        }
+    }
+
+    /// The `reason` field of the JSON events.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Replaced => "replaced",
+            Loss::Gone => "gone",
+            Loss::Revoked => "revoked",
+            Loss::Unconfirmed => "unconfirmed",
+            Loss::Suspended => "suspended",
+        }
+    }
+}
 
 /// How long after SIGKILL leftovers are waited for (a process we may not
 /// signal, such as a setuid one, would otherwise keep us forever).

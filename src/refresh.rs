@@ -17,55 +17,17 @@ use std::time::{Duration, Instant};
 use crate::lock::timing::Timing;
 use crate::lock::{Extend, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
+pub use crate::plan::Loss;
 use crate::plan::{self, Refresh};
 use crate::warn::LeaseFile;
 
-/// Why the lock was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Loss {
-    /// Another token holds it.
-    Replaced,
-    /// It expired or was deleted.
-    Gone,
-    /// An operator force-released it: stop, then give it back at once.
-    Revoked,
-    /// No refresh was confirmed before the deadline.
-    Unconfirmed,
-    /// redlock-run was stopped (job control) past the point where the
-    /// lease could still be shown valid.
-    Suspended,
-}
-
-impl Loss {
-    /// The reason, as the "lost" event words it.
-    pub fn why(self) -> &'static str {
-        match self {
-            Loss::Replaced => "was taken over by another holder",
-            Loss::Gone => "expired or was deleted",
-            Loss::Revoked => "was force-released",
-            Loss::Unconfirmed => "could not be refreshed before it could expire",
-            Loss::Suspended => "ran out while redlock-run was stopped",
-        }
-    }
-
-    /// The `reason` field of the JSON events.
-    pub fn name(self) -> &'static str {
-        match self {
-            Loss::Replaced => "replaced",
-            Loss::Gone => "gone",
-            Loss::Revoked => "revoked",
-            Loss::Unconfirmed => "unconfirmed",
-            Loss::Suspended => "suspended",
-        }
-    }
-
-    fn from_code(code: u8) -> Option<Loss> {
-        match code {
-            1 => Some(Loss::Replaced),
-            2 => Some(Loss::Gone),
-            3 => Some(Loss::Revoked),
-            _ => None,
-        }
+/// A loss as stored in `SharedLease` (0: none).
+fn loss_from_code(code: u8) -> Option<Loss> {
+    match code {
+        1 => Some(Loss::Replaced),
+        2 => Some(Loss::Gone),
+        3 => Some(Loss::Revoked),
+        _ => None,
     }
 }
 
@@ -134,7 +96,7 @@ impl SharedLease {
 
     /// A loss the refresher found, if any.
     pub fn loss(&self) -> Option<Loss> {
-        Loss::from_code(self.loss.load(Ordering::SeqCst))
+        loss_from_code(self.loss.load(Ordering::SeqCst))
     }
 
     /// Refreshes that failed (and were retried) so far.

@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::child::{self, Job};
@@ -14,7 +15,7 @@ use crate::metrics::{Finished, Outcome, Writer};
 use crate::plan;
 use crate::refresh::{Holding, Loss, Refresher, SharedLease};
 use crate::signals::Signals;
-use crate::supervise::{Guard, Supervisor};
+use crate::supervise::{Ended, Guard, Supervisor};
 use crate::wait::{self, Waited};
 use crate::warn::{LeaseFile, OnLost};
 
@@ -265,23 +266,11 @@ impl Held<'_> {
         }
         // Everything supervision needs exists before COMMAND does: a
         // failure here is a local one, and COMMAND never starts.
-        let (wake, woken) = match wake_pipe() {
-            Ok(pipe) => pipe,
-            Err(e) => {
-                self.release(main);
-                return Err(Failure {
-                    exit: Exit::LocalFailure,
-                    error: anyhow::Error::new(e).context(
-                        "cannot create the wake-up pipe (out of file descriptors?); COMMAND did not run",
-                    ),
-                });
-            }
-        };
+        let (wake, woken) = self.wake_pipe(main)?;
         let file = self.lease_file();
         let job = self.spawn(main, file.as_ref())?;
         drop(subscription);
         record.running();
-        let timing = self.cfg.timing;
         let lease = SharedLease::new(self.acquired.valid_until, wake);
         if let Some(file) = file {
             lease.keep_file(file);
@@ -290,6 +279,45 @@ impl Held<'_> {
             self.cfg.on_lost.as_ref().map(|line| {
                 OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
             });
+        let ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
+        lease.remove_file();
+        record.refresh_failures = lease.refresh_failures();
+        let exit = self.finish(main, ended, lease.valid_until());
+        // After the release: the next holder need not wait for the hook.
+        if let Some(hook) = &hook {
+            hook.finish();
+        }
+        exit
+    }
+
+    /// The wake-up pipe; if it cannot be made, the lock is given back and
+    /// the run is a local failure.
+    fn wake_pipe(&self, main: &mut Quorum) -> Result<(UnixStream, UnixStream), Failure> {
+        match wake_pipe() {
+            Ok(pipe) => Ok(pipe),
+            Err(e) => {
+                self.release(main);
+                Err(Failure {
+                    exit: Exit::LocalFailure,
+                    error: anyhow::Error::new(e).context(
+                        "cannot create the wake-up pipe (out of file descriptors?); COMMAND did not run",
+                    ),
+                })
+            }
+        }
+    }
+
+    /// COMMAND supervised to its end, the refresher started lazily and
+    /// stopped once it has ended.
+    fn supervise(
+        &self,
+        job: Job,
+        fresh: impl Fn() -> Quorum,
+        lease: &Arc<SharedLease>,
+        hook: Option<&OnLost>,
+        woken: UnixStream,
+    ) -> Ended {
+        let timing = self.cfg.timing;
         let refresher = RefCell::new(None);
         // The one resource made after the spawn (a thread, started lazily
         // so that a short job pays for none): if it cannot start, COMMAND
@@ -311,20 +339,13 @@ impl Held<'_> {
                 wake: woken,
             })
             .max_hold(self.cfg.max_hold)
-            .warn(self.cfg.warning, hook.as_ref())
+            .warn(self.cfg.warning, hook)
             .later(REFRESHER_AFTER, start_refresher)
             .run();
         if let Some(refresher) = refresher.into_inner() {
             refresher.stop();
         }
-        lease.remove_file();
-        record.refresh_failures = lease.refresh_failures();
-        let exit = self.finish(main, ended, lease.valid_until());
-        // After the release: the next holder need not wait for the hook.
-        if let Some(hook) = &hook {
-            hook.finish();
-        }
-        exit
+        ended
     }
 
     /// The lock, as the refresher and the supervision loop name it.

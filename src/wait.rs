@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::exit::{Exit, Failure};
 use crate::holder::describe_holder;
 use crate::jitter::jitter;
-use crate::lock::{Attempt, BusyInfo, Holder, Lease, Quorum, Wakeups};
+use crate::lock::{Attempt, BusyInfo, Holder, Lease, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals as SignalRelay;
 
@@ -218,19 +218,8 @@ impl Waiter<'_> {
             if self.timed_out() || info.replaced_by.is_some() {
                 return Ok(Waited::Busy(info));
             }
-            if self.first_busy {
-                self.first_busy = false;
-                let (key, holder) = (self.key, describe_holder(&info));
-                self.log.emit(
-                    Ev::Waiting,
-                    format!("lock '{key}' {holder}; waiting"),
-                    &[field("holder", holder.clone())],
-                );
-                if self.subscribe(quorum) {
-                    // A release between the busy answer and the subscription
-                    // was not heard: look again before blocking.
-                    continue;
-                }
+            if self.first_busy && self.start_waiting(quorum, &info) {
+                continue;
             }
             if self.resubscribe(quorum, &info) {
                 continue;
@@ -239,50 +228,85 @@ impl Waiter<'_> {
             let place = info
                 .place
                 .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
-            let mut delay = match (place, &self.wakeups) {
-                (Some(place), _) => pace(place.members),
-                (None, Some(_)) => jitter(FALLBACK_MIN, FALLBACK_MAX),
-                (None, None) => jitter(POLL_MIN, POLL_MAX),
-            };
-            let first = place.is_none_or(|p| p.first);
-            match info.pttl.filter(|_| first) {
-                // Wake up when the holder's lease runs out (it may have died).
-                Some(left) => delay = delay.min(left + Duration::from_millis(1)),
-                // First in line behind a lock without an expiry (not ours:
-                // set by hand): nothing but a poll would see it go.
-                None if first && place.is_some() => {
-                    delay = delay.min(jitter(FALLBACK_MIN, FALLBACK_MAX));
-                }
-                None => {}
-            }
-            if let Some(left) = place.and_then(|p| p.ahead_left.filter(|_| !p.first)) {
-                // The live waiter before us may be gone by then (stopped).
-                delay = delay.min(left + Duration::from_millis(1));
-            }
-            let mut until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
-            let mut stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
+            let delay = self.delay(&info, place);
+            let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
+            let stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
             // hand-over between a few (see scripts/bench.sh).
-            loop {
-                let wake = stay.map_or(until, |at| at.min(until));
-                match self.block(wake) {
-                    Woke::Signaled(sig) => return Ok(Waited::Signaled(sig)),
-                    Woke::Released => break,
-                    Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
-                    Woke::Timer if Instant::now() >= until => break,
-                    Woke::Timer => {
-                        // Time to keep our place: one PEXPIRE. A place that
-                        // is gone (or an error) takes a full try.
-                        stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
-                        if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
-                            break;
-                        }
+            if let Some(sig) = self.sleep_in_line(quorum, until, stay) {
+                return Ok(Waited::Signaled(sig));
+            }
+        }
+    }
+
+    /// The first busy answer: say we wait, and subscribe. True: look
+    /// again before blocking.
+    fn start_waiting(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+        self.first_busy = false;
+        let (key, holder) = (self.key, describe_holder(info));
+        self.log.emit(
+            Ev::Waiting,
+            format!("lock '{key}' {holder}; waiting"),
+            &[field("holder", holder.clone())],
+        );
+        // A release between the busy answer and the subscription
+        // was not heard: look again before blocking.
+        self.subscribe(quorum)
+    }
+
+    /// How long to sleep before the next try, at most.
+    fn delay(&self, info: &BusyInfo, place: Option<Place>) -> Duration {
+        let mut delay = match (place, &self.wakeups) {
+            (Some(place), _) => pace(place.members),
+            (None, Some(_)) => jitter(FALLBACK_MIN, FALLBACK_MAX),
+            (None, None) => jitter(POLL_MIN, POLL_MAX),
+        };
+        let first = place.is_none_or(|p| p.first);
+        match info.pttl.filter(|_| first) {
+            // Wake up when the holder's lease runs out (it may have died).
+            Some(left) => delay = delay.min(left + Duration::from_millis(1)),
+            // First in line behind a lock without an expiry (not ours:
+            // set by hand): nothing but a poll would see it go.
+            None if first && place.is_some() => {
+                delay = delay.min(jitter(FALLBACK_MIN, FALLBACK_MAX));
+            }
+            None => {}
+        }
+        if let Some(left) = place.and_then(|p| p.ahead_left.filter(|_| !p.first)) {
+            // The live waiter before us may be gone by then (stopped).
+            delay = delay.min(left + Duration::from_millis(1));
+        }
+        delay
+    }
+
+    /// Sleep until `until`, a release or a signal (Some), keeping our place
+    /// in line at `stay`.
+    fn sleep_in_line(
+        &mut self,
+        quorum: &mut Quorum,
+        mut until: Instant,
+        mut stay: Option<Instant>,
+    ) -> Option<i32> {
+        loop {
+            let wake = stay.map_or(until, |at| at.min(until));
+            match self.block(wake) {
+                Woke::Signaled(sig) => return Some(sig),
+                Woke::Released => break,
+                Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
+                Woke::Timer if Instant::now() >= until => break,
+                Woke::Timer => {
+                    // Time to keep our place: one PEXPIRE. A place that
+                    // is gone (or an error) takes a full try.
+                    stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
+                    if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                        break;
                     }
                 }
             }
         }
+        None
     }
 
     /// A fresh token for the next attempt (see [`acquire`]), with several
@@ -385,10 +409,7 @@ impl Waiter<'_> {
     /// wins over the failure (the call may have failed because of it).
     fn settle(&mut self, attempt: Attempt, quorum: &Quorum) -> Result<Next, Failure> {
         let key = self.key;
-        let failed = |exit, error: anyhow::Error, why: &str| Failure {
-            exit,
-            error: error.context(format!("cannot take lock '{key}': {why}")),
-        };
+        let failed = |exit, error, why: &str| failure(key, exit, error, why);
         let failure = !matches!(attempt, Attempt::Acquired(_) | Attempt::Busy(_));
         if let Some(sig) = self.signals.pending().filter(|_| failure) {
             return Ok(Next::Done(Waited::Signaled(sig)));
@@ -401,27 +422,7 @@ impl Waiter<'_> {
             Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
             // Not Redis's doing: never a reason to run without the lock.
             Attempt::Local(error) => Err(failed(Exit::LocalFailure, error, "local failure")),
-            Attempt::Unavailable(error) if !quorum.ever_answered() => Ok(Next::Done(
-                Waited::Unreachable(error.context(format!("cannot take lock '{key}': Redis unavailable"))),
-            )),
-            // Some nodes answered, but no busy lock was seen: nothing to
-            // wait for, and not unreachable enough to fail open.
-            Attempt::Unavailable(error) if self.first_busy => {
-                Err(failed(Exit::Unavailable, error, "Redis unavailable"))
-            }
-            Attempt::Unavailable(error) if self.timed_out() => Err(failed(
-                Exit::Unavailable,
-                error,
-                "Redis unavailable (it answered before, and was still unreachable when --wait ran out)",
-            )),
-            Attempt::Unavailable(error) => {
-                if !std::mem::replace(&mut self.warned_unreachable, true) {
-                    self.log.warn(format!(
-                        "lock '{key}': Redis stopped answering ({error:#}); reconnecting within --wait"
-                    ));
-                }
-                Ok(Next::Retry)
-            }
+            Attempt::Unavailable(error) => self.unavailable(error, quorum),
             // The arguments are valid, but not for this key as Redis holds
             // it: a configuration mismatch among its users, exit 2.
             Attempt::Mismatch { limit } => Err(Failure {
@@ -446,15 +447,54 @@ impl Waiter<'_> {
             Attempt::Moving(_) => Ok(Next::Retry),
             // Held but not confirmed by --replicas (and given back): retry
             // like a busy lock, and fail as unavailable when time is up.
-            Attempt::Unconfirmed(error) if self.timed_out() => {
-                Err(failed(Exit::Unavailable, error, "not confirmed by the replicas"))
-            }
+            Attempt::Unconfirmed(error) if self.timed_out() => Err(failed(
+                Exit::Unavailable,
+                error,
+                "not confirmed by the replicas",
+            )),
             Attempt::Unconfirmed(_) => Ok(Next::Retry),
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
             Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
         }
+    }
+
+    /// Unavailable, and nothing busy seen: fail open, fail, or retry.
+    fn unavailable(&mut self, error: anyhow::Error, quorum: &Quorum) -> Result<Next, Failure> {
+        let key = self.key;
+        if !quorum.ever_answered() {
+            return Ok(Next::Done(Waited::Unreachable(
+                error.context(format!("cannot take lock '{key}': Redis unavailable")),
+            )));
+        }
+        // Some nodes answered, but no busy lock was seen: nothing to
+        // wait for, and not unreachable enough to fail open.
+        if self.first_busy {
+            return Err(failure(key, Exit::Unavailable, error, "Redis unavailable"));
+        }
+        if self.timed_out() {
+            return Err(failure(
+                key,
+                Exit::Unavailable,
+                error,
+                "Redis unavailable (it answered before, and was still unreachable when --wait ran out)",
+            ));
+        }
+        if !std::mem::replace(&mut self.warned_unreachable, true) {
+            self.log.warn(format!(
+                "lock '{key}': Redis stopped answering ({error:#}); reconnecting within --wait"
+            ));
+        }
+        Ok(Next::Retry)
+    }
+}
+
+/// Taking lock `key` failed: `why`, with its exit code.
+fn failure(key: &str, exit: Exit, error: anyhow::Error, why: &str) -> Failure {
+    Failure {
+        exit,
+        error: error.context(format!("cannot take lock '{key}': {why}")),
     }
 }
 

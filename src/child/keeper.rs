@@ -294,6 +294,15 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // COMMAND has its own copies: hold nothing of redlock-run's (its
     // stdout, its sockets), so that nothing waits on us once it is done.
     close_all_but(ctl_r, st_w);
+    keep(leader, ctl_r, st_w)
+}
+
+/// The keeper's watch over COMMAND's leader `leader`, until redlock-run
+/// says it is done or is gone (`ctl_r` at its end). Never returns.
+///
+/// # Safety
+/// As [`run`]: in the keeper only, system calls on our own locals.
+unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
     // If redlock-run died before we were set up, the pipe says so too.
     let mut allow: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut allow);
@@ -312,18 +321,7 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
             revents: 0,
         }];
         let mut timeout: libc::timespec = std::mem::zeroed();
-        let wait = if killing {
-            // Children of killed processes come to us: again, shortly.
-            timeout.tv_nsec = 10_000_000;
-            &timeout as *const libc::timespec
-        } else if lease_end > 0 {
-            let left = (lease_end - monotonic_ns()).max(0);
-            timeout.tv_sec = left / 1_000_000_000;
-            timeout.tv_nsec = left % 1_000_000_000;
-            &timeout as *const libc::timespec
-        } else {
-            std::ptr::null()
-        };
+        let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if !reported {
             reported = watch_leader(leader, st_w);
@@ -351,18 +349,48 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
                 continue;
             }
             have = 0;
-            let mut value = [0u8; 8];
-            value.copy_from_slice(&message[1..]);
-            match message[0] {
-                b'L' => lease_end = i64::from_ne_bytes(value),
-                _ => {
-                    // Done: redlock-run stopped what was left; the leader goes.
-                    let mut status = 0;
-                    while libc::waitpid(leader, &mut status, 0) < 0 && errno() == libc::EINTR {}
-                    libc::_exit(0);
-                }
-            }
+            lease_end = lease_end_in(&message, leader);
         }
+    }
+}
+
+/// A whole message from redlock-run: the lease's new end (`L`), or done:
+/// then the leader is reaped and the keeper exits.
+///
+/// # Safety
+/// As [`run`]: in the keeper only.
+unsafe fn lease_end_in(message: &[u8; CTL], leader: c_int) -> i64 {
+    let mut value = [0u8; 8];
+    value.copy_from_slice(&message[1..]);
+    match message[0] {
+        b'L' => i64::from_ne_bytes(value),
+        _ => {
+            // Done: redlock-run stopped what was left; the leader goes.
+            let mut status = 0;
+            while libc::waitpid(leader, &mut status, 0) < 0 && errno() == libc::EINTR {}
+            libc::_exit(0);
+        }
+    }
+}
+
+/// How long `ppoll` may wait: set in `timeout` (the caller's local, which
+/// the pointer points at), or null: no limit. Allocates nothing.
+fn poll_timeout(
+    killing: bool,
+    lease_end: i64,
+    timeout: &mut libc::timespec,
+) -> *const libc::timespec {
+    if killing {
+        // Children of killed processes come to us: again, shortly.
+        timeout.tv_nsec = 10_000_000;
+        timeout as *const libc::timespec
+    } else if lease_end > 0 {
+        let left = (lease_end - monotonic_ns()).max(0);
+        timeout.tv_sec = left / 1_000_000_000;
+        timeout.tv_nsec = left % 1_000_000_000;
+        timeout as *const libc::timespec
+    } else {
+        std::ptr::null()
     }
 }
 

@@ -77,6 +77,14 @@ pub fn spawn(
         failed: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; 32 * 1024];
+    fork_keeper(&exec, &mut stack)
+}
+
+/// Fork the keeper, which clones COMMAND's child onto `stack` to run
+/// `exec`: COMMAND's pid and its keeper once it has exec'd, or why not.
+/// The caller keeps `exec` and `stack` (and all they point to) until this
+/// returns: the child reads them until its `execve`.
+fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
     // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
     let top = unsafe {
         let end = stack.as_mut_ptr().add(stack.len());
@@ -84,7 +92,7 @@ pub fn spawn(
     };
     let start = keeper::Start {
         entry: enter,
-        arg: (&exec as *const Exec).cast_mut().cast(),
+        arg: (exec as *const Exec).cast_mut().cast(),
         stack_top: top.cast(),
         failed: &exec.failed,
         parent: &exec.parent,

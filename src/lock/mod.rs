@@ -42,4 +42,4 @@ pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
 pub use node::Wakeups;
 pub use quorum::*;
-pub use reply::{BusyInfo, Forced, Inspected, Ownership, Slot, SlotsTaken};
+pub use reply::{BusyInfo, Forced, Inspected, Ownership, Place, Slot, SlotsTaken};

@@ -366,24 +366,35 @@ impl Quorum {
             }
         }
         if granted {
-            return match self.confirm_replicas() {
-                Ok(()) => Attempt::Acquired(Lease {
-                    fence,
-                    acquired_at: start,
-                    valid_until,
-                    reset: tally.reset,
-                }),
-                Err(short) => {
-                    // Not durable: a failover could lose it. Give it back.
-                    self.release(token, 1);
-                    match short {
-                        Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
-                        Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
-                        Short::Refused(e) => Attempt::Refused(e),
-                    }
-                }
+            let lease = Lease {
+                fence,
+                acquired_at: start,
+                valid_until,
+                reset: tally.reset,
             };
+            return self.confirmed(token, lease);
         }
+        self.not_acquired(token, tally)
+    }
+
+    /// Granted: kept if the replicas confirm it, else given back.
+    fn confirmed(&mut self, token: &str, lease: Lease) -> Attempt {
+        match self.confirm_replicas() {
+            Ok(()) => Attempt::Acquired(lease),
+            Err(short) => {
+                // Not durable: a failover could lose it. Give it back.
+                self.release(token, 1);
+                match short {
+                    Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
+                    Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
+                    Short::Refused(e) => Attempt::Refused(e),
+                }
+            }
+        }
+    }
+
+    /// Not granted: what was taken given back, and why, most telling first.
+    fn not_acquired(&mut self, token: &str, tally: Tally) -> Attempt {
         if !tally.fences.is_empty() || !tally.errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
