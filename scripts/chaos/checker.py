@@ -166,6 +166,10 @@ def expected_codes(plan, run, section, faults):
         codes.add(69)  # unavailable: only before COMMAND started
     if plan["evicting"]:
         codes.add(77)  # an evicting server is refused (or its OOM answer)
+    if run.get("nofile") and section is None:
+        # Out of file descriptors (the fd-limit fault): a local failure,
+        # exit 71, before COMMAND starts; never 69 or 1.
+        codes.add(71)
     if any(f["kind"] == "wrapper-kill" and f.get("run") == run["run"] for f in faults):
         codes.add(-9)
     return codes
