@@ -69,21 +69,27 @@ fn a_job_runs_through_a_failover_and_a_waiter_wakes_by_pubsub() {
     let mut set = SentinelSet::start();
     let url = set.url();
     let dir = TestDir::new();
-    // --replicas 2: both replicas have the lock, so whichever the
-    // sentinels promote has it (with the default auto, one replica
-    // confirms, and a failover to the other is the documented window).
     let mut holder = spawn_piped(
         redlock(&url)
-            .args(["-k", "job", "--ttl", "10s", "--replicas", "2", "-v"])
+            .args(["-k", "job", "--ttl", "10s", "-v"])
             .args(held_until_go(&dir, "first")),
     );
     assert!(
         wait_for_file(dir.file("started-first"), LONG),
         "holder never started"
     );
+    // The default --replicas auto waits for one replica; the failover may
+    // promote the other (the documented window), so wait until both have
+    // the lock: whichever the sentinels promote then has it.
+    for replica in set.replicas() {
+        assert!(
+            wait_until(LONG, || get(&mut set.data_conn(replica), "redlock:{job}")
+                .is_some()),
+            "replica {replica} never got the lock"
+        );
+    }
 
-    // Sentinels' own failover: the lock (confirmed by both replicas) is
-    // on the new primary.
+    // Sentinels' own failover: the lock is on the new primary.
     let old = set.primary();
     let new = set.failover();
     assert_ne!(old, new);

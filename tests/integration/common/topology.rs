@@ -280,6 +280,16 @@ impl SentinelSet {
         self.data.iter().find(|s| s.port() == p).unwrap().conn()
     }
 
+    /// A plain connection to the data node on `port` (a replica or the
+    /// primary).
+    pub fn data_conn(&self, port: u16) -> redis::Connection {
+        self.data
+            .iter()
+            .find(|s| s.port() == port)
+            .unwrap_or_else(|| panic!("no data node on port {port}"))
+            .conn()
+    }
+
     /// Fail over with `SENTINEL FAILOVER` (no agreement needed) and wait until
     /// another node is primary, the sentinels agree, and both other data nodes
     /// (the old primary included) replicate from it. Returns the new primary.
