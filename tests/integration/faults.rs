@@ -299,10 +299,7 @@ fn an_interactive_child_reads_the_terminal() {
         got = got.display()
     );
     // Type only once the child waits for input, as a person would.
-    let feed = format!(
-        "while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2",
-        ready = ready.display()
-    );
+    let feed = type_when_ready(&ready, "hello");
     let out = on_a_pty(&feed, &inner);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(

@@ -195,10 +195,7 @@ fn a_failed_exec_gives_the_terminal_back() {
         ready = ready.display(),
         got = got.display()
     );
-    let feed = format!(
-        "while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf 'hello\\n'; sleep 2",
-        ready = ready.display()
-    );
+    let feed = type_when_ready(&ready, "hello");
     on_a_pty(&feed, &format!("sh -c '{inner}'"));
     assert_eq!(dir.read("ready").as_deref(), Some("127\n"));
     assert_eq!(
@@ -224,11 +221,6 @@ fn a_job_started_with_ampersand_gets_the_terminal_at_fg() {
     );
     tmux.start_job(&server.url(), &job, &ready);
     // cat reads the terminal from the background: the job stops (tty input).
-    tmux.keys(&[
-        "jobs -l > ",
-        &dir.file("jobs").display().to_string(),
-        "Enter",
-    ]);
     assert!(
         wait_until(LONG, || {
             tmux.keys(&[

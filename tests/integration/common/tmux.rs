@@ -11,6 +11,15 @@ use super::{bin, have_tool, run_with_timeout, wait_for_file, wait_until, Output,
 const LONG: Duration = Duration::from_secs(30);
 
 /// `script` runs `inner` on a pty of its own, fed from `feed` (sh text).
+/// What a person types on the pty: `line`, once `ready` exists (the
+/// program waits for input), then the terminal stays open a while.
+pub fn type_when_ready(ready: &std::path::Path, line: &str) -> String {
+    format!(
+        "while [ ! -e {ready} ]; do sleep 0.02; done; sleep 0.2; printf '{line}\\n'; sleep 2",
+        ready = ready.display()
+    )
+}
+
 pub fn on_a_pty(feed: &str, inner: &str) -> Output {
     let mut sh = Command::new("sh");
     sh.arg("-c")
