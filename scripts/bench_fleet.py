@@ -176,10 +176,14 @@ def report_herd(h):
 
 def holders(tools, redis, count, window, spawn, reap):
     """`count` holders on distinct keys (`--ttl 30s`) with sleeping jobs."""
+    # Each job blocks in one read of a FIFO (no CPU, no process started
+    # every second: 2,000 `sleep 1` loops would load two cores by
+    # themselves); one line per job lets them all go.
     go = tools.tmp / "holders-go"
+    os.mkfifo(go)
     ready = tools.tmp / "holders-ready"
     ready.mkdir()
-    job = ["/bin/sh", "-c", f'touch {ready}/$$; while [ ! -e {go} ]; do sleep 1; done']
+    job = ["/bin/sh", "-c", f'touch {ready}/$$; read line < {go}; exit 0']
     pids = []
     started = time.monotonic()
     for i in range(count):
@@ -200,9 +204,11 @@ def holders(tools, redis, count, window, spawn, reap):
     rss = [x for x in (proc_rss_kb(p) for p in pids) if x is not None]
     elapsed = t1 - t0
     used = sum(cpu1[p] - cpu0[p] for p in pids if cpu0[p] is not None and cpu1[p] is not None)
-    go.touch()
+    gate = os.open(go, os.O_RDWR)
+    os.write(gate, b"\n" * count)
     for pid in pids:
         tools.check("holder", reap(pid))
+    os.close(gate)
     return dict(
         count=count,
         up=up,

@@ -126,6 +126,7 @@ pub fn acquire(
         wakeups: None,
         first_busy: true,
         warned_unreachable: false,
+        retried_unreached: false,
         holder_until: None,
         was_subscribed: false,
         resubscribe_at: None,
@@ -161,6 +162,8 @@ struct Waiter<'a> {
     first_busy: bool,
     /// "Redis stopped answering" was said once already.
     warned_unreachable: bool,
+    /// The first attempt failed unanswered and was made again.
+    retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
     /// We had a subscription once: make it again if it is lost.
@@ -463,6 +466,19 @@ impl Waiter<'_> {
     /// Unavailable, and nothing busy seen: fail open, fail, or retry.
     fn unavailable(&mut self, error: anyhow::Error, quorum: &Quorum) -> Result<Next, Failure> {
         let key = self.key;
+        // The first attempt, unanswered: try once more before calling it
+        // unavailable. A herd of runs (a fleet's cron at the top of the
+        // minute) overflows the server's accept queue, and the kernel
+        // would retry a dropped connection only after 1 s, the per-node
+        // timeout; a restarting server turns clients away for a moment.
+        // A silent name server stays silent: it is not asked twice.
+        let resolving = format!("{error:#}").contains("resolving the host name");
+        if self.first_busy && !resolving && !std::mem::replace(&mut self.retried_unreached, true) {
+            self.log.info(format!(
+                "lock '{key}': no answer from Redis ({error:#}); trying once more"
+            ));
+            return Ok(Next::Retry);
+        }
         if !quorum.ever_answered() {
             return Ok(Next::Done(Waited::Unreachable(
                 error.context(format!("cannot take lock '{key}': Redis unavailable")),

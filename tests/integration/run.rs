@@ -384,6 +384,35 @@ fn unreachable_redis_exits_69_without_running() {
     assert!(!marker.exists(), "the command ran without a lock");
 }
 
+/// A herd of runs overflows the server's accept queue, and a restarting
+/// server turns connections away for a moment: a run that never reached
+/// Redis tries once more before exit 69, and then gives up.
+#[test]
+fn a_run_turned_away_once_tries_again_and_always_exits_69() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let once = Proxy::dropping_first(server.port(), 1);
+    let marker = dir.file("ran");
+    let mut cmd = redlock(&once.url());
+    cmd.args(["-n", "-v", "-k", "turned", "--", "touch"])
+        .arg(&marker);
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("trying once more"), "{out:?}");
+    assert!(marker.exists(), "the command did not run");
+    assert!(exists(&mut server.conn(), "redlock:{turned}:fence"));
+
+    let twice = Proxy::dropping_first(server.port(), 1000);
+    let marker = dir.file("ran-twice");
+    let mut cmd = redlock(&twice.url());
+    cmd.args(["-n", "-k", "turned-twice", "--", "touch"])
+        .arg(&marker);
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(!marker.exists(), "the command ran without a lock");
+    assert!(!exists(&mut server.conn(), "redlock:{turned-twice}:fence"));
+}
+
 #[test]
 fn redis_url_comes_from_the_environment() {
     let server = RedisServer::start();

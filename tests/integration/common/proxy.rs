@@ -18,7 +18,10 @@ listen, target = int(sys.argv[1]), int(sys.argv[2])
 mode = sys.argv[3]
 late = None
 limit = None
-if mode.startswith("late:"):
+drop = 0
+if mode.startswith("drop:"):
+    drop = int(mode[5:])
+elif mode.startswith("late:"):
     _, n, ms = mode.split(":")
     late = (int(n), int(ms) / 1000)
 elif mode != "all":
@@ -77,8 +80,11 @@ def pipe_late(a, b, first, delay):
 connections = 0
 while True:
     client, _ = server.accept()
-    upstream = socket.create_connection(("127.0.0.1", target))
     connections += 1
+    if connections <= drop:
+        client.close()
+        continue
+    upstream = socket.create_connection(("127.0.0.1", target))
     if late is not None and connections == 1:
         threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
     else:
@@ -110,6 +116,13 @@ impl Proxy {
     /// after the client closed it; later connections forward at once.
     pub fn first_connection_late(target: u16, first: usize, late: std::time::Duration) -> Proxy {
         Proxy::spawn(target, &format!("late:{first}:{}", late.as_millis()))
+    }
+
+    /// A proxy that closes its first `n` connections at once, unanswered
+    /// (as a server whose accept queue overflowed, or that is restarting,
+    /// turns a client away), and forwards later ones.
+    pub fn dropping_first(target: u16, n: usize) -> Proxy {
+        Proxy::spawn(target, &format!("drop:{n}"))
     }
 
     fn spawn(target: u16, mode: &str) -> Proxy {
