@@ -389,7 +389,7 @@ fn unreachable_redis_exits_69_without_running() {
 /// Redis tries once more before exit 69, and then gives up.
 #[test]
 fn a_run_turned_away_once_tries_again_and_always_exits_69() {
-    let mut server = RedisServer::start();
+    let server = RedisServer::start();
     let dir = TestDir::new();
     let once = Proxy::dropping_first(server.port(), 1);
     let marker = dir.file("ran");
