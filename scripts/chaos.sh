@@ -6,6 +6,8 @@
 #
 #   scripts/chaos.sh [--episodes N] [--seed S] [--jobs J]   run N episodes
 #   scripts/chaos.sh --seed S --episode K                   replay one
+#   scripts/chaos.sh --findings [--jobs J]                  replay every finding's
+#                                                           episode (scripts/chaos/findings.txt)
 #
 # REDLOCK_CHAOS_BINARY: the binary under test (default
 # target/release/redlock-run, built when missing). REDLOCK_CHAOS_VALKEY:

@@ -55,6 +55,18 @@ def on_signal(signum, _frame):
     os._exit(128 + signum)  # not sys.exit: the pool would wait for its episodes
 
 
+def findings():
+    """(seed, episode) of every finding, from scripts/chaos/findings.txt."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.txt")
+    todo = []
+    with open(path) as f:
+        for text in f:
+            fields = text.split("#", 1)[0].split()
+            if fields:
+                todo.append((fields[0], int(fields[1])))
+    return todo
+
+
 def replay(seed, k):
     return f"scripts/chaos.sh --seed {seed} --episode {k}"
 
@@ -183,6 +195,8 @@ def main():
     ap.add_argument("--controls", type=int, default=None,
                     help="episodes per negative control (default: 1 per 100 episodes, at least 1)")
     ap.add_argument("--keep", action="store_true", help="keep every episode's directory")
+    ap.add_argument("--findings", action="store_true",
+                    help="replay the episodes of every finding (scripts/chaos/findings.txt)")
     args = ap.parse_args()
 
     problems = preflight()
@@ -203,11 +217,15 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
 
-    if args.episode is not None:
-        todo = [args.episode]
+    if args.findings:
+        todo = findings()
+        seed = "of each finding"
+    elif args.episode is not None:
+        todo = [(seed, args.episode)]
     else:
         controls = args.controls if args.controls is not None else max(1, args.episodes // 100)
-        todo = [f"{c}-{i}" for i in range(controls) for c in CONTROLS] + list(range(args.episodes))
+        todo = [(seed, f"{c}-{i}") for i in range(controls) for c in CONTROLS]
+        todo += [(seed, k) for k in range(args.episodes)]
     print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
@@ -215,11 +233,11 @@ def main():
     started = time.monotonic()
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_episode, seed, k, base, args.keep) for k in todo]
-        for fut in futures:
+        futures = [(s, pool.submit(run_episode, s, k, base, args.keep)) for s, k in todo]
+        for s, fut in futures:
             r = fut.result()
             results.append(r)
-            print(line(seed, r), flush=True)
+            print(line(s, r), flush=True)
             bad = failed(r) or (r["plan"] and r["plan"]["control"] and not caught(r))
             if bad or (r["plan"] and r["plan"]["control"] is None and r["counts"] and r["counts"]["details"] and args.episode is not None):
                 for item in (r["counts"] or {}).get("details", []):
@@ -227,7 +245,7 @@ def main():
                 if r.get("error"):
                     print("    harness: " + r["output"].strip().replace("\n", "\n    ")[-3000:])
                 print(f"    logs: {r['dir']}")
-                print(f"    replay: {replay(seed, r['k'])}", flush=True)
+                print(f"    replay: {replay(s, r['k'])}", flush=True)
     elapsed = time.monotonic() - started
 
     main_results = [r for r in results if not (r["plan"] and r["plan"]["control"])]

@@ -387,6 +387,15 @@ impl Node {
         checked
     }
 
+    /// Behind sentinels: how many replicas of the service they know
+    /// (`None` elsewhere, or when no sentinel answers).
+    pub(super) fn known_replicas(&self) -> Option<u64> {
+        match &self.endpoint.target {
+            Target::Sentinel(target) => super::sentinel::known_replicas(target, self.timeout),
+            _ => None,
+        }
+    }
+
     /// Behind sentinels, before a write on a connection whose master they
     /// named a while ago: ask them again, and if they name another one now,
     /// drop the connection, so that the write goes to the master they name.

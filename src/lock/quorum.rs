@@ -589,12 +589,21 @@ impl Quorum {
                 Fault::Refused => Short::Refused(e.error),
                 _ => Short::Unconfirmed(e.error),
             })?;
-            let Some((wanted, auto, confirmed, connected, node)) = checked else {
+            let Some((wanted, auto, confirmed, connected, known, node)) = checked else {
                 continue;
             };
             match connected {
                 // Auto: the replicas are gone; nothing to wait for.
                 Some(0) if auto => {}
+                // Behind sentinels that know enough replicas, one is down,
+                // restarting, or being moved by a failover: not this time.
+                Some(n) if n < u64::from(wanted) && !auto && known >= Some(wanted.into()) => {
+                    return Err(Short::Unconfirmed(anyhow!(
+                        "--replicas {wanted}: {node} has {n} of the {} replica(s) the sentinels \
+                         know connected (one is down or reconnecting, or a failover is under way)",
+                        known.unwrap_or_default()
+                    )))
+                }
                 Some(n) if n < u64::from(wanted) && !auto => {
                     return Err(Short::TooFewReplicas(anyhow!(
                         "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
@@ -661,7 +670,9 @@ impl Quorum {
 
 /// What WAIT found on one node: (wanted, auto, confirmed, connected
 /// when fewer confirmed, the node); `None` when nothing was waited for.
-type Confirmed = Option<(u32, bool, i64, Option<u64>, String)>;
+/// `(wanted, auto, confirmed, connected, known, node)`: `connected` when
+/// fewer confirmed than wanted, `known` also when fewer are connected.
+type Confirmed = Option<(u32, bool, i64, Option<u64>, Option<u64>, String)>;
 
 /// WAIT on one node for the replicas `replicas` asks of it.
 fn replicas_confirm(
@@ -688,11 +699,16 @@ fn replicas_confirm(
         true => Some(node.connected_replicas(keys)?),
         false => None,
     };
+    let known = match connected.is_some_and(|n| n < u64::from(wanted)) {
+        true => node.known_replicas(),
+        false => None,
+    };
     Ok(Some((
         wanted,
         auto,
         confirmed,
         connected,
+        known,
         node.shown().to_string(),
     )))
 }

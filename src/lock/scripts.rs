@@ -262,10 +262,12 @@ if queued then
   end
   local added = redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
   if added == 1 and mode == '3' then replace_others() end
-  -- A line whose waiters all died goes within 5 minutes of its last try
-  -- (subscribed waiters try seldom; the line as a whole about once a
-  -- second, and a line of one every 5-10 s, see `wait.rs`).
-  redis.call('PEXPIRE', KEYS[6], 300000)
+  -- A line whose waiters all died goes with the last liveness key that
+  -- its last try wrote, at most 60 s later (subscribed waiters try seldom,
+  -- but the line as a whole about once a second, and a line of one every
+  -- 5-10 s, see `wait.rs`). A failover can lose a leaving waiter's ZREM
+  -- (the old primary took it), so this bounds what a dead line leaves.
+  redis.call('PEXPIRE', KEYS[6], math.max(tonumber(ARGV[12]) or 0, 60000))
   local ms = 3000
   if ARGV[11] == '1' then
     local sub = subscribed(ARGV[1])

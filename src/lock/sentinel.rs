@@ -83,6 +83,22 @@ pub fn named(
     ask(target, timeout, shown, &mut false)
 }
 
+/// How many replicas of the service the first sentinel that answers
+/// knows, whatever their state (`SENTINEL REPLICAS`); `None` when none
+/// answers. A sentinel never forgets a replica by itself: one that is
+/// down, restarting or being reconfigured by a failover is still counted.
+pub fn known_replicas(target: &SentinelTarget, timeout: Duration) -> Option<u64> {
+    target.sentinels.iter().find_map(|sentinel| {
+        let mut conn = super::dial::connect(sentinel, timeout).ok()?;
+        let listed: Vec<Value> = redis::cmd("SENTINEL")
+            .arg("REPLICAS")
+            .arg(&target.service)
+            .query(&mut conn)
+            .ok()?;
+        u64::try_from(listed.len()).ok()
+    })
+}
+
 /// The master's address as the first sentinel that knows SERVICE says;
 /// that sentinel moves to the front of the list.
 fn ask(

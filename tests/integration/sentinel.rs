@@ -273,3 +273,66 @@ fn a_release_right_after_a_failover_reaches_the_new_primary() {
         eprintln!("note: the old primary {old} was demoted before the release");
     }
 }
+
+/// A replica the sentinels know but that is down or reconnecting (here:
+/// killed, then started again) is waited for within `--wait`, as during a
+/// failover, when the promoted replica has left the old primary: only a
+/// `--replicas N` beyond the replicas the sentinels know is refused at
+/// once (chaos finding F5: waiters gave up with exit 69 mid-failover).
+#[test]
+fn a_known_replica_that_is_down_is_waited_for_and_too_many_are_refused_at_once() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    let primary = set.primary();
+    let replica = set.replicas()[0];
+    set.data_node(replica).kill();
+    let counted = wait_until(LONG, || {
+        let info: Result<String, _> = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut set.data_conn(primary));
+        info.is_ok_and(|i| i.contains("connected_slaves:1"))
+    });
+    assert!(
+        counted,
+        "the primary still counts two replicas:\n{}",
+        set.logs()
+    );
+    let out = run_with_timeout(
+        redlock(&url).args([
+            "-k",
+            "known",
+            "--replicas",
+            "3",
+            "--wait",
+            "60s",
+            "--",
+            "true",
+        ]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("can never be met"), "{out:?}");
+
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let mut waiter = spawn_piped(
+        redlock(&url)
+            .args([
+                "-k",
+                "known",
+                "--replicas",
+                "2",
+                "--wait",
+                "60s",
+                "--",
+                "touch",
+            ])
+            .arg(&ran),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!ran.exists(), "ran with one replica of the two asked for");
+    set.restart_as_replica(replica);
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(ran.exists(), "the command did not run");
+}
