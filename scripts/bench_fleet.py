@@ -39,6 +39,75 @@ int main(int argc, char **argv) {
 """
 
 
+# A TCP proxy: `delay-proxy LISTEN_FD TARGET_PORT DELAY_US`. Each accepted
+# connection gets a process of its own with a thread per direction; every
+# chunk read is sent DELAY_US after it arrived (as `tc netem delay` on an
+# interface would; this kernel has no netem). In C and in processes of its
+# own, so that five proxies do not queue behind one Python interpreter
+# lock, which would add latency to the five-node runs only.
+DELAY_PROXY_C = r"""
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static long delay_ns;
+struct pipe_ends { int from, to; };
+static void *pipe_one(void *arg) {
+    struct pipe_ends *p = arg;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = recv(p->from, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        struct timespec due;
+        clock_gettime(CLOCK_MONOTONIC, &due);
+        due.tv_nsec += delay_ns;
+        due.tv_sec += due.tv_nsec / 1000000000L;
+        due.tv_nsec %= 1000000000L;
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) != 0) {}
+        for (ssize_t sent = 0; sent < n;) {
+            ssize_t k = send(p->to, buf + sent, n - sent, MSG_NOSIGNAL);
+            if (k <= 0) goto done;
+            sent += k;
+        }
+    }
+done:
+    shutdown(p->from, SHUT_RDWR);
+    shutdown(p->to, SHUT_RDWR);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    if (argc != 4) return 2;
+    int listener = atoi(argv[1]);
+    struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[2])),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    delay_ns = atol(argv[3]) * 1000L;
+    signal(SIGCHLD, SIG_IGN);
+    for (;;) {
+        int client = accept(listener, NULL, NULL);
+        if (client < 0) continue;
+        if (fork() != 0) { close(client); continue; }
+        close(listener);
+        int server = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(server, (struct sockaddr *)&target, sizeof target) != 0) return 1;
+        int one = 1;
+        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct pipe_ends up = { client, server }, down = { server, client };
+        pthread_t t;
+        pthread_create(&t, NULL, pipe_one, &up);
+        pipe_one(&down);
+        pthread_join(t, NULL);
+        return 0;
+    }
+}
+"""
+
+
 def build_gate(tmp: Path):
     gate = tmp / "gate"
     (tmp / "gate.c").write_text(GATE_C)
@@ -74,10 +143,12 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proc_rss_kb(pid):
+def proc_rss_kb(pid, field="VmRSS"):
+    """A memory figure of /proc/PID/status in kB: VmRSS (resident, the
+    binary's shared pages included), or RssAnon (the process's own)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -202,6 +273,7 @@ def holders(tools, redis, count, window, spawn, reap):
     n1, r1, t1 = commands_processed(redis), redis_cpu(redis), time.monotonic()
     cpu1 = {p: proc_cpu(p) for p in pids}
     rss = [x for x in (proc_rss_kb(p) for p in pids) if x is not None]
+    anon = [x for x in (proc_rss_kb(p, "RssAnon") for p in pids) if x is not None]
     elapsed = t1 - t0
     used = sum(cpu1[p] - cpu0[p] for p in pids if cpu0[p] is not None and cpu1[p] is not None)
     gate = os.open(go, os.O_RDWR)
@@ -219,6 +291,7 @@ def holders(tools, redis, count, window, spawn, reap):
         holders_cpu=used / elapsed,
         rss_max=max(rss) if rss else None,
         rss_median=statistics.median(rss) if rss else None,
+        anon_median=statistics.median(anon) if anon else None,
     )
 
 
@@ -229,7 +302,9 @@ def report_holders(h):
           f"all holders together {h['holders_cpu'] * 100:.2f}% of a CPU "
           f"({h['holders_cpu'] / max(h['count'], 1) * 1e6:.1f} µs/s each)")
     if h["rss_max"] is not None:
-        print(f"   holder RSS: median {h['rss_median'] / 1024:.2f} MB, largest {h['rss_max'] / 1024:.2f} MB")
+        print(f"   holder RSS: median {h['rss_median'] / 1024:.2f} MB, largest {h['rss_max'] / 1024:.2f} MB"
+              f" (its own, RssAnon: median {(h['anon_median'] or 0) / 1024:.2f} MB; the rest is the"
+              " binary's pages, shared by every holder)")
     print()
 
 
@@ -238,58 +313,33 @@ def report_holders(h):
 
 
 class DelayProxy:
-    """A TCP proxy on a free loopback port in front of `port`: every chunk
-    is forwarded `delay` seconds after it arrived, in each direction (as
-    `tc netem delay` on an interface would; this kernel has no netem)."""
+    """A TCP proxy on a free loopback port in front of `port` that delays
+    every chunk by `delay` seconds each way (DELAY_PROXY_C, built into
+    `tmp`), in a process of its own."""
 
-    def __init__(self, port, delay, free_port):
-        self.target, self.delay = port, delay
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    def __init__(self, port, delay, free_port, tmp: Path):
+        binary = tmp / "delay-proxy"
+        if not binary.exists():
+            (tmp / "delay-proxy.c").write_text(DELAY_PROXY_C)
+            subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(tmp / "delay-proxy.c")],
+                           check=True)
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.port = free_port()
-        self.listener.bind(("127.0.0.1", self.port))
-        self.listener.listen(256)
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                client.close()
-                continue
-            for s in (client, server):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
-
-    def _pipe(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                due = time.monotonic() + self.delay
-                while (left := due - time.monotonic()) > 0:
-                    time.sleep(left)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(256)
+        self.proc = subprocess.Popen(
+            [str(binary), str(listener.fileno()), str(port), str(round(delay * 1e6))],
+            pass_fds=[listener.fileno()], start_new_session=True)
+        listener.close()
 
     def close(self):
-        self.closed = True
-        self.listener.close()
+        # Its connections' processes are in its session: stop them all.
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
 
 def fanout(tools, servers, section, rounds, workers, runs, delay, free_port, time_runs,
@@ -297,7 +347,7 @@ def fanout(tools, servers, section, rounds, workers, runs, delay, free_port, tim
     """Uncontended runs and hand-overs over 5 proxied nodes against one
     proxied node (same delay), and the client CPU per run without delay."""
     nodes = [servers.start(f"fanout{i}") for i in range(5)]
-    proxies = [DelayProxy(n.port, delay, free_port) for n in nodes]
+    proxies = [DelayProxy(n.port, delay, free_port, tools.tmp) for n in nodes]
     try:
         urls = lambda ports: [a for p in ports for a in ("--redis", f"redis://127.0.0.1:{p}")]
         tools.variants["1 node +delay"] = urls([proxies[0].port])
