@@ -141,10 +141,14 @@ pub fn acquire(
         Ok(Waited::Busy(BusyInfo {
             replaced_by: Some((host, pid)),
             ..
-        })) => Ok(Waited::Replaced(host, pid)),
+        })) => {
+            quorum.give_back_owed(token);
+            Ok(Waited::Replaced(host, pid))
+        }
         other => {
             // Let the next in line be woken instead of us.
             quorum.leave(token);
+            quorum.give_back_owed(token);
             other
         }
     }
@@ -312,14 +316,16 @@ impl Waiter<'_> {
         None
     }
 
-    /// A fresh token for the next attempt (see [`acquire`]), with several
-    /// nodes (Redlock), where an attempt that failed was given back on the
-    /// nodes that granted it. One node keeps its token: a waiter's token
-    /// is its place in the line, and renewing it after every network
-    /// error let faults starve a waiter past `--wait` (see docs/safety.md
-    /// for the window that remains there).
+    /// A fresh token for the next attempt (see [`acquire`]): an attempt
+    /// that failed was given back, and that give-back may reach a node
+    /// late. Only a waiter in the line of a plain lock on one node keeps
+    /// its token: it is its place in the line, and renewing it after every
+    /// network error let faults starve a waiter past `--wait`. Its
+    /// give-backs are held over until the wait ends instead (see
+    /// `Quorum::give_back`). Before the first busy answer it has no place
+    /// yet: the retry of an unanswered first attempt gets a fresh token.
     fn renew_token(&mut self, quorum: &Quorum) {
-        if quorum.nodes() > 1 {
+        if !quorum.queues_waiters() || self.first_busy {
             self.token = uuid::Uuid::new_v4().to_string();
         }
     }

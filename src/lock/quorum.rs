@@ -98,6 +98,8 @@ pub struct Quorum {
     /// With several nodes: each node's `run_id` once it was asked (`None`
     /// inside: it did not say), to refuse one server counted twice.
     run_ids: Vec<Option<Option<String>>>,
+    /// A give-back was held over (see [`Quorum::give_back_owed`]).
+    owed: bool,
 }
 
 impl Quorum {
@@ -113,6 +115,7 @@ impl Quorum {
             kind: LockKind::Plain,
             timeout,
             run_ids: vec![None; endpoints.len()],
+            owed: false,
         }
     }
 
@@ -372,18 +375,47 @@ impl Quorum {
                 valid_until,
                 reset: tally.reset,
             };
-            return self.confirmed(token, lease);
+            return self.confirmed(token, lease, queue);
         }
-        self.not_acquired(token, tally)
+        self.not_acquired(token, tally, queue)
+    }
+
+    /// Give back what a failed attempt may hold, now, or once the token
+    /// is no longer needed. A waiter in line on one node keeps its token
+    /// (its place) for the next attempt, and a give-back whose fate is
+    /// unknown (a lossy link may deliver it late, on a connection we
+    /// dropped) could then delete the lock that attempt takes: so it is
+    /// held over until the wait ends without the lock ([`give_back_owed`]).
+    /// Meanwhile what the failed attempt took is still ours: the next
+    /// attempt finds it with our token.
+    ///
+    /// [`give_back_owed`]: Quorum::give_back_owed
+    fn give_back(&mut self, token: &str, token_kept: bool) {
+        match token_kept {
+            true => self.owed = true,
+            false => drop(self.release(token, 1)),
+        }
+    }
+
+    /// The wait ended without the lock: give back what a failed attempt
+    /// may still hold with `token`, which no later attempt will use.
+    pub fn give_back_owed(&mut self, token: &str) {
+        if std::mem::take(&mut self.owed) {
+            drop(self.release(token, 1));
+        }
     }
 
     /// Granted: kept if the replicas confirm it, else given back.
-    fn confirmed(&mut self, token: &str, lease: Lease) -> Attempt {
+    fn confirmed(&mut self, token: &str, lease: Lease, token_kept: bool) -> Attempt {
         match self.confirm_replicas() {
-            Ok(()) => Attempt::Acquired(lease),
+            Ok(()) => {
+                // Ours now: nothing held over is owed.
+                self.owed = false;
+                Attempt::Acquired(lease)
+            }
             Err(short) => {
                 // Not durable: a failover could lose it. Give it back.
-                self.release(token, 1);
+                self.give_back(token, token_kept);
                 match short {
                     Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
                     Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
@@ -394,11 +426,11 @@ impl Quorum {
     }
 
     /// Not granted: what was taken given back, and why, most telling first.
-    fn not_acquired(&mut self, token: &str, tally: Tally) -> Attempt {
+    fn not_acquired(&mut self, token: &str, tally: Tally, token_kept: bool) -> Attempt {
         if !tally.fences.is_empty() || !tally.errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
-            self.release(token, 1);
+            self.give_back(token, token_kept);
         }
         if let Some(limit) = tally.mismatch {
             // Not a matter of waiting: the holders use another --limit.

@@ -719,3 +719,53 @@ fn a_name_with_a_dead_first_address_still_connects() {
         "never reached Redis"
     );
 }
+
+/// The retry of an unanswered first attempt takes a fresh token: the
+/// failed attempt's give-back, delivered late by a lossy link on a
+/// connection the run had dropped, can never delete the lock the retry
+/// took (fault campaign, `--seed 1201 --episode 39`: two holders at once).
+/// The proxy turns the first connection away and holds back every
+/// command of the second (the give-back) 2.5 s.
+#[test]
+fn a_late_give_back_of_an_unanswered_first_attempt_never_deletes_the_retrys_lock() {
+    let server = RedisServer::start();
+    let proxy = Proxy::with_plan(server.port(), &["d", "l0:2500"]);
+    let dir = TestDir::new();
+    let started = dir.file("started");
+    let mut held = spawn_piped(
+        redlock(&proxy.url())
+            .args(["-k", "late", "--ttl", "3s", "-v", "--"])
+            .args([
+                "sh",
+                "-c",
+                &format!("touch '{}'; sleep 5", started.display()),
+            ]),
+    );
+    if !wait_for_file(&started, LONG) {
+        held.signal(Signal::SIGKILL);
+        panic!("the holder never started: {:?}", held.wait_timeout(LONG));
+    }
+    let token: String = redis::cmd("GET")
+        .arg("redlock:{late}")
+        .query(&mut server.conn())
+        .expect("the lock is held");
+    // The held-back give-back reaches Redis 2.5 s after it was sent.
+    std::thread::sleep(Duration::from_secs(3));
+    let now: Option<String> = redis::cmd("GET")
+        .arg("redlock:{late}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        now.as_deref(),
+        Some(token.as_str()),
+        "the holder's lock went"
+    );
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["-n", "-k", "late", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(75), "a second holder got in: {out:?}");
+    let out = held.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("trying once more"), "{out:?}");
+}

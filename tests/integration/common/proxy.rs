@@ -19,7 +19,10 @@ mode = sys.argv[3]
 late = None
 limit = None
 drop = 0
-if mode.startswith("drop:"):
+plan = []
+if mode.startswith("plan:"):
+    plan = mode[5:].split(",")
+elif mode.startswith("drop:"):
     drop = int(mode[5:])
 elif mode.startswith("late:"):
     _, n, ms = mode.split(":")
@@ -81,11 +84,16 @@ connections = 0
 while True:
     client, _ = server.accept()
     connections += 1
-    if connections <= drop:
+    step = plan[connections - 1] if connections <= len(plan) else "f"
+    if connections <= drop or step == "d":
         client.close()
         continue
     upstream = socket.create_connection(("127.0.0.1", target))
-    if late is not None and connections == 1:
+    if step.startswith("l"):
+        first, ms = step[1:].split(":")
+        threading.Thread(target=pipe_late, args=(client, upstream, int(first), int(ms) / 1000),
+                         daemon=True).start()
+    elif late is not None and connections == 1:
         threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
     else:
         threading.Thread(target=pipe, args=(client, upstream, limit), daemon=True).start()
@@ -123,6 +131,15 @@ impl Proxy {
     /// turns a client away), and forwards later ones.
     pub fn dropping_first(target: u16, n: usize) -> Proxy {
         Proxy::spawn(target, &format!("drop:{n}"))
+    }
+
+    /// A proxy that treats its connections as `plan` says, one entry per
+    /// connection in order of arrival: `d` closes it unanswered, `lN:MS`
+    /// forwards its first N requests at once and every later one MS
+    /// milliseconds after it came (even after the client closed it), `f`
+    /// forwards it; connections beyond the plan are forwarded.
+    pub fn with_plan(target: u16, plan: &[&str]) -> Proxy {
+        Proxy::spawn(target, &format!("plan:{}", plan.join(",")))
     }
 
     fn spawn(target: u16, mode: &str) -> Proxy {
