@@ -359,11 +359,21 @@ impl Node {
     /// The server's `run_id` (`INFO server`): it tells one server from
     /// another whatever address or socket reached it. `None` for a
     /// Cluster (many servers) or when the reply has none.
+    ///
+    /// The default sections (a plain `INFO`) also carry the memory
+    /// settings: a server that cannot evict is then checked for this
+    /// connection (see [`Node::check_eviction`]), which saves a Redlock
+    /// node a round trip before its first acquire. One that can evict
+    /// is asked again there, and refused with the whole message.
     pub(super) fn run_id(&mut self) -> NodeResult<Option<String>> {
         if matches!(self.endpoint.target, Target::Cluster(_)) {
             return Ok(None);
         }
-        let info: String = self.query(redis::cmd("INFO").arg("server"))?;
+        let info: String = self.query(&redis::cmd("INFO"))?;
+        let settings = info.contains("\nmaxmemory:") && info.contains("\nmaxmemory_policy:");
+        if settings && eviction(&info).is_none() && self.memory == Memory::Unchecked {
+            self.memory = Memory::Checked;
+        }
         Ok(info
             .lines()
             .find_map(|line| line.strip_prefix("run_id:"))
