@@ -424,7 +424,16 @@ fn pct(s: &str) -> String {
 // ---- small Redis-side helpers (panic on protocol errors: tests want loud failures) ----
 
 fn q<T: redis::FromRedisValue>(conn: &mut redis::Connection, c: &redis::Cmd) -> T {
-    c.query(conn).unwrap_or_else(|e| panic!("redis {c:?}: {e}"))
+    // A signal to the test process (a child's SIGCHLD) can interrupt the
+    // read of a reply (EINTR, once seen in CI): ask again, twice at most.
+    let mut tries = 0;
+    loop {
+        match c.query(conn) {
+            Ok(value) => return value,
+            Err(e) if tries < 2 && e.to_string().contains("Interrupted system call") => tries += 1,
+            Err(e) => panic!("redis {c:?}: {e}"),
+        }
+    }
 }
 
 pub fn get(conn: &mut redis::Connection, key: &str) -> Option<String> {
