@@ -31,6 +31,9 @@ const STOPPED: i32 = 4;
 const EXITED: i32 = 5;
 /// The lease ran out with the job still running: the keeper kills it.
 const WATCHDOG: i32 = 6;
+/// Just before EXITED: nothing else of the job is left below the keeper
+/// (it looked after the leader ended), so redlock-run need not look.
+const ALONE: i32 = 7;
 
 /// What redlock-run says: a tag (`L`: the lease's end follows; `R`: done)
 /// and an `i64` (CLOCK_MONOTONIC nanoseconds).
@@ -54,6 +57,8 @@ pub struct Keeper {
     told: Option<std::time::Instant>,
     /// The keeper killed the job: its lease ran out while we did not act.
     fired: bool,
+    /// The keeper found nothing of the job left once the leader ended.
+    alone: bool,
 }
 
 /// How the keeper's first report went.
@@ -77,6 +82,7 @@ impl Keeper {
             dead: false,
             told: None,
             fired: false,
+            alone: false,
         }
     }
 
@@ -124,6 +130,7 @@ impl Keeper {
                 }
                 (EXITED, _, sig) => self.exit = Some(Exit::Signaled(sig)),
                 (WATCHDOG, _, _) => self.fired = true,
+                (ALONE, _, _) => self.alone = true,
                 _ => {}
             }
         }
@@ -175,6 +182,13 @@ impl Keeper {
         if nix::unistd::write(ctl, &message).is_ok() {
             self.told = Some(until);
         }
+    }
+
+    /// The leader has ended and the keeper, looking after that, found no
+    /// other process of the job below it (none can appear later: a tree
+    /// with no live process has none to start one).
+    pub fn alone(&self) -> bool {
+        self.alone && self.exit.is_some()
     }
 
     /// Whether the keeper killed the job because its lease ran out.
@@ -325,8 +339,12 @@ unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if !reported {
             reported = watch_leader(leader, st_w);
+        } else if ready <= 0 {
+            // A SIGCHLD (EINTR) or the killing round's timeout: reap. A
+            // SIGCHLD that came with a message stays pending (blocked
+            // outside ppoll) and ends the next ppoll at once.
+            reap_others(leader);
         }
-        reap_others(leader);
         if !killing && lease_end > 0 && monotonic_ns() >= lease_end {
             // The lease is over and redlock-run has not stopped the job
             // (it is stopped or hung itself): nothing may run on.
@@ -429,26 +447,36 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
     }
     let mut info: libc::siginfo_t = std::mem::zeroed();
     let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-    if libc::waitid(libc::P_PID, leader.unsigned_abs(), &mut info, flags) == 0 && info.si_pid() != 0
-    {
-        report(st_w, EXITED, info.si_code, info.si_status());
-        return true;
+    let ended = libc::waitid(libc::P_PID, leader.unsigned_abs(), &mut info, flags) == 0
+        && info.si_pid() != 0;
+    // The leader's orphans were handed to us before its end was reported
+    // (the kernel reparents first): what is left is listed now.
+    if reap_others(leader) == Some(0) && ended {
+        report(st_w, ALONE, 0, 0);
     }
-    false
+    if ended {
+        report(st_w, EXITED, info.si_code, info.si_status());
+    }
+    ended
 }
 
-/// Reap every child but the leader that has ended (orphans handed to us).
+/// Reap every child but the leader that has ended (orphans handed to us);
+/// how many others still run (`None`: /proc could not be read).
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]): system calls on the stack, no
 /// allocation; `leader` is the keeper's own child.
-unsafe fn reap_others(leader: c_int) {
-    each_child(|pid| {
+unsafe fn reap_others(leader: c_int) -> Option<usize> {
+    let mut running = 0;
+    let listed = each_child(|pid| {
         if pid != leader {
             let mut status = 0;
-            libc::waitpid(pid, &mut status, libc::WNOHANG);
+            if libc::waitpid(pid, &mut status, libc::WNOHANG) == 0 {
+                running += 1;
+            }
         }
     });
+    listed.then_some(running)
 }
 
 /// SIGKILL everything below us once (the leader's zombie stays unreaped).
@@ -486,19 +514,21 @@ unsafe fn kill_tree(leader: c_int) {
 }
 
 /// Call `f` with each of our children's pids, from
-/// `/proc/thread-self/children`, read into a buffer on the stack.
+/// `/proc/thread-self/children`, read into a buffer on the stack; false
+/// when that file cannot be read (no /proc).
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]): system calls on the stack, no
 /// allocation; `f` must keep to the same (it runs between those calls).
-unsafe fn each_child(mut f: impl FnMut(c_int)) {
+unsafe fn each_child(mut f: impl FnMut(c_int)) -> bool {
     let fd = libc::open(
         c"/proc/thread-self/children".as_ptr(),
         libc::O_RDONLY | libc::O_CLOEXEC,
     );
     if fd < 0 {
-        return;
+        return false;
     }
+    let complete;
     let mut buf = [0u8; 512];
     let mut pid: c_int = 0;
     let mut digits = false;
@@ -508,6 +538,7 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) {
             continue;
         }
         if n <= 0 {
+            complete = n == 0;
             break;
         }
         for &b in &buf[..usize::try_from(n).unwrap_or(0)] {
@@ -525,6 +556,7 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) {
         f(pid);
     }
     libc::close(fd);
+    complete
 }
 
 /// Close every fd but `a` and `b` (close_range; nothing if the kernel

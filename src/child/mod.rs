@@ -191,6 +191,10 @@ impl Job {
     /// once the leader is gone. `None` when they cannot be counted
     /// (no usable /proc): see [`Job::reap`].
     pub fn leftovers(&self) -> Option<usize> {
+        if self.keeper.alone() {
+            // The keeper looked once the leader had ended: nothing left.
+            return Some(0);
+        }
         let found = descendants(self.pgid, self.keeper.pid(), true)?;
         Some(found.len())
     }
