@@ -54,8 +54,12 @@ impl LockKind {
             floor,
         } = how;
         // A server that may evict the lock's key would hand it out and
-        // then drop it under a running holder.
-        node.check_eviction(keys)?;
+        // then drop it under a running holder: the script checks first,
+        // or (--allow-eviction) an INFO of our own.
+        let screen = node.screens();
+        if !screen {
+            node.check_eviction(keys)?;
+        }
         let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
         let refresh_ms = holder.refresh_ms.to_string();
         let kill_after_ms = holder.kill_after_ms.to_string();
@@ -82,8 +86,20 @@ impl LockKind {
             subscribed,
             &liveness_ms,
             if floor { "1" } else { "0" },
+            if screen { "1" } else { "0" },
         ]);
         let reply = node.eval(script, keys, &args)?;
+        if screen {
+            let found = reply::screened(reply).unexpected(node, "acquire")?;
+            if let Some(answer) = node.screened(found)? {
+                return Ok(answer);
+            }
+            // INFO is refused to this user (noted): without the check.
+            args.pop();
+            args.push("0");
+            let reply = node.eval(script, keys, &args)?;
+            return reply::acquire(reply).unexpected(node, "acquire");
+        }
         reply::acquire(reply).unexpected(node, "acquire")
     }
 

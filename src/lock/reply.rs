@@ -181,27 +181,51 @@ pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
 /// limit?, revoked?, first?, line?, ahead_ms?, seen?}`, `{-1, limit}` or `{-2, host, pid}` (see
 /// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
+    match screened(reply)? {
+        Screened::Answer(answer) => Ok(answer),
+        other => Err(anyhow!(
+            "an eviction check's answer that was not asked for: {other:?}"
+        )),
+    }
+}
+
+/// An acquire script's reply when it was asked to check eviction first
+/// (ARGV[14], see `scripts::eviction_lib`).
+#[derive(Debug)]
+pub enum Screened {
+    /// The server may evict the key: `maxmemory`, `maxmemory-policy`.
+    /// Nothing was written.
+    Evicts(String, String),
+    /// `INFO memory` was refused (the error): nothing was written.
+    NoInfo(String),
+    /// Checked (or not asked): the acquire's own answer.
+    Answer(Acquire),
+}
+
+/// [`acquire`] with the eviction check's two answers: `{-3, maxmemory,
+/// policy}` and `{-4, error}`.
+pub fn screened(reply: Value) -> Result<Screened> {
     let items = items(reply)?;
+    let field = |i: usize| items.get(i).map(text).unwrap_or_default();
     match items.first().and_then(int) {
-        Some(1) => Ok(Acquire::Held {
+        Some(-3) => Ok(Screened::Evicts(field(1), field(2))),
+        Some(-4) => Ok(Screened::NoInfo(field(1))),
+        Some(1) => Ok(Screened::Answer(Acquire::Held {
             fence: items
                 .get(1)
                 .and_then(int)
                 .ok_or_else(|| anyhow!("no fence"))?,
             reset: items.get(2).and_then(int) == Some(1),
-        }),
-        Some(0) => Ok(Acquire::Busy(busy(&items)?)),
-        Some(-1) => Ok(Acquire::Mismatch {
-            limit: limit(items.get(1))?,
-        }),
-        // Replaced in line: busy for us, for good.
-        Some(-2) => Ok(Acquire::Busy(BusyInfo {
-            replaced_by: Some((
-                items.get(1).map(text).unwrap_or_default(),
-                items.get(2).map(text).unwrap_or_default(),
-            )),
-            ..BusyInfo::default()
         })),
+        Some(0) => Ok(Screened::Answer(Acquire::Busy(busy(&items)?))),
+        Some(-1) => Ok(Screened::Answer(Acquire::Mismatch {
+            limit: limit(items.get(1))?,
+        })),
+        // Replaced in line: busy for us, for good.
+        Some(-2) => Ok(Screened::Answer(Acquire::Busy(BusyInfo {
+            replaced_by: Some((field(1), field(2))),
+            ..BusyInfo::default()
+        }))),
         _ => Err(anyhow!("{items:?}")),
     }
 }

@@ -118,6 +118,37 @@ end
     };
 }
 
+/// With ARGV[14] = '1', the acquire scripts first refuse a server that may
+/// evict the lock's key (the eviction check of `Node::check_eviction`,
+/// made here so that it costs no round trip of its own), before anything
+/// is written: `{-3, maxmemory, policy}` when `maxmemory` is set (not 0)
+/// with a `maxmemory-policy` other than `noeviction`, `{-4, error}` when
+/// `INFO memory` is refused (no `+info`, renamed away): the caller notes
+/// that and asks again without the check. A server that does not say is
+/// taken at its word, as in `Node::check_eviction`.
+macro_rules! eviction_lib {
+    () => {
+        r#"
+local function evicts()
+  if ARGV[14] ~= '1' then return nil end
+  local info = redis.pcall('INFO', 'memory')
+  if type(info) ~= 'string' then
+    if type(info) == 'table' and info.err then return {-4, info.err} end
+    return {-4, 'INFO memory gave no text'}
+  end
+  local maxmemory = string.match(info, '\nmaxmemory:(%d+)')
+  local policy = string.match(info, '\nmaxmemory_policy:([^\r\n]+)')
+  if maxmemory and policy and maxmemory ~= '0' and policy ~= 'noeviction' then
+    return {-3, maxmemory, policy}
+  end
+  return nil
+end
+local refused = evicts()
+if refused then return refused end
+"#
+    };
+}
+
 /// The next fence, and whether the counter had to be seeded. A missing
 /// counter (a restart without persistence, FLUSHALL) starts from the
 /// server's clock in microseconds, so that the fence never repeats or
@@ -155,7 +186,8 @@ end
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
-/// FORCE_RELEASE), subscribed, liveness_ms. With queue = '1' the caller
+/// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
+/// screen (see `eviction_lib`). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -186,6 +218,7 @@ end
 /// (0: it does not, -1: it cannot tell); `{-1, N}` when KEY is a
 /// semaphore with `--limit N` now, or `{-2, host, pid}`.
 pub const ACQUIRE: &str = concat!(
+    eviction_lib!(),
     fence_lib!(),
     line_lib!(),
     r#"
@@ -512,13 +545,15 @@ return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 /// already ours), removing expired holders first.
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
-/// refresh_ms, kill_after_ms.
+/// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
+/// floor, screen.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
 /// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
 /// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
 pub const SLOT_ACQUIRE: &str = concat!(
+    eviction_lib!(),
     slot_lib!(),
     fence_lib!(),
     r#"
