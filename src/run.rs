@@ -501,6 +501,7 @@ impl Held<'_> {
             ours,
             replaced,
             gone,
+            unanswered,
             errors,
         } = main.release(self.token, 3);
         if replaced > 0 {
@@ -512,7 +513,7 @@ impl Held<'_> {
                 ),
                 &[field("error", "replaced")],
             );
-        } else if ours == 0 && gone > 0 {
+        } else if ours == 0 && unanswered == 0 && gone > 0 {
             self.log.emit(
                 Ev::ReleaseFailed,
                 format!("lock '{key}' had already expired at release"),
@@ -529,6 +530,16 @@ impl Held<'_> {
         if ours > 0 {
             self.log
                 .emit(Ev::Released, format!("released lock '{key}'"), &[]);
+        } else if unanswered > 0 {
+            // Not "expired": the lease still held when COMMAND ended.
+            self.log.emit(
+                Ev::Released,
+                format!(
+                    "released lock '{key}' (a release's reply was lost; the next try found \
+                     it gone)"
+                ),
+                &[],
+            );
         }
     }
 }

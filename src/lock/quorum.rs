@@ -72,7 +72,22 @@ pub struct Released {
     pub ours: usize,
     pub replaced: usize,
     pub gone: usize,
+    /// Gone on a retry after a try whose reply never came (it timed out
+    /// or the connection broke after the request went out): most likely
+    /// that try released it.
+    pub unanswered: usize,
     pub errors: Vec<anyhow::Error>,
+}
+
+/// Whether a call that failed this way may still have been carried out
+/// (the request may have reached the server): not when the server
+/// refused it, a Cluster slot was moving, or this host ran out of
+/// something first.
+fn may_have_run(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::Unreachable | Fault::Dropped | Fault::Interrupted
+    )
 }
 
 /// `--replicas`: how many replicas must confirm each write (WAIT).
@@ -678,20 +693,25 @@ impl Quorum {
         let kind = self.kind;
         let answers = self.each(|node, keys| {
             let mut last = kind.release(node, keys, token);
+            // A try whose reply never came may have released it: a later
+            // try then finds it gone, our own doing, not an expiry.
+            let mut maybe_done = false;
             for _ in 1..tries {
-                if last.is_ok() {
-                    break;
+                match &last {
+                    Ok(_) => break,
+                    Err(e) => maybe_done |= may_have_run(e.fault),
                 }
                 std::thread::sleep(Duration::from_millis(50));
                 last = kind.release(node, keys, token);
             }
-            last
+            (last, maybe_done)
         });
         let mut released = Released::default();
-        for answer in answers {
+        for (answer, maybe_done) in answers {
             match answer {
                 Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
                 Ok(Ownership::Replaced) => released.replaced += 1,
+                Ok(Ownership::Gone) if maybe_done => released.unanswered += 1,
                 Ok(Ownership::Gone) => released.gone += 1,
                 Err(e) => released.errors.push(e.error),
             }

@@ -769,3 +769,27 @@ fn a_late_give_back_of_an_unanswered_first_attempt_never_deletes_the_retrys_lock
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("trying once more"), "{out:?}");
 }
+
+/// A release whose reply is lost (carried out by Redis, the answer never
+/// came) is tried again, which finds the lock gone: that is our own
+/// release, not an expiry, and is not reported as one (2,000 holders
+/// releasing at once on two cores timed some replies out, and each said
+/// "had already expired at release", which reads as a lease lost while
+/// COMMAND ran).
+#[test]
+fn a_release_whose_reply_was_lost_is_not_reported_as_an_expired_lock() {
+    let server = RedisServer::start();
+    // The first connection: the acquire's reply, then none.
+    let proxy = Proxy::with_plan(server.port(), &["r1"]);
+    let out = run_with_timeout(
+        redlock(&proxy.url()).args(["-k", "lost-reply", "--ttl", "3s", "-v", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!out.stderr.contains("expired"), "{out:?}");
+    assert!(out.stderr.contains("reply was lost"), "{out:?}");
+    assert!(
+        !exists(&mut server.conn(), "redlock:{lost-reply}"),
+        "the lock is still there: {out:?}"
+    );
+}

@@ -93,6 +93,11 @@ while True:
         first, ms = step[1:].split(":")
         threading.Thread(target=pipe_late, args=(client, upstream, int(first), int(ms) / 1000),
                          daemon=True).start()
+    elif step.startswith("r"):
+        # Every request goes through; only the first N replies come back.
+        threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=pipe, args=(upstream, client, int(step[1:])), daemon=True).start()
+        continue
     elif late is not None and connections == 1:
         threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
     else:
@@ -136,8 +141,10 @@ impl Proxy {
     /// A proxy that treats its connections as `plan` says, one entry per
     /// connection in order of arrival: `d` closes it unanswered, `lN:MS`
     /// forwards its first N requests at once and every later one MS
-    /// milliseconds after it came (even after the client closed it), `f`
-    /// forwards it; connections beyond the plan are forwarded.
+    /// milliseconds after it came (even after the client closed it), `rN`
+    /// forwards every request but only the first N replies (later ones are
+    /// carried out, unanswered), `f` forwards it; connections beyond the
+    /// plan are forwarded.
     pub fn with_plan(target: u16, plan: &[&str]) -> Proxy {
         Proxy::spawn(target, &format!("plan:{}", plan.join(",")))
     }
