@@ -255,12 +255,16 @@ def holders(tools, redis, count, window, spawn, reap):
     ready = tools.tmp / "holders-ready"
     ready.mkdir()
     job = ["/bin/sh", "-c", f'touch {ready}/$$; read line < {go}; exit 0']
+    # Every holder's stderr, appended to one file: a holder that says
+    # anything (a lease lost, a release that found the lock gone) fails
+    # the section.
+    said = tools.tmp / "holders-stderr"
     pids = []
     started = time.monotonic()
     for i in range(count):
         argv = [tools.binary, *tools.variants["redlock-run"], "--key", f"holder-{i}",
                 "--ttl", "30s", "--"] + job
-        pids.append(spawn(argv, True, None))
+        pids.append(spawn(argv, True, said))
     deadline = time.monotonic() + 120
     while len(os.listdir(ready)) < count and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -281,6 +285,9 @@ def holders(tools, redis, count, window, spawn, reap):
     for pid in pids:
         tools.check("holder", reap(pid))
     os.close(gate)
+    complaints = said.read_text().splitlines() if said.exists() else []
+    if complaints:
+        tools.failures.append(f"holders: {len(complaints)} lines on stderr, the first: {complaints[0]}")
     return dict(
         count=count,
         up=up,
