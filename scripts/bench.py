@@ -721,7 +721,6 @@ FIRST_ARG = re.compile(r"^\w+\((\d+)")
 SCRIPT_CALL = re.compile(r"\\r\\n(EVAL|EVALSHA|EVAL_RO|EVALSHA_RO|FCALL|FCALL_RO)\\r\\n", re.IGNORECASE)
 SENDS = {"write", "writev", "sendto", "sendmsg", "sendmmsg"}
 RECVS = {"read", "readv", "recvfrom", "recvmsg", "recvmmsg"}
-WAITS = {"wait4", "waitid", "waitpid"}
 CLONES = {"clone", "clone3", "fork", "vfork"}
 OPENS = {"open", "openat", "openat2"}
 
@@ -784,10 +783,17 @@ def phase_marks(calls, exits, port):
     threads = {c.ret for c in calls if c.name in CLONES and "CLONE_THREAD" in c.text and c.ret}
     fork = first(calls, lambda c: c.pid in threads | {main} and c.name in CLONES
                  and "CLONE_THREAD" not in c.text and c.ret)
-    child = fork.ret if fork else None
+    # Round 3 forks a keeper, which clones COMMAND; before, the wrapper
+    # cloned COMMAND itself. The keeper's calls are ours too.
+    keeper = fork.ret if fork else None
+    inner = first(calls, lambda c: c.pid == keeper and c.name in CLONES
+                  and "CLONE_THREAD" not in c.text and c.ret)
+    child = inner.ret if inner else keeper
     exec_ = first(calls, lambda c: c.pid == child and c.name == "execve" and c.ret == 0)
     exec_end = exec_.end if exec_ else math.inf
-    ours = [c for c in calls if c.pid in threads | {main} or (c.pid == child and c.start < exec_end)]
+    kept = {keeper} - {child, None}
+    ours = [c for c in calls if c.pid in threads | {main} | kept
+            or (c.pid == child and c.start < exec_end)]
 
     m = {"exec": calls[0].start, "exit": exits.get(main)}
     conns = [c for c in ours if c.name == "connect" and f"htons({port})" in c.text]
@@ -818,8 +824,10 @@ def phase_marks(calls, exits, port):
         m["child exit"] = exits.get(child)
     if m.get("child exit"):
         done = m["child exit"]
-        waited = first(ours, lambda c: c.name in WAITS and c.end >= done)
-        m["reaped"] = waited.end if waited else None
+        # The wrapper woken by the news (a wait, or a poll of the keeper's
+        # pipe): its first call to end after the child's.
+        woken = first(sorted(ours, key=lambda c: c.end), lambda c: c.pid == main and c.end >= done)
+        m["reaped"] = woken.end if woken else None
         release = first(scripts, lambda c: c.start >= done)
         if release:
             m["release"] = release.start
@@ -834,10 +842,10 @@ PHASES = [
     ("connect (socket to first EVAL sent)", "connect", "acquire"),
     ("acquire EVAL round trip", "acquire", "acquired"),
     ("acquired to fork (pgrp, tty, pipes)", "acquired", "fork"),
-    ("fork/clone + exec of the child", "fork", "child exec"),
+    ("fork (keeper) + clone + exec", "fork", "child exec"),
     ("the child's run (`true`)", "child exec", "child exit"),
-    ("waiting for it (exit to reaped)", "child exit", "reaped"),
-    ("reaped to release (scans, joins)", "reaped", "release"),
+    ("its exit to the wrapper woken", "child exit", "reaped"),
+    ("woken to release (keeper, scans)", "reaped", "release"),
     ("release EVAL round trip", "release", "released"),
     ("exit (release reply to process gone)", "released", "exit"),
 ]

@@ -338,7 +338,7 @@ unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
         let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if !reported {
-            reported = watch_leader(leader, st_w);
+            reported = watch_leader(leader, st_w, ready <= 0);
         } else if ready <= 0 {
             // A SIGCHLD (EINTR) or the killing round's timeout: reap. A
             // SIGCHLD that came with a message stays pending (blocked
@@ -425,13 +425,15 @@ fn monotonic_ns() -> i64 {
 }
 
 /// Report the leader's stops (consuming them) and, once, its end (not
-/// reaping it). Whether the end was reported.
+/// reaping it); reap the other children that ended if `reap` (a signal or
+/// a timeout woke us: a message from redlock-run is no reason to look).
+/// Whether the end was reported.
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]): system calls on the stack, no
 /// allocation. `leader` is the keeper's own child (a positive pid) and
 /// `st_w` the open writing end of the status pipe.
-unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
+unsafe fn watch_leader(leader: c_int, st_w: RawFd, reap: bool) -> bool {
     loop {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let stopped = libc::waitid(
@@ -451,8 +453,10 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd) -> bool {
         && info.si_pid() != 0;
     // The leader's orphans were handed to us before its end was reported
     // (the kernel reparents first): what is left is listed now.
-    if reap_others(leader) == Some(0) && ended {
-        report(st_w, ALONE, 0, 0);
+    if ended || reap {
+        if reap_others(leader) == Some(0) && ended {
+            report(st_w, ALONE, 0, 0);
+        }
     }
     if ended {
         report(st_w, EXITED, info.si_code, info.si_status());
