@@ -453,10 +453,12 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd, reap: bool) -> bool {
         && info.si_pid() != 0;
     // The leader's orphans were handed to us before its end was reported
     // (the kernel reparents first): what is left is listed now.
-    if ended || reap {
-        if reap_others(leader) == Some(0) && ended {
-            report(st_w, ALONE, 0, 0);
-        }
+    let left = match ended || reap {
+        true => reap_others(leader),
+        false => None,
+    };
+    if ended && left == Some(0) {
+        report(st_w, ALONE, 0, 0);
     }
     if ended {
         report(st_w, EXITED, info.si_code, info.si_status());
