@@ -426,12 +426,15 @@ class Tools:
 
 def time_runs(tools, names, rounds, key="uncontended"):
     """Wall times of `X -- true`, interleaved in a rotating order so that
-    drift on a shared machine hits every row alike."""
+    drift on a shared machine hits every row alike. Each row has a key of
+    its own: one node's runs push that node's fence counter to its clock,
+    and a five-node run of the same key would then raise the others' to
+    it every time (a round trip the row would not otherwise have)."""
     times = {n: [] for n in names}
     for i in range(rounds):
         for j in range(len(names)):
             name = names[(i + j) % len(names)]
-            times[name].append(tools.run(name, key, [TRUE]))
+            times[name].append(tools.run(name, f"{key}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}", [TRUE]))
     return times
 
 
