@@ -135,12 +135,19 @@ def redis_cpu(redis):
 
 
 def proc_cpu(pid):
-    """utime + stime of pid (and its threads) in seconds; None once gone."""
+    """CPU time of pid, all its threads, in seconds (schedstat: nanoseconds;
+    utime and stime are clock ticks, and a 50 µs refresh that falls
+    between two ticks counts for nothing there); None once gone."""
+    total = 0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass   # a thread that ended meanwhile
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total / 1e9
 
 
 def proc_rss_kb(pid, field="VmRSS"):
