@@ -501,3 +501,49 @@ fn the_shortest_ttl_the_defaults_accept_keeps_its_lock_while_redis_answers() {
     }
     panic!("the lock was lost under a running holder, three times: {lost:?}");
 }
+
+/// Wake-ups of every thread of `pid` so far (voluntary context switches:
+/// each is a sleep that ended), from /proc.
+fn wakeups(pid: i32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the holder runs");
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// A holder whose job sleeps does nothing until its next refresh (a third
+/// of the TTL away): no thread of it polls. Its refresher used to wake
+/// every 100 ms to look for a stop (2,000 holders: a third of a core).
+#[test]
+fn an_idle_holder_sleeps_until_its_next_refresh() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let started = dir.file("started");
+    let mut held = spawn_started(
+        redlock(&server.url())
+            .args(["-k", "idle", "--ttl", "60s", "--"])
+            .args([
+                "sh",
+                "-c",
+                &format!("touch '{}'; sleep 30", started.display()),
+            ]),
+        &started,
+        LONG,
+    );
+    // Past start-up (the refresher thread starts shortly after COMMAND).
+    std::thread::sleep(Duration::from_secs(1));
+    let before = wakeups(held.pid());
+    std::thread::sleep(Duration::from_secs(4));
+    let woke = wakeups(held.pid()) - before;
+    held.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = held.wait_timeout(LONG);
+    // 100 ms slices would be 40 wake-ups; a refresh is 20 s away.
+    assert!(woke <= 8, "{woke} wake-ups in 4 s while idle: {out:?}");
+}
