@@ -134,38 +134,38 @@ def redis_cpu(redis):
     return float(i["used_cpu_user"]) + float(i["used_cpu_sys"])
 
 
+def each_task(pid, name):
+    """The text of /proc/PID/task/*/NAME, thread by thread (a thread that
+    ended meanwhile is skipped); None once the process is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    texts = []
+    for task in tasks:
+        try:
+            texts.append(Path(f"/proc/{pid}/task/{task}/{name}").read_text())
+        except OSError:
+            pass
+    return texts
+
+
 def proc_cpu(pid):
     """CPU time of pid, all its threads, in seconds (schedstat: nanoseconds;
     utime and stime are clock ticks, and a 50 µs refresh that falls
     between two ticks counts for nothing there); None once gone."""
-    total = 0
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass   # a thread that ended meanwhile
-    except OSError:
-        return None
-    return total / 1e9
+    texts = each_task(pid, "schedstat")
+    return None if texts is None else sum(int(t.split()[0]) for t in texts if t.split()) / 1e9
 
 
 def proc_wakeups(pid):
     """Voluntary context switches of pid, all its threads: each is a sleep
     that ended (a poll loop shows as many); None once gone."""
-    total = 0
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                status = Path(f"/proc/{pid}/task/{task}/status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("voluntary_ctxt_switches:"):
-                    total += int(line.split()[1])
-    except OSError:
+    texts = each_task(pid, "status")
+    if texts is None:
         return None
-    return total
+    return sum(int(line.split()[1]) for t in texts for line in t.splitlines()
+               if line.startswith("voluntary_ctxt_switches:"))
 
 
 def proc_rss_kb(pid, field="VmRSS"):

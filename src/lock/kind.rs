@@ -88,19 +88,7 @@ impl LockKind {
             if floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
         ]);
-        let reply = node.eval(script, keys, &args)?;
-        if screen {
-            let found = reply::screened(reply).unexpected(node, "acquire")?;
-            if let Some(answer) = node.screened(found)? {
-                return Ok(answer);
-            }
-            // INFO is refused to this user (noted): without the check.
-            args.pop();
-            args.push("0");
-            let reply = node.eval(script, keys, &args)?;
-            return reply::acquire(reply).unexpected(node, "acquire");
-        }
-        reply::acquire(reply).unexpected(node, "acquire")
+        eval_acquire(node, script, keys, &mut args, screen)
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now.
@@ -182,6 +170,31 @@ pub struct How {
     pub queue: bool,
     pub liveness: Option<Duration>,
     pub floor: bool,
+}
+
+/// Run an acquire script with `args`; with `screen` (its last argument,
+/// ARGV[14] = '1') the script checks eviction first, and a user who may
+/// not read `INFO` (noted) is asked again without the check.
+fn eval_acquire(
+    node: &mut Node,
+    script: &str,
+    keys: &LockKeys,
+    args: &mut [&str],
+    screen: bool,
+) -> NodeResult<Acquire> {
+    let reply = node.eval(script, keys, args)?;
+    if screen {
+        let found = reply::screened(reply).unexpected(node, "acquire")?;
+        if let Some(answer) = node.screened(found)? {
+            return Ok(answer);
+        }
+        if let Some(last) = args.last_mut() {
+            *last = "0";
+        }
+        let reply = node.eval(script, keys, args)?;
+        return reply::acquire(reply).unexpected(node, "acquire");
+    }
+    reply::acquire(reply).unexpected(node, "acquire")
 }
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
