@@ -26,8 +26,8 @@ fn ticking(dir: &TestDir) -> String {
 }
 
 /// A `ticking` job under a 1 s lock on `key`, and its pid once it runs.
-fn ticking_job(server: &RedisServer, dir: &TestDir, key: &str) -> (RunningChild, i32) {
-    let run = spawn_piped(&mut server.job(key).args(["--ttl", "1s"]).sh(ticking(dir)));
+fn ticking_job(server: &RedisServer, dir: &TestDir, key: &str, ttl: &str) -> (RunningChild, i32) {
+    let run = spawn_piped(&mut server.job(key).args(["--ttl", ttl]).sh(ticking(dir)));
     (run, read_pid(dir, "pid", LONG))
 }
 
@@ -67,7 +67,10 @@ fn job_control_stops_take_the_job_with_them() {
 fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let (mut run, child) = ticking_job(&server, &dir, "stopped");
+    // A TTL long enough that the stopped job is seen stopped before its
+    // lease runs out and the keeper kills it (1 s was missed once under
+    // CI's load).
+    let (mut run, child) = ticking_job(&server, &dir, "stopped", "4s");
     run.signal(Signal::SIGTSTP);
     assert!(wait_until(LONG, || process_state(child) == Some('T')));
     // The lock runs out in Redis while both are stopped; another holder
@@ -495,7 +498,7 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
 fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let (mut run, child) = ticking_job(&server, &dir, "sigstop");
+    let (mut run, child) = ticking_job(&server, &dir, "sigstop", "1s");
     // SIGSTOP cannot be caught: nothing refreshes; the keeper kills the
     // job when the lease ends, before a second holder can have the lock.
     run.signal(Signal::SIGSTOP);
