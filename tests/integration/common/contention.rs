@@ -86,9 +86,9 @@ pub fn contend_until(
 
 /// Eight workers run logged sections on KEY `load` of `url` while
 /// `faults` breaks things (it is handed a check that work goes on after
-/// each fault); then no two sections may have overlapped. Returns how
-/// many sections ran.
-pub fn under_load(url: &str, faults: impl FnOnce(&dyn Fn(&str))) -> usize {
+/// each fault); then no two sections may have overlapped. `extra`: more
+/// options for every run. Returns how many sections ran.
+pub fn under_load(url: &str, extra: &[&str], faults: impl FnOnce(&dyn Fn(&str))) -> usize {
     let dir = TestDir::new();
     let log = dir.file("log");
     let (stop, ok) = (AtomicBool::new(false), AtomicUsize::new(0));
@@ -97,6 +97,7 @@ pub fn under_load(url: &str, faults: impl FnOnce(&dyn Fn(&str))) -> usize {
             contend_until(8, &stop, &ok, &log, |_| {
                 let mut cmd = redlock(url);
                 cmd.args(["-k", "load", "--ttl", "10s", "--wait", "60s"])
+                    .args(extra)
                     .args(["--", "sh", "-c", &section(&log, "0.1")])
                     .stdin(Stdio::null());
                 cmd
