@@ -46,12 +46,13 @@ impl LockKind {
         token: &str,
         ttl: Duration,
         holder: &Holder,
-        how: How,
+        how: How<'_>,
     ) -> NodeResult<Acquire> {
         let How {
             queue,
             liveness,
             floor,
+            run_id,
         } = how;
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -87,8 +88,9 @@ impl LockKind {
             &liveness_ms,
             if floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
+            run_id.unwrap_or_default(),
         ]);
-        eval_acquire(node, script, keys, &mut args, screen)
+        eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now.
@@ -166,36 +168,52 @@ impl Node {
 /// whether the fence may not fall below the server's clock (`floor`, one
 /// endpoint: see `scripts::fence_lib`).
 #[derive(Debug, Clone, Copy)]
-pub struct How {
+pub struct How<'a> {
     pub queue: bool,
     pub liveness: Option<Duration>,
     pub floor: bool,
+    /// Redlock: the `run_id` an earlier run found at this node, for the
+    /// script to check (`scripts::server_lib`).
+    pub run_id: Option<&'a str>,
 }
 
-/// Run an acquire script with `args`; with `screen` (its last argument,
-/// ARGV[14] = '1') the script checks eviction first, and a user who may
-/// not read `INFO` (noted) is asked again without the check.
+/// Run an acquire script with `args`; with `checks` the script may answer
+/// one of its checks first (ARGV[14] = '1': eviction; ARGV[15]: the
+/// server's `run_id`), and a user who may not read `INFO` (noted) is
+/// asked again without the eviction check.
 fn eval_acquire(
     node: &mut Node,
     script: &str,
     keys: &LockKeys,
     args: &mut [&str],
-    screen: bool,
+    checks: bool,
 ) -> NodeResult<Acquire> {
     let reply = node.eval(script, keys, args)?;
-    if screen {
-        let found = reply::screened(reply).unexpected(node, "acquire")?;
-        if let Some(answer) = node.screened(found)? {
-            return Ok(answer);
-        }
-        if let Some(last) = args.last_mut() {
-            *last = "0";
-        }
-        let reply = node.eval(script, keys, args)?;
+    if !checks {
         return reply::acquire(reply).unexpected(node, "acquire");
     }
-    reply::acquire(reply).unexpected(node, "acquire")
+    let found = reply::screened(reply).unexpected(node, "acquire")?;
+    if let Some(answer) = node.screened(found)? {
+        return Ok(answer);
+    }
+    if let Some(screen) = args.get_mut(SCREEN) {
+        *screen = "0";
+    }
+    let reply = node.eval(script, keys, args)?;
+    let found = reply::screened(reply).unexpected(node, "acquire")?;
+    match found {
+        reply::Screened::Answer(answer) => Ok(answer),
+        reply::Screened::Elsewhere(id) => Ok(Acquire::Elsewhere(id)),
+        other => Err(NodeError::unexpected(
+            node.shown(),
+            "acquire",
+            anyhow::anyhow!("{other:?}"),
+        )),
+    }
 }
+
+/// ARGV[14], the eviction check's flag, in the acquire scripts' arguments.
+const SCREEN: usize = 13;
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
 fn queue_flag(queue: bool, holder: &Holder) -> &'static str {

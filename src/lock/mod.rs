@@ -17,6 +17,8 @@
 //! - `cluster`: a Redis Cluster: routing, its primaries.
 //! - `quorum`: N servers (Redlock): majority, validity, fan-out; one
 //!   server is a quorum of one.
+//! - `servers`: the nodes' `run_id`s remembered between runs (Redlock's
+//!   same-server check without a round trip).
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 //! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
@@ -34,6 +36,7 @@ mod quorum;
 mod reply;
 mod scripts;
 mod sentinel;
+mod servers;
 pub mod timing;
 
 pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};

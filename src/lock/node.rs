@@ -219,6 +219,8 @@ impl Node {
                 self.info_unreadable(&error);
                 Ok(None)
             }
+            // Not checked for eviction: this is another server.
+            Screened::Elsewhere(id) => Ok(Some(Acquire::Elsewhere(id))),
         }
     }
 

@@ -113,6 +113,14 @@ pub struct Quorum {
     /// With several nodes: each node's `run_id` once it was asked (`None`
     /// inside: it did not say), to refuse one server counted twice.
     run_ids: Vec<Option<Option<String>>>,
+    /// With several nodes: the `run_id` an earlier run found at each node
+    /// (see [`super::servers`]), for its acquire script to check, until it
+    /// has (then it is in `run_ids`). Empty until the first attempt.
+    recalled: Vec<Option<String>>,
+    /// What was read from that file, to write it only when it changed;
+    /// `true` in `remembered` once this run wrote it or found it current.
+    recalled_file: Option<Vec<String>>,
+    remembered: bool,
     /// A give-back was held over (see [`Quorum::give_back_owed`]).
     owed: bool,
 }
@@ -130,6 +138,9 @@ impl Quorum {
             kind: LockKind::Plain,
             timeout,
             run_ids: vec![None; endpoints.len()],
+            recalled: Vec::new(),
+            recalled_file: None,
+            remembered: false,
             owed: false,
         }
     }
@@ -326,6 +337,11 @@ impl Tally {
                 Ok(Acquire::Mismatch { limit }) => {
                     tally.mismatch.get_or_insert(limit);
                 }
+                // Settled before the tally (`Quorum::settle_run_ids`).
+                Ok(Acquire::Elsewhere(_)) => tally.errors.push(NodeError {
+                    fault: Fault::Dropped,
+                    error: anyhow!("another server than expected answered"),
+                }),
                 Err(e) => tally.errors.push(e),
             }
         }
@@ -354,22 +370,42 @@ impl Quorum {
         // majority's raise instead: clocks differ between nodes, so a
         // floor would make every acquisition need a raise.
         let floor = self.nodes.len() == 1;
-        let start = Instant::now();
-        let answers = self.each_at(|i, node, keys| {
-            // A node that did not answer INFO just now is not asked again.
-            let failed = skipped.get(i).and_then(|m| m.lock().ok()?.take());
+        let acquire = |node: &mut Node, keys: &LockKeys, run_id: Option<&str>| {
             let how = super::kind::How {
                 queue,
                 liveness,
                 floor,
+                run_id,
             };
+            kind.acquire(node, keys, token, ttl, holder, how)
+        };
+        let expected = self.recalled.clone();
+        let start = Instant::now();
+        let mut answers = self.each_at(|i, node, keys| {
+            // A node that did not answer INFO just now is not asked again.
+            let failed = skipped.get(i).and_then(|m| m.lock().ok()?.take());
             match failed {
                 Some(error) => Err(error),
-                None => kind.acquire(node, keys, token, ttl, holder, how),
+                None => acquire(node, keys, expected.get(i).and_then(Option::as_deref)),
             }
         });
+        if let Err(same) = self.settle_run_ids(&mut answers, &expected, acquire) {
+            self.give_back(token, queue);
+            return Attempt::SameServer(same);
+        }
         let valid_until = timing::valid_until(start, ttl);
-        let mut tally = Tally::of(answers);
+        self.decide(token, Tally::of(answers), (start, valid_until), queue)
+    }
+
+    /// An attempt's answers (started at `at.0`, valid until `at.1`): held
+    /// when a majority granted in time and its fence is raised on one.
+    fn decide(
+        &mut self,
+        token: &str,
+        mut tally: Tally,
+        (start, valid_until): (Instant, Instant),
+        queue: bool,
+    ) -> Attempt {
         let mut granted = tally.fences.len() >= self.needed() && Instant::now() < valid_until;
         let fence = tally.fences.iter().copied().max().unwrap_or_default();
         if granted {
@@ -473,11 +509,20 @@ impl Quorum {
     /// checked. Ok: the nodes that did not answer, with their errors, not
     /// to be asked again in this attempt (so a dead node costs one
     /// timeout, not two).
+    ///
+    /// A node whose `run_id` an earlier run remembered is not asked: its
+    /// acquire script checks it ([`Quorum::settle_run_ids`]).
     fn distinct_servers(&mut self) -> anyhow::Result<Vec<Mutex<Option<NodeError>>>> {
-        if self.nodes.len() < 2 || self.run_ids.iter().all(Option::is_some) {
+        if self.nodes.len() < 2 {
             return Ok(Vec::new());
         }
-        let asked: Vec<bool> = self.run_ids.iter().map(Option::is_some).collect();
+        self.recall();
+        let asked: Vec<bool> = (self.run_ids.iter().zip(&self.recalled))
+            .map(|(id, recalled)| id.is_some() || recalled.is_some())
+            .collect();
+        if asked.iter().all(|a| *a) {
+            return Ok(Vec::new());
+        }
         let answers = self.each_at(|i, node, _| match asked.get(i) {
             Some(false) => Some(node.run_id()),
             _ => None,
@@ -493,13 +538,25 @@ impl Quorum {
             self.run_ids[i] = id;
             skipped.push(Mutex::new(failed));
         }
-        for (i, id) in self.run_ids.iter().enumerate() {
-            let Some(Some(id)) = id else { continue };
-            let first = self.run_ids[..i]
-                .iter()
-                .position(|other| matches!(other, Some(Some(o)) if o == id));
-            if let Some(first) = first {
-                return Err(anyhow!(
+        match self.same_server() {
+            Some(same) => Err(same),
+            None => Ok(skipped),
+        }
+    }
+
+    /// Two nodes that are one server, by the `run_id`s known (asked, or
+    /// remembered and still to be checked by the acquire script).
+    fn same_server(&self) -> Option<anyhow::Error> {
+        let ids: Vec<Option<&String>> = (0..self.nodes.len())
+            .map(|i| match (self.run_ids.get(i), self.recalled.get(i)) {
+                (Some(Some(Some(id))), _) | (_, Some(Some(id))) => Some(id),
+                _ => None,
+            })
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            let Some(id) = id else { continue };
+            if let Some(first) = ids[..i].iter().position(|other| *other == Some(*id)) {
+                return Some(anyhow!(
                     "'{}' names the same server as '{}' (run_id {}): each Redlock node must \
                      be an independent server",
                     self.nodes[i].shown(),
@@ -508,7 +565,110 @@ impl Quorum {
                 ));
             }
         }
-        Ok(skipped)
+        None
+    }
+
+    /// The nodes' URLs as shown (passwords redacted), naming the file of
+    /// [`super::servers`].
+    fn shown_urls(&self) -> Vec<String> {
+        let shown = self.nodes.iter().map(|n| crate::secrets::scrub(n.shown()));
+        shown.collect()
+    }
+
+    /// Before the first attempt: the `run_id`s an earlier run with these
+    /// nodes found, if every node has one.
+    fn recall(&mut self) {
+        if !self.recalled.is_empty() {
+            return;
+        }
+        self.recalled = vec![None; self.nodes.len()];
+        let urls = self.shown_urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        if let Some(ids) = super::servers::recall(&urls) {
+            self.recalled = ids.iter().cloned().map(Some).collect();
+            self.recalled_file = Some(ids);
+        }
+    }
+
+    /// Once every node's `run_id` is known: written down for the next
+    /// run, unless that is what was read.
+    fn remember(&mut self) {
+        if self.remembered || self.nodes.len() < 2 {
+            return;
+        }
+        let ids: Option<Vec<String>> = self.run_ids.iter().map(|id| id.clone().flatten()).collect();
+        let Some(ids) = ids else { return };
+        self.remembered = true;
+        if self.recalled_file.as_ref() != Some(&ids) {
+            let urls = self.shown_urls();
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            super::servers::remember(&urls, &ids);
+        }
+    }
+
+    /// After an attempt's acquires: a node that checked a remembered
+    /// `run_id` (`expected`) and answered is that server; one that is not
+    /// (restarted, or its address leads elsewhere now) wrote nothing and
+    /// said which server it is. Those ids are checked against the others'
+    /// (two nodes that are one server: the error, and the caller gives
+    /// back what the attempt took), then those nodes are asked again,
+    /// with `acquire`, all at once.
+    fn settle_run_ids(
+        &mut self,
+        answers: &mut [NodeResult<Acquire>],
+        expected: &[Option<String>],
+        acquire: impl Fn(&mut Node, &LockKeys, Option<&str>) -> NodeResult<Acquire> + Sync,
+    ) -> anyhow::Result<()> {
+        let mut again = vec![false; answers.len()];
+        for (i, answer) in answers.iter().enumerate() {
+            let Some(Some(id)) = expected.get(i) else {
+                continue;
+            };
+            let found = match answer {
+                Ok(Acquire::Elsewhere(found)) => {
+                    again[i] = true;
+                    Some(found.clone()).filter(|f| !f.is_empty())
+                }
+                Ok(_) => Some(id.clone()),
+                // Not checked: the next attempt's script checks it.
+                Err(_) => continue,
+            };
+            self.run_ids[i] = Some(found);
+            self.recalled[i] = None;
+        }
+        if again.contains(&true) {
+            if let Some(same) = self.same_server() {
+                return Err(same);
+            }
+            let ids = self.run_ids.clone();
+            let retried = self.each_at(|i, node, keys| match again.get(i) {
+                Some(true) => Some(acquire(
+                    node,
+                    keys,
+                    ids[i].as_ref().and_then(|id| id.as_deref()),
+                )),
+                _ => None,
+            });
+            for (i, answer) in retried.into_iter().enumerate() {
+                let Some(answer) = answer else { continue };
+                answers[i] = match answer {
+                    Ok(Acquire::Elsewhere(_)) => {
+                        // It changed again (restarting?): asked afresh next time.
+                        self.run_ids[i] = None;
+                        Err(NodeError {
+                            fault: Fault::Dropped,
+                            error: anyhow!(
+                                "{}: a different server answered each time (restarting?)",
+                                crate::secrets::scrub(self.nodes[i].shown())
+                            ),
+                        })
+                    }
+                    other => other,
+                };
+            }
+        }
+        self.remember();
+        Ok(())
     }
 
     /// Make `fence` (the largest a node of the majority gave) the next

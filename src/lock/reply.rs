@@ -62,6 +62,10 @@ pub enum Acquire {
     Mismatch {
         limit: u32,
     },
+    /// The node is not the server its `run_id` from an earlier run says
+    /// (restarted, or its address now leads elsewhere): this server's
+    /// `run_id` (empty: it did not say). Nothing done.
+    Elsewhere(String),
 }
 
 /// Whose the lock is, as found by extend and release.
@@ -190,7 +194,8 @@ pub fn acquire(reply: Value) -> Result<Acquire> {
 }
 
 /// An acquire script's reply when it was asked to check eviction first
-/// (ARGV[14], see `scripts::eviction_lib`).
+/// (ARGV[14], see `scripts::eviction_lib`) or the server's `run_id`
+/// (ARGV[15], `scripts::server_lib`).
 #[derive(Debug)]
 pub enum Screened {
     /// The server may evict the key: `maxmemory`, `maxmemory-policy`.
@@ -198,18 +203,22 @@ pub enum Screened {
     Evicts(String, String),
     /// `INFO memory` was refused (the error): nothing was written.
     NoInfo(String),
+    /// Not the server expected: its `run_id` (empty: it did not say).
+    /// Nothing was written.
+    Elsewhere(String),
     /// Checked (or not asked): the acquire's own answer.
     Answer(Acquire),
 }
 
-/// [`acquire`] with the eviction check's two answers: `{-3, maxmemory,
-/// policy}` and `{-4, error}`.
+/// [`acquire`] with the checks' answers: `{-3, maxmemory, policy}`,
+/// `{-4, error}` and `{-5, run_id}`.
 pub fn screened(reply: Value) -> Result<Screened> {
     let items = items(reply)?;
     let field = |i: usize| items.get(i).map(text).unwrap_or_default();
     match items.first().and_then(int) {
         Some(-3) => Ok(Screened::Evicts(field(1), field(2))),
         Some(-4) => Ok(Screened::NoInfo(field(1))),
+        Some(-5) => Ok(Screened::Elsewhere(field(1))),
         Some(1) => Ok(Screened::Answer(Acquire::Held {
             fence: items
                 .get(1)

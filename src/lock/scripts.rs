@@ -118,6 +118,29 @@ end
     };
 }
 
+/// With ARGV[15] a `run_id` (Redlock's same-server check, remembered from
+/// an earlier run: see `lock::servers`), the acquire scripts first check
+/// that they run on that server: if not, they write nothing and answer
+/// `{-5, run_id}` with this server's (`''` when `INFO server` is refused
+/// or has none), and the caller checks it against the other nodes'.
+macro_rules! server_lib {
+    () => {
+        r#"
+local function elsewhere()
+  local expected = ARGV[15]
+  if expected == nil or expected == '' then return nil end
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then return {-5, ''} end
+  local id = string.match(info, '\nrun_id:(%w+)')
+  if id == expected then return nil end
+  return {-5, id or ''}
+end
+local moved = elsewhere()
+if moved then return moved end
+"#
+    };
+}
+
 /// With ARGV[14] = '1', the acquire scripts first refuse a server that may
 /// evict the lock's key (the eviction check of `Node::check_eviction`,
 /// made here so that it costs no round trip of its own), before anything
@@ -187,7 +210,7 @@ end
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`). With queue = '1' the caller
+/// screen (see `eviction_lib`), run_id (see `server_lib`). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -218,6 +241,7 @@ end
 /// (0: it does not, -1: it cannot tell); `{-1, N}` when KEY is a
 /// semaphore with `--limit N` now, or `{-2, host, pid}`.
 pub const ACQUIRE: &str = concat!(
+    server_lib!(),
     eviction_lib!(),
     fence_lib!(),
     line_lib!(),
@@ -546,13 +570,14 @@ return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
 /// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
-/// floor, screen.
+/// floor, screen, run_id.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
 /// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
 /// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
 pub const SLOT_ACQUIRE: &str = concat!(
+    server_lib!(),
     eviction_lib!(),
     slot_lib!(),
     fence_lib!(),

@@ -555,6 +555,174 @@ fn redlock_without_info_permission_still_works() {
     assert_eq!(out.stdout.trim(), "ran");
 }
 
+/// The commands `port` is sent from outside scripts while `f` runs
+/// (MONITOR, through redis-cli): their names, upper case.
+fn commands_sent_to(port: u16, f: impl FnOnce()) -> Vec<String> {
+    let dir = TestDir::new();
+    let out = std::fs::File::create(dir.file("monitor")).unwrap();
+    let mut monitor = Command::new(redis_cli_bin())
+        .args(["-p", &port.to_string(), "monitor"])
+        .stdout(out)
+        .spawn()
+        .expect("redis-cli monitor");
+    assert!(
+        wait_until(LONG, || dir
+            .read("monitor")
+            .is_some_and(|t| t.contains("OK"))),
+        "MONITOR never started"
+    );
+    f();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let text = dir.read("monitor").unwrap_or_default();
+    text.lines()
+        .filter(|line| !line.contains(" lua] "))
+        .filter_map(|line| line.split("] \"").nth(1)?.split('"').next())
+        .map(str::to_uppercase)
+        .collect()
+}
+
+/// `INFO server`'s run_id of `server`.
+fn run_id_of(server: &RedisServer) -> String {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut server.conn())
+        .unwrap();
+    let id = info.lines().find_map(|l| l.strip_prefix("run_id:"));
+    id.expect("run_id").trim().to_string()
+}
+
+/// What `dir`'s remembered run_ids say (the one file there).
+fn remembered_ids(dir: &TestDir) -> Vec<String> {
+    let files: Vec<_> = std::fs::read_dir(dir.file("redlock-run"))
+        .expect("the servers' directory")
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("servers-")
+        })
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+/// The same-server check is remembered: a second run with the same nodes
+/// asks no node `INFO` before it writes (each acquire script checks the
+/// run_id it was told), a node that restarted since (another run_id) is
+/// asked again and still counted, and what was found is written down.
+#[test]
+fn a_remembered_same_server_check_costs_no_round_trip_and_follows_a_restart() {
+    let mut servers = RedisServer::many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let runtime = TestDir::new();
+    let run = |job: &str| {
+        let mut cmd = redlock_on(&urls);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path()).args([
+            "-k",
+            "remembered",
+            "--",
+            "sh",
+            "-c",
+            job,
+        ]);
+        cmd
+    };
+    let out = run_with_timeout(&mut run("true"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let ids: Vec<String> = servers.iter().map(run_id_of).collect();
+    assert_eq!(remembered_ids(&runtime), ids);
+
+    let sent = commands_sent_to(servers[1].port(), || {
+        let out = run_with_timeout(&mut run("true"), LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    });
+    assert!(
+        sent.iter().any(|c| c == "EVAL" || c == "EVALSHA"),
+        "{sent:?}"
+    );
+    assert!(!sent.iter().any(|c| c == "INFO"), "an INFO round: {sent:?}");
+
+    servers[1].restart();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(&mut run(&hold.script("true")), LONG);
+    for server in &servers {
+        assert!(
+            exists(&mut server.conn(), "redlock:{remembered}"),
+            "the lock is on {} (the restarted node is counted)",
+            server.port()
+        );
+    }
+    hold.go();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let ids: Vec<String> = servers.iter().map(run_id_of).collect();
+    assert_eq!(
+        remembered_ids(&runtime),
+        ids,
+        "the new run_id is remembered"
+    );
+}
+
+/// A URL that reached a server of its own in an earlier run but now
+/// reaches another node's server (here a socket link moved) is found by
+/// the acquire script's check: exit 2, naming both URLs; COMMAND does not
+/// run and no lock is left on any server.
+#[test]
+fn a_node_that_now_leads_to_another_nodes_server_is_refused() {
+    let dir = TestDir::new();
+    let (a_sock, c_sock, link) = (
+        dir.file("a.sock"),
+        dir.file("c.sock"),
+        dir.file("node.sock"),
+    );
+    let socket = |path: &Path| {
+        RedisServer::builder()
+            .arg("--unixsocket")
+            .arg(&path.display().to_string())
+            .start()
+    };
+    let (a, b, c) = (socket(&a_sock), RedisServer::start(), socket(&c_sock));
+    std::os::unix::fs::symlink(&c_sock, &link).unwrap();
+    let by_link = format!("redis+unix://{}", link.display());
+    let urls = [a.url(), b.url(), by_link.clone()];
+    let runtime = TestDir::new();
+    let ran = dir.file("ran");
+    let run = || {
+        let mut cmd = redlock_on(&urls);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path())
+            .args(["-k", "moved", "--", "touch"])
+            .arg(&ran);
+        run_with_timeout(&mut cmd, LONG)
+    };
+    let out = run();
+    assert_eq!(out.code, Some(0), "three servers: {out:?}");
+    std::fs::remove_file(&ran).unwrap();
+
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&a_sock, &link).unwrap();
+    let out = run();
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(!ran.exists(), "COMMAND ran");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("same server") && first.contains(&by_link) && first.contains(&a.url()),
+        "one line naming both URLs: {out:?}"
+    );
+    for s in [&a, &b, &c] {
+        assert!(
+            !exists(&mut s.conn(), "redlock:{moved}"),
+            "a lock left on {}",
+            s.port()
+        );
+    }
+}
+
 #[test]
 fn one_server_under_three_names_is_refused() {
     let server = RedisServer::start();
