@@ -121,6 +121,11 @@ pub struct Quorum {
     /// `true` in `remembered` once this run wrote it or found it current.
     recalled_file: Option<Vec<String>>,
     remembered: bool,
+    /// The nodes that granted the lock we hold (empty: none held yet).
+    /// Our release finding another token on one of these is news; on
+    /// another node (a Redlock minority that a rival's attempt took, and
+    /// is giving back) it is not.
+    held_on: Vec<bool>,
     /// A give-back was held over (see [`Quorum::give_back_owed`]).
     owed: bool,
 }
@@ -141,6 +146,7 @@ impl Quorum {
             recalled: Vec::new(),
             recalled_file: None,
             remembered: false,
+            held_on: Vec::new(),
             owed: false,
         }
     }
@@ -420,6 +426,7 @@ impl Quorum {
             }
         }
         if granted {
+            self.held_on = tally.granted.iter().map(Option::is_some).collect();
             let lease = Lease {
                 fence,
                 acquired_at: start,
@@ -867,10 +874,13 @@ impl Quorum {
             (last, maybe_done)
         });
         let mut released = Released::default();
-        for (answer, maybe_done) in answers {
+        for (i, (answer, maybe_done)) in answers.into_iter().enumerate() {
+            let ours_before = self.held_on.get(i).copied().unwrap_or(true);
             match answer {
                 Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
-                Ok(Ownership::Replaced) => released.replaced += 1,
+                Ok(Ownership::Replaced) if ours_before => released.replaced += 1,
+                // A node of a rival's minority, never ours: nothing to say.
+                Ok(Ownership::Replaced) => {}
                 Ok(Ownership::Gone) if maybe_done => released.unanswered += 1,
                 Ok(Ownership::Gone) => released.gone += 1,
                 Err(e) => released.errors.push(e.error),

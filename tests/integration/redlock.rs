@@ -55,6 +55,30 @@ fn five_nodes_hold_the_lock_on_a_majority_and_release_everywhere() {
     }
 }
 
+/// A node that granted us the lock and holds another token at release
+/// (set by hand here) is still said: the lock was taken from under us
+/// there.
+#[test]
+fn a_node_of_ours_taken_over_is_still_said_at_release() {
+    let servers = RedisServer::many(3);
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut Job::using(nodes(&servers), "taken").sh(hold_until_go(&dir)));
+    let token = token(&dir);
+    assert_eq!(holding(&servers, "redlock:{taken}", &token), 3);
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{taken}")
+        .arg("someone-else")
+        .query(&mut servers[0].conn())
+        .unwrap();
+    Hold::new(&dir).go();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("held by another token at release"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn two_of_five_down_still_works_three_down_is_69() {
     let mut servers = RedisServer::many(5);
@@ -201,15 +225,17 @@ fn a_paused_node_costs_at_most_its_timeout() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 
+/// Also: no run warns. Each release goes to every node, and a node that
+/// a rival's failed attempt took (a minority it is giving back) holds
+/// another token then: that is not "held by another token at release"
+/// (which said COMMAND may have run unprotected, in a third of the runs).
 #[test]
 fn mutual_exclusion_across_five_nodes() {
     let servers = RedisServer::many(5);
     let dir = TestDir::new();
     let log = dir.file("log");
     let script = section_script(&log, "0.01");
-    contend(8, 5, || {
-        Job::using(nodes(&servers), "m5").args(["-q"]).sh(&script)
-    });
+    contend_silently(8, 5, || Job::using(nodes(&servers), "m5").sh(&script));
     assert_eq!(
         sections_in(&log),
         (40, 1),

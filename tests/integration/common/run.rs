@@ -250,6 +250,15 @@ pub fn section_script(log: &Path, secs: &str) -> String {
 /// `workers` threads each run `runs` times the command `make()` builds,
 /// with `W` set to the worker's number; every run must exit 0.
 pub fn contend(workers: usize, runs: usize, make: impl Fn() -> Command + Sync) {
+    contend_checked(workers, runs, make, false);
+}
+
+/// [`contend`], and every run also prints nothing (no warning at all).
+pub fn contend_silently(workers: usize, runs: usize, make: impl Fn() -> Command + Sync) {
+    contend_checked(workers, runs, make, true);
+}
+
+fn contend_checked(workers: usize, runs: usize, make: impl Fn() -> Command + Sync, silent: bool) {
     std::thread::scope(|s| {
         for w in 0..workers {
             let make = &make;
@@ -259,6 +268,7 @@ pub fn contend(workers: usize, runs: usize, make: impl Fn() -> Command + Sync) {
                     cmd.env("W", w.to_string());
                     let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
                     assert_eq!(out.code, Some(0), "{out:?}");
+                    assert!(!silent || out.stderr.is_empty(), "a run said: {out:?}");
                 }
             });
         }
