@@ -411,6 +411,21 @@ class Tools:
                 why = f" ({lines[-1][:160]})" if lines else ""
             self.failures.append(f"{name} exited {code}{why}")
 
+    def release_warnings(self):
+        """Failures for every release warning in the runs' stderr (a
+        release that found another token, an expired lock, an error): none
+        is expected here. Busy answers (exit 75) are, and are not counted."""
+        said = re.compile(r'at release|could not release|"event":"release_failed"')
+        found = []
+        for name in self.variants:
+            log = self.stderr_log(name)
+            if log is None or not log.exists():
+                continue
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if said.search(ln)]
+            if lines:
+                found.append(f"{name}: {len(lines)} release warning(s), e.g. {lines[0][:160]}")
+        return found
+
     def probe(self, name):
         """Run `name -- true` once: "ok", NOT_SUPPORTED, or a failure."""
         got = subprocess.run(self.argv(name, "probe", [TRUE]), stdin=subprocess.DEVNULL,
@@ -1332,6 +1347,8 @@ def main():
                 fanout=fleet.fanout(tools, servers, section, rounds // 2 if q else rounds, workers, runs,
                                     0.001, free_port, time_runs, summarize, contended),
             )
+            # Read while the logs are still there.
+            tools.failures += tools.release_warnings()
         finally:
             servers.stop()
     report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
