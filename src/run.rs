@@ -536,7 +536,7 @@ impl Held<'_> {
                 Ev::Released,
                 format!(
                     "released lock '{key}' (a release's reply was lost; the next try found \
-                     it gone)"
+                     it gone or taken by the next holder)"
                 ),
                 &[],
             );

@@ -72,9 +72,9 @@ pub struct Released {
     pub ours: usize,
     pub replaced: usize,
     pub gone: usize,
-    /// Gone on a retry after a try whose reply never came (it timed out
-    /// or the connection broke after the request went out): most likely
-    /// that try released it.
+    /// Gone (or taken by the next holder) on a retry after a try whose
+    /// reply never came (it timed out or the connection broke after the
+    /// request went out): most likely that try released it.
     pub unanswered: usize,
     pub errors: Vec<anyhow::Error>,
 }
@@ -878,10 +878,12 @@ impl Quorum {
             let ours_before = self.held_on.get(i).copied().unwrap_or(true);
             match answer {
                 Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
+                // Most likely that try released it, and the next holder
+                // (woken by it) took the lock before the retry came.
+                Ok(Ownership::Gone | Ownership::Replaced) if maybe_done => released.unanswered += 1,
                 Ok(Ownership::Replaced) if ours_before => released.replaced += 1,
                 // A node of a rival's minority, never ours: nothing to say.
                 Ok(Ownership::Replaced) => {}
-                Ok(Ownership::Gone) if maybe_done => released.unanswered += 1,
                 Ok(Ownership::Gone) => released.gone += 1,
                 Err(e) => released.errors.push(e.error),
             }
