@@ -217,6 +217,7 @@ mod tests {
             revoked: false,
             replaced_by: None,
             place: None,
+            split: false,
         }
     }
 

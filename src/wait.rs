@@ -81,6 +81,16 @@ const PACE_MAX: Duration = Duration::from_secs(900);
 /// holder's lease.
 const NEXT_CHECK: Duration = Duration::from_secs(1);
 
+/// After a split (several nodes, we held a minority and gave it back
+/// without waking anyone), try again after this long, jittered so that the
+/// rivals of the split do not race again in step.
+const SPLIT_MIN: Duration = Duration::from_millis(1);
+const SPLIT_MAX: Duration = Duration::from_millis(4);
+
+/// After this many splits in a row, the next gives back with a wake-up and
+/// we wait as after any busy answer.
+const SPLITS_IN_A_ROW: u32 = 10;
+
 /// A lost subscription is made again at most this often.
 const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
@@ -132,6 +142,7 @@ pub fn acquire(
         resubscribe_at: None,
         warned_unseen: false,
         resubscribed_unseen: false,
+        splits: 0,
     };
     let waited = waiter.wait_in_line(quorum);
     token.clone_from(&waiter.token);
@@ -178,6 +189,8 @@ struct Waiter<'a> {
     warned_unseen: bool,
     /// A subscription Redis did not see was made again once already.
     resubscribed_unseen: bool,
+    /// Splits in a row (see SPLITS_IN_A_ROW).
+    splits: u32,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -190,11 +203,12 @@ enum Next {
 impl Waiter<'_> {
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
-            // The first try does not queue: the uncontended path stays one EVAL.
-            // In line and subscribed: our place lasts LIVENESS untouched.
-            let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
-            let queued = !self.first_busy;
-            let info = match quorum.try_acquire(&self.token, self.holder, queued, liveness) {
+            let info = match self.attempt(quorum) {
+                Attempt::Busy(info) if info.split => match self.pause(quorum, SPLIT_MIN, SPLIT_MAX)
+                {
+                    Some(sig) => return Ok(Waited::Signaled(sig)),
+                    None => continue,
+                },
                 Attempt::Busy(info) => {
                     // A minority may have granted it and been given back.
                     self.renew_token(quorum);
@@ -208,14 +222,10 @@ impl Waiter<'_> {
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
-                    Next::Retry => {
-                        self.renew_token(quorum);
-                        if let Some(sig) = self.signals.sleep(jitter(RECONNECT_MIN, RECONNECT_MAX))
-                        {
-                            return Ok(Waited::Signaled(sig));
-                        }
-                        continue;
-                    }
+                    Next::Retry => match self.pause(quorum, RECONNECT_MIN, RECONNECT_MAX) {
+                        Some(sig) => return Ok(Waited::Signaled(sig)),
+                        None => continue,
+                    },
                 },
             };
             let now = Instant::now();
@@ -246,6 +256,32 @@ impl Waiter<'_> {
                 return Ok(Waited::Signaled(sig));
             }
         }
+    }
+
+    /// A fresh token (see [`Waiter::renew_token`]), then a pause of
+    /// `low`..`high`, jittered; `Some` when a signal ended it.
+    fn pause(&mut self, quorum: &Quorum, low: Duration, high: Duration) -> Option<i32> {
+        self.renew_token(quorum);
+        self.signals.sleep(jitter(low, high))
+    }
+
+    /// One try. The first does not queue: the uncontended path stays one
+    /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
+    fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
+        let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+        let queued = !self.first_busy;
+        // A split's give-back wakes no one only if we try again soon
+        // (time is left, and this is not one split too many in a row).
+        let time_left = self
+            .give_up
+            .is_none_or(|end| Instant::now() + SPLIT_MAX < end);
+        quorum.quiet_splits(time_left && self.splits < SPLITS_IN_A_ROW);
+        let attempt = quorum.try_acquire(&self.token, self.holder, queued, liveness);
+        self.splits = match &attempt {
+            Attempt::Busy(info) if info.split => self.splits + 1,
+            _ => 0,
+        };
+        attempt
     }
 
     /// The first busy answer: say we wait, and subscribe. True: look

@@ -109,13 +109,25 @@ impl LockKind {
         reply::ownership(reply).unexpected(node, "extend")
     }
 
-    /// Give back our lock (or slot) and wake the next waiter.
-    pub fn release(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<Ownership> {
+    /// Give back our lock (or slot), waking waiters as `wake` says (a plain
+    /// lock only: a semaphore's release always wakes its waiters).
+    pub fn release(
+        self,
+        node: &mut Node,
+        keys: &LockKeys,
+        token: &str,
+        wake: Wake,
+    ) -> NodeResult<Ownership> {
         let script = match self {
             LockKind::Plain => scripts::RELEASE,
             LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
         };
-        let reply = node.eval(script, keys, &[token])?;
+        let how = match wake {
+            Wake::Next => "0",
+            Wake::Nobody => "1",
+            Wake::Anyway => "2",
+        };
+        let reply = node.eval(script, keys, &[token, how])?;
         let found = reply::ownership(reply).unexpected(node, "release")?;
         // Behind sentinels, a release counts only if it went to the master
         // they name now: one that a failover left behind still takes
@@ -161,6 +173,18 @@ impl Node {
             )),
         }
     }
+}
+
+/// Whom a release wakes (see `scripts::RELEASE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The next waiter (all of them, without a line), when it was ours.
+    Next,
+    /// No one: a failed Redlock attempt's give-back.
+    Nobody,
+    /// The waiters also where the lock was not ours: a Redlock holder's
+    /// release (waiters listen on the first node only).
+    Anyway,
 }
 
 /// How an acquire stands: in line (`queue`), with our liveness key

@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use super::endpoint::Endpoint;
 use super::error::{Fault, NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
-use super::kind::LockKind;
+use super::kind::{LockKind, Wake};
 use super::node::{Node, Wakeups};
 use super::reply::{Acquire, BusyInfo, Ownership};
 use super::timing;
@@ -126,6 +126,8 @@ pub struct Quorum {
     /// another node (a Redlock minority that a rival's attempt took, and
     /// is giving back) it is not.
     held_on: Vec<bool>,
+    /// See [`Quorum::quiet_splits`].
+    quiet_splits: bool,
     /// A give-back was held over (see [`Quorum::give_back_owed`]).
     owed: bool,
 }
@@ -147,6 +149,7 @@ impl Quorum {
             recalled_file: None,
             remembered: false,
             held_on: Vec::new(),
+            quiet_splits: false,
             owed: false,
         }
     }
@@ -319,8 +322,20 @@ struct Tally {
     fences: Vec<i64>,
     reset: bool,
     busy: Option<BusyInfo>,
+    /// Who holds each busy node (host, pid, start), to tell a holder of a
+    /// majority from a split among rivals.
+    holders: Vec<(String, String, String)>,
     mismatch: Option<u32>,
     errors: Vec<NodeError>,
+}
+
+impl Tally {
+    /// Whether one holder has `needed` of the busy nodes.
+    fn majority_held(&self, needed: usize) -> bool {
+        self.holders
+            .iter()
+            .any(|h| self.holders.iter().filter(|o| *o == h).count() >= needed)
+    }
 }
 
 impl Tally {
@@ -338,6 +353,12 @@ impl Tally {
                     tally.reset |= reset;
                 }
                 Ok(Acquire::Busy(info)) => {
+                    let who = (
+                        info.host.clone(),
+                        info.pid.clone(),
+                        info.acquired_at.clone(),
+                    );
+                    tally.holders.push(who);
                     tally.busy.get_or_insert(info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {
@@ -451,7 +472,7 @@ impl Quorum {
     fn give_back(&mut self, token: &str, token_kept: bool) {
         match token_kept {
             true => self.owed = true,
-            false => drop(self.release(token, 1)),
+            false => drop(self.release_waking(token, 1, Wake::Next)),
         }
     }
 
@@ -459,7 +480,7 @@ impl Quorum {
     /// may still hold with `token`, which no later attempt will use.
     pub fn give_back_owed(&mut self, token: &str) {
         if std::mem::take(&mut self.owed) {
-            drop(self.release(token, 1));
+            drop(self.release_waking(token, 1, Wake::Next));
         }
     }
 
@@ -485,7 +506,20 @@ impl Quorum {
 
     /// Not granted: what was taken given back, and why, most telling first.
     fn not_acquired(&mut self, token: &str, tally: Tally, token_kept: bool) -> Attempt {
-        if !tally.fences.is_empty() || !tally.errors.is_empty() {
+        // Several nodes, some granted, the rest busy, none failed: either
+        // one holder has a majority (then no waiter can take the lock, so
+        // none is woken), or rivals split the nodes (then we try again
+        // soon ourselves, and the others would only race again). Either
+        // way our minority goes back without a wake-up: with one, the
+        // waiters (subscribed on the first node) woke each other for as
+        // long as a holder without that node held the lock.
+        let several = self.nodes.len() > 1 && self.kind == LockKind::Plain && !token_kept;
+        let partial = several && !tally.fences.is_empty() && tally.errors.is_empty();
+        let held = partial && tally.busy.is_some() && tally.majority_held(self.needed());
+        let split = partial && !held && tally.busy.is_some() && self.quiet_splits;
+        if held || split {
+            drop(self.release_quietly(token));
+        } else if !tally.fences.is_empty() || !tally.errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
             self.give_back(token, token_kept);
@@ -506,7 +540,30 @@ impl Quorum {
                 (false, false, false) => Attempt::Unavailable(error),
             };
         }
-        Attempt::Busy(tally.busy.unwrap_or_default())
+        let mut busy = tally.busy.unwrap_or_default();
+        busy.split = split;
+        Attempt::Busy(busy)
+    }
+
+    /// Give back a split's minority without waking waiters.
+    fn release_quietly(&mut self, token: &str) -> Released {
+        let kind = self.kind;
+        let answers = self.each(|node, keys| kind.release(node, keys, token, Wake::Nobody));
+        let mut released = Released::default();
+        for answer in answers {
+            match answer {
+                Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
+                Ok(_) => {}
+                Err(e) => released.errors.push(e.error),
+            }
+        }
+        released
+    }
+
+    /// Whether a split's give-back may be quiet: only when the caller
+    /// tries again soon (a waiter with time left).
+    pub fn quiet_splits(&mut self, quiet: bool) {
+        self.quiet_splits = quiet;
     }
 
     /// With several nodes, before anything is written to a node: ask each
@@ -855,11 +912,21 @@ impl Quorum {
         holding >= self.needed()
     }
 
-    /// Release on every node, trying each up to `tries` times.
+    /// Release on every node, trying each up to `tries` times. With
+    /// several nodes every node wakes its waiters, also one where the lock
+    /// was not ours (they listen on the first node only).
     pub fn release(&mut self, token: &str, tries: usize) -> Released {
+        let wake = match self.nodes.len() > 1 {
+            true => Wake::Anyway,
+            false => Wake::Next,
+        };
+        self.release_waking(token, tries, wake)
+    }
+
+    fn release_waking(&mut self, token: &str, tries: usize, wake: Wake) -> Released {
         let kind = self.kind;
         let answers = self.each(|node, keys| {
-            let mut last = kind.release(node, keys, token);
+            let mut last = kind.release(node, keys, token, wake);
             // A try whose reply never came may have released it: a later
             // try then finds it gone, our own doing, not an expiry.
             let mut maybe_done = false;
@@ -869,7 +936,7 @@ impl Quorum {
                     Err(e) => maybe_done |= may_have_run(e.fault),
                 }
                 std::thread::sleep(Duration::from_millis(50));
-                last = kind.release(node, keys, token);
+                last = kind.release(node, keys, token, wake);
             }
             (last, maybe_done)
         });

@@ -24,6 +24,9 @@ pub struct BusyInfo {
     pub replaced_by: Option<(String, String)>,
     /// Where we stand in line, when this try queued us.
     pub place: Option<Place>,
+    /// Several nodes: this try held some of them, not a majority, and gave
+    /// them back without waking anyone: try again soon.
+    pub split: bool,
 }
 
 /// Where a waiter stands in line, as a queued try's busy answer says.
@@ -256,6 +259,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,
         place: place(items),
+        split: false,
     })
 }
 

@@ -411,14 +411,20 @@ return -1
 /// tell the second live waiter that it is next (it looks again soon, in
 /// case the first does not come: stopped, or just killed).
 ///
-/// ARGV: token. Returns 1 if released, 0 if another token holds the lock
-/// (it is left alone), -1 if the lock was already gone. A lock revoked
+/// ARGV: token, how ('1': quietly, a failed Redlock attempt's give-back
+/// that wakes no one; '2': also wake the waiters where the lock was not
+/// ours, a Redlock holder's release). Returns 1 if released, 0 if another
+/// token holds the lock (it is left alone), -1 if the lock was already gone. A lock revoked
 /// from us (see FORCE_RELEASE) is released the same way: its holder has
 /// stopped, the next waiter may go.
 pub const RELEASE: &str = concat!(
     line_lib!(),
     r#"
 local cur = redis.call('GET', KEYS[1])
+if (cur == ARGV[1] or cur == 'revoked:' .. ARGV[1]) and ARGV[2] == '1' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
 if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   local channel, next_up = KEYS[1], nil
   for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
@@ -442,6 +448,9 @@ if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1
 end
+-- A Redlock holder's release: wake the waiters here even where the lock
+-- was not ours (they listen on the first node, which it may not have had).
+if ARGV[2] == '2' then redis.call('PUBLISH', KEYS[1], 'released') end
 if cur then return 0 end
 return -1
 "#
