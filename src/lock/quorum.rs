@@ -518,7 +518,7 @@ impl Quorum {
         let held = partial && tally.busy.is_some() && tally.majority_held(self.needed());
         let split = partial && !held && tally.busy.is_some() && self.quiet_splits;
         if held || split {
-            drop(self.release_quietly(token));
+            drop(self.release_waking(token, 1, Wake::Nobody));
         } else if !tally.fences.is_empty() || !tally.errors.is_empty() {
             // Some nodes may hold our token (a reply may also have been lost):
             // give them all back before anyone retries.
@@ -543,21 +543,6 @@ impl Quorum {
         let mut busy = tally.busy.unwrap_or_default();
         busy.split = split;
         Attempt::Busy(busy)
-    }
-
-    /// Give back a split's minority without waking waiters.
-    fn release_quietly(&mut self, token: &str) -> Released {
-        let kind = self.kind;
-        let answers = self.each(|node, keys| kind.release(node, keys, token, Wake::Nobody));
-        let mut released = Released::default();
-        for answer in answers {
-            match answer {
-                Ok(Ownership::Ours | Ownership::Revoked) => released.ours += 1,
-                Ok(_) => {}
-                Err(e) => released.errors.push(e.error),
-            }
-        }
-        released
     }
 
     /// Whether a split's give-back may be quiet: only when the caller

@@ -29,7 +29,7 @@ const MAX_FILE: u64 = 16 * 1024;
 /// The ids remembered for `nodes` (as shown), one per node, pairwise
 /// distinct; `None` when there are none that can be used.
 pub fn recall(nodes: &[&str]) -> Option<Vec<String>> {
-    let path = dir()?.join(file_name(nodes));
+    let path = dir().join(file_name(nodes));
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
@@ -47,7 +47,7 @@ pub fn remember(nodes: &[&str], ids: &[String]) {
 
 fn try_remember(nodes: &[&str], ids: &[String]) -> Option<()> {
     parse(&ids.join("\n"), nodes.len())?;
-    let dir = dir()?;
+    let dir = dir();
     let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
     let meta = fs::symlink_metadata(&dir).ok()?;
     // Ours alone: nobody else can put a file or a link in it.
@@ -86,13 +86,13 @@ fn parse(text: &str, n: usize) -> Option<Vec<String>> {
     distinct.then_some(ids)
 }
 
-fn dir() -> Option<PathBuf> {
+fn dir() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(runtime) if runtime.is_absolute() => Some(runtime.join("redlock-run")),
-        _ => Some(PathBuf::from(format!(
+        Some(runtime) if runtime.is_absolute() => runtime.join("redlock-run"),
+        _ => PathBuf::from(format!(
             "/tmp/redlock-run-{}",
             nix::unistd::geteuid().as_raw()
-        ))),
+        )),
     }
 }
 

@@ -79,7 +79,7 @@ fn a_node_of_ours_taken_over_is_still_said_at_release() {
     );
 }
 
-/// The scripts every node of `servers` ran since `since` (INFO
+/// The scripts the nodes of `servers` have run so far (INFO
 /// commandstats: EVAL and EVALSHA calls), summed.
 fn scripts_run(servers: &[RedisServer]) -> u64 {
     servers
