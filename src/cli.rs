@@ -254,6 +254,21 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Warnings", hide_short_help = true)]
     pub lease_file: bool,
 
+    /// How the end of COMMAND's whole tree is held: `auto` puts it in a
+    /// cgroup of its own where one can be made (cgroup v2, root or a
+    /// delegated subtree), else leaves it to the keeper process; `cgroup`
+    /// requires one (exit 71 without); `keeper` never makes one
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_enum,
+        default_value_t = Contain::Auto,
+        env = "REDLOCK_CONTAIN",
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub contain: Contain,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     #[arg(
@@ -377,6 +392,17 @@ pub enum Doc {
     /// The table of stderr events, as Markdown (for the README).
     #[value(hide = true)]
     Events,
+}
+
+/// How COMMAND's tree is held (see src/child/cgroup.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Contain {
+    /// A cgroup where one can be made, else the keeper alone.
+    Auto,
+    /// A cgroup, or exit 71.
+    Cgroup,
+    /// The keeper alone.
+    Keeper,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.

@@ -76,6 +76,7 @@ pub struct RunConfig {
     pub on_lost: Option<String>,
     /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
     pub lease_file: bool,
+    pub contain: crate::cli::Contain,
 }
 
 /// What an admin subcommand (`status`, `list`, `wait`, `force-release`)
@@ -292,6 +293,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             .map(|(signal, before)| Warning { signal, before }),
         on_lost: args.on_lost,
         lease_file: args.lease_file,
+        contain: args.contain,
     })
 }
 

@@ -5,8 +5,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::child::{self, Job};
-use crate::cli::OnUnavailable;
+use crate::child::{self, Containment, Job};
+use crate::cli::{Contain, OnUnavailable};
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
@@ -403,7 +403,7 @@ impl Held<'_> {
         ];
         env.extend(path.as_deref().map(|p| ("REDLOCK_LEASE_FILE", p)));
         child::become_subreaper();
-        spawn(self.cfg, &env).inspect_err(|_| {
+        spawn(self.cfg, &env, Some(self.acquired.valid_until), self.log).inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
         })
@@ -438,6 +438,12 @@ impl Held<'_> {
                 return Ok(Exit::LockLost);
             }
             None => {}
+        }
+        if ended.keeper_killed {
+            // Nothing of the job is left (the drain saw to it): the lock
+            // goes back at once, no --min-hold for a job that was killed.
+            self.release(main);
+            return Ok(Exit::LockLost);
         }
         if !self.hold_on(main, valid_until, ended.max_hold) {
             self.release(main);
@@ -596,7 +602,8 @@ fn run_without_lease(
     signals: &Signals,
     log: &Log,
 ) -> Result<Exit, Failure> {
-    let job = spawn(cfg, env)?;
+    child::become_subreaper();
+    let job = spawn(cfg, env, None, log)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
         .warn(cfg.warning, None)
@@ -608,8 +615,29 @@ fn run_without_lease(
     })
 }
 
-fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Job, Failure> {
-    child::spawn(&cfg.argv, env).map_err(|e| {
+/// Start COMMAND, its tree held as `--contain` says (said under `-v`).
+/// `lease_end`: the lease as acquired, for the keeper's watchdog.
+fn spawn(
+    cfg: &RunConfig,
+    env: &[(&str, &str)],
+    lease_end: Option<Instant>,
+    log: &Log,
+) -> Result<Job, Failure> {
+    let containment = Containment::choose(cfg.contain != Contain::Keeper);
+    if let (Containment::Keeper(why), Contain::Cgroup) = (&containment, cfg.contain) {
+        return Err(Failure {
+            exit: Exit::LocalFailure,
+            error: anyhow::anyhow!(
+                "--contain cgroup: no cgroup for COMMAND ({why}); COMMAND did not run"
+            ),
+        });
+    }
+    log.emit(
+        Ev::Contained,
+        format!("COMMAND's tree is held by {}", containment.describe()),
+        &[field("contain", containment.name())],
+    );
+    child::spawn(&cfg.argv, env, lease_end, containment).map_err(|e| {
         let exit = child::spawn_error_exit(&e);
         let program = cfg.argv.first().map(|p| p.to_string_lossy());
         Failure {

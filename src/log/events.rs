@@ -10,6 +10,7 @@ pub enum Ev {
     RandomDelay,
     Waiting,
     Acquired,
+    Contained,
     FenceReset,
     Nested,
     Busy,
@@ -35,10 +36,11 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 24] = [
+    pub const ALL: [Ev; 25] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::Acquired,
+        Ev::Contained,
         Ev::FenceReset,
         Ev::Nested,
         Ev::Busy,
@@ -83,6 +85,12 @@ impl Ev {
                 Info,
                 "fence, wait_ms, ttl_ms",
                 "the lock is ours",
+            ),
+            Ev::Contained => (
+                "contained",
+                Info,
+                "contain",
+                "how COMMAND's whole tree is held: a cgroup of its own, or the keeper process alone",
             ),
             Ev::FenceReset => (
                 "fence_reset",
