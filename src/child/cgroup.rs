@@ -184,7 +184,8 @@ fn is_cgroup2(path: &Path) -> bool {
     // SAFETY: statfs into a local struct.
     unsafe {
         let mut fs: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut fs) == 0 && i64::try_from(fs.f_type).is_ok_and(|t| t == CGROUP2_SUPER_MAGIC)
+        libc::statfs(c.as_ptr(), &mut fs) == 0
+            && i64::try_from(fs.f_type).is_ok_and(|t| t == CGROUP2_SUPER_MAGIC)
     }
 }
 

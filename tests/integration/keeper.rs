@@ -87,7 +87,8 @@ fn a_keeper_killed_alone_takes_the_job_with_it_before_the_release() {
             w = escaped_worker(&dir, "w"),
             pid = dir.file("w").display(),
         );
-        let mut run = spawn_piped(&mut server.job(&key).args(["--contain", contain]).sh(&script));
+        let mut run =
+            spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
         let worker = read_pid(&dir, "w", LONG);
         let out = run.wait_timeout(LONG);
         assert_eq!(out.code, Some(70), "{contain}: {out:?}");
@@ -116,7 +117,7 @@ fn pkill_patterns_for_the_wrapper_do_not_select_the_keeper() {
         let dir = TestDir::new();
         let key = format!("pkill-{contain}-{}", std::process::id());
         let script = format!("{w} wait", w = escaped_worker(&dir, "w"));
-        let run = spawn_piped(&mut server.job(&key).args(["--contain", contain]).sh(&script));
+        let run = spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
         let worker = read_pid(&dir, "w", LONG);
         let keeper = keeper_of(run.pid());
         // `pkill redlock-run` and `killall redlock-run` match the name;
@@ -164,19 +165,20 @@ fn a_wrapper_stopped_before_it_said_anything_still_has_its_job_killed_at_the_lea
         let run = spawn_piped(
             &mut server
                 .job(&key)
-                .args(["--contain", contain, "--ttl", "1s"])
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--ttl", "1s"])
                 .sh(&script),
         );
         // Stopped as soon as its keeper exists: before it returns from
         // starting COMMAND, so before it could tell the keeper a lease.
-        let mut stopped = false;
-        assert!(wait_until(LONG, || {
-            if !children(run.pid()).is_empty() {
-                run.signal(Signal::SIGSTOP);
-                stopped = true;
-            }
-            stopped
-        }));
+        // A tight loop: the keeper's fork and COMMAND's exec take about
+        // a millisecond, and the stop must land within it.
+        let until = std::time::Instant::now() + LONG;
+        let children_file = format!("/proc/{0}/task/{0}/children", run.pid());
+        while std::fs::read_to_string(&children_file).is_ok_and(|c| c.trim().is_empty()) {
+            assert!(std::time::Instant::now() < until, "no keeper appeared");
+        }
+        run.signal(Signal::SIGSTOP);
         let job = read_pid(&dir, "pid", LONG);
         let other = run_with_timeout(
             &mut server.job(&key).args(["--wait", "20s"]).sh("echo second"),
@@ -202,7 +204,8 @@ fn a_stopped_keeper_is_continued_and_the_jobs_own_exit_code_is_kept() {
         let out = run_with_timeout(
             &mut server
                 .job(&key)
-                .args(["--contain", contain, "--ttl", "1500ms"])
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--ttl", "1500ms"])
                 .sh("kill -STOP $PPID; exit 0"),
             LONG,
         );
@@ -230,14 +233,8 @@ fn a_leader_that_leaves_its_group_is_still_stopped() {
         let out = run_with_timeout(
             &mut server
                 .job(&key)
-                .args([
-                    "--contain",
-                    contain,
-                    "--max-hold",
-                    "1s",
-                    "--kill-after",
-                    "500ms",
-                ])
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--max-hold", "1s", "--kill-after", "500ms"])
                 .exec(["python3", "-c", &script]),
             LONG,
         );
@@ -309,9 +306,17 @@ fn a_foreign_proc_is_no_proc_and_leftovers_end_before_the_release() {
     }
     let server = RedisServer::start();
     let secs = unique_sleep("1");
-    // In a new PID namespace that still sees the host's /proc.
+    let dir = TestDir::new();
+    // In a new PID namespace that still sees the host's /proc, under a
+    // shell that outlives the run (so that the namespace does too: its
+    // init's end would kill a leftover, hiding a late stop).
     let mut cmd = Command::new("unshare");
-    cmd.args(["--pid", "--fork"])
+    cmd.args(["--pid", "--fork", "sh", "-c"])
+        .arg(format!(
+            "\"$@\"; echo $? > '{rc}'; sleep 20",
+            rc = dir.file("rc").display()
+        ))
+        .arg("sh")
         .arg(bin())
         .args([
             "--redis",
@@ -322,12 +327,11 @@ fn a_foreign_proc_is_no_proc_and_leftovers_end_before_the_release() {
             "1s",
         ])
         .args(["-c", &format!("setsid sleep {secs} & exit 0")]);
-    let out = run_with_timeout(&mut cmd, LONG);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(
-        !running(&format!("sleep {secs}")),
-        "a leftover runs on after the release"
-    );
+    let _ns = spawn_piped(&mut cmd);
+    assert!(wait_for_file(dir.file("rc"), LONG));
+    let leftover = running(&format!("^sleep {secs}$"));
+    assert_eq!(dir.read("rc").unwrap_or_default().trim(), "0");
+    assert!(!leftover, "a leftover runs on after the release");
 }
 
 #[test]
@@ -346,11 +350,11 @@ fn without_proc_a_sigkilled_wrapper_still_takes_escaped_workers_with_it() {
     base.args(["-k", "no-proc", "-c", &job]);
     let run = spawn_piped(&mut unshared("umount -l /proc", &base));
     assert!(wait_for_file(dir.file("ready"), LONG));
-    assert!(running(&format!("sleep {secs}")));
+    assert!(running(&format!("^sleep {secs}$")));
     // The wrapper is the process the unshare shell exec'd.
     run.signal(Signal::SIGKILL);
     assert!(
-        wait_until(LONG, || !running(&format!("sleep {secs}"))),
+        wait_until(LONG, || !running(&format!("^sleep {secs}$"))),
         "escaped workers run on without a lock"
     );
 }
@@ -362,6 +366,7 @@ fn without_proc_a_sigkilled_wrapper_still_takes_escaped_workers_with_it() {
 const SLOW_WAITPID: &str = r#"
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -370,9 +375,16 @@ const SLOW_WAITPID: &str = r#"
 pid_t waitpid(pid_t pid, int *status, int options) {
     static pid_t (*real)(pid_t, int *, int);
     if (!real) real = (pid_t (*)(pid_t, int *, int))dlsym(RTLD_NEXT, "waitpid");
-    char name[16] = {0};
+    char name[16] = {0}, parent[32] = {0}, path[64];
     prctl(PR_GET_NAME, name);
-    if (pid > 0 && (options & WNOHANG) && strcmp(name, "redlock-keeper") == 0)
+    /* Before the keeper had a name of its own: a redlock-run whose
+       parent is a redlock-run. */
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)getppid());
+    FILE *f = fopen(path, "r");
+    if (f) { fgets(parent, sizeof parent, f); fclose(f); }
+    int keeper = strcmp(name, "redlock-keeper") == 0
+        || (strcmp(name, "redlock-run") == 0 && strncmp(parent, "redlock-run", 11) == 0);
+    if (pid > 0 && (options & WNOHANG) && keeper)
         usleep(700000);
     return real(pid, status, options);
 }
@@ -396,8 +408,10 @@ fn a_child_that_hands_its_children_over_while_the_keeper_counts_is_seen() {
         .status()
         .unwrap();
     assert!(built.success());
-    // cargo's (dynamically linked) build: the shim must be loadable.
-    let binary = env!("CARGO_BIN_EXE_redlock-run");
+    // A dynamically linked build: the shim must be loadable (CI's static
+    // binary is not; cargo's build is).
+    let binary = std::env::var("REDLOCK_TEST_DYNAMIC_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_redlock-run").to_string());
     for contain in CONTAIN {
         let secs = unique_sleep(if contain == "auto" { "3" } else { "4" });
         // The leader leaves C behind and exits; C is alive when the keeper
@@ -405,16 +419,17 @@ fn a_child_that_hands_its_children_over_while_the_keeper_counts_is_seen() {
         // waitpid is slow: G is handed to the keeper after the list.
         let job = format!("(sleep 0.2; sleep {secs} & exit 0) & exit 0");
         let out = run_with_timeout(
-            Command::new(binary)
+            Command::new(&binary)
                 .env("LD_PRELOAD", &shim)
-                .args(["--redis", &server.url(), "--contain", contain])
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--redis", &server.url()])
                 .args(["-k", &format!("handover-{contain}"), "--kill-after", "1s"])
                 .args(["-c", &job]),
             LONG,
         );
         assert_eq!(out.code, Some(0), "{contain}: {out:?}");
         assert!(
-            !running(&format!("sleep {secs}")),
+            !running(&format!("^sleep {secs}$")),
             "{contain}: the grandchild runs on after the release"
         );
     }

@@ -83,7 +83,13 @@ fn a_clean_run_is_a_stream_of_typed_events() {
     // A new key's fence counter starts from the server's clock.
     assert_eq!(
         names(&evs),
-        ["fence_reset", "acquired", "contained", "command_exited", "released"],
+        [
+            "fence_reset",
+            "acquired",
+            "contained",
+            "command_exited",
+            "released"
+        ],
         "{}",
         out.stderr
     );
