@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError, Value};
 
 use super::endpoint::SentinelTarget;
-use super::error::{Fault, NodeError};
+use super::error::{classify, describe, Fault, NodeError};
 
 /// How long to wait before looking again when the named master is not
 /// (yet) one: a failover under way.
@@ -201,8 +201,10 @@ fn check(
             crate::secrets::scrub(shown)
         )),
     };
+    // A data node that refuses our credentials answered: that is a
+    // refusal (77), which must never pass for "unavailable".
     let mut conn = super::dial::connect(&master, timeout)
-        .map_err(|e| failed(Fault::Unreachable, anyhow!(one_line(&e))))?;
+        .map_err(|e| failed(classify(&e, false), describe(e)))?;
     let role: Value = redis::cmd("ROLE").query(&mut conn).map_err(|e| {
         let fault = match e.is_io_error() {
             true => Fault::Dropped,
@@ -241,3 +243,4 @@ fn one_line(e: &RedisError) -> String {
     }
     crate::secrets::untrusted(&e.to_string())
 }
+

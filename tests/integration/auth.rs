@@ -143,3 +143,71 @@ fn acl_user_with_a_wrong_password_or_unknown_user() {
     );
     assert_eq!(dbsize(&mut server.conn()), 0);
 }
+
+/// `ACL SETUSER` on each of `ports`: users beside the open default user,
+/// so that the topology's own links keep working.
+fn acl_users(ports: &[u16], conn: impl Fn(u16) -> redis::Connection) {
+    for &port in ports {
+        let mut conn = conn(port);
+        for rules in [
+            &["alice", "on", ">al1ce-pa55word", "~*", "&*", "+@all"][..],
+            &["weak", "on", ">we4k-pa55word", "+@connection"][..],
+        ] {
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(rules)
+                .exec(&mut conn)
+                .unwrap();
+        }
+    }
+}
+
+/// With the URL's credentials wrong or short of a right, a run is refused
+/// (77), never "unavailable" (69), so `--on-unavailable run` never runs
+/// COMMAND without the lock.
+fn refused_not_unavailable(url_with: impl Fn(&str) -> String) {
+    let dir = TestDir::new();
+    for (userinfo, expected) in [
+        (format!("alice:{WRONG}@"), "authentication failed"),
+        ("weak:we4k-pa55word@".to_string(), "permission"),
+    ] {
+        let url = url_with(&userinfo);
+        let mut cmd = redlock(&url);
+        cmd.args(["-k", "refused", "--on-unavailable", "run", "--", "touch"])
+            .arg(dir.file("ran"));
+        let out = run_with_timeout(&mut cmd, T);
+        assert_eq!(out.code, Some(77), "{userinfo}: {out:?}");
+        assert!(out.stderr.contains(expected), "{userinfo}: {out:?}");
+        assert!(
+            !dir.file("ran").exists(),
+            "{userinfo}: COMMAND ran unlocked"
+        );
+        assert_hidden(&out, &[WRONG, "we4k-pa55word"], &userinfo);
+        for args in [&["status", "refused"][..], &["list"]] {
+            let out = run_with_timeout(redlock(&url).args(args), T);
+            assert_eq!(out.code, Some(77), "{userinfo} {args:?}: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_cluster_that_refuses_the_credentials_is_refused_not_unavailable() {
+    let cluster = Cluster::start();
+    acl_users(&cluster.ports(), |port| cluster.conn(port));
+    let url = cluster.url();
+    refused_not_unavailable(|userinfo| url.replacen("://", &format!("://{userinfo}"), 1));
+    let right = url.replacen("://", &format!("://alice:{ALICE}@"), 1);
+    let out = run_with_timeout(redlock(&right).args(["-k", "refused", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn data_nodes_behind_sentinels_that_refuse_the_credentials_are_refused_not_unavailable() {
+    let set = SentinelSet::start();
+    acl_users(&set.data_ports(), |port| set.data_conn(port));
+    let url = set.url();
+    refused_not_unavailable(|userinfo| url.replacen("://", &format!("://{userinfo}"), 1));
+    let right = url.replacen("://", &format!("://alice:{ALICE}@"), 1);
+    let out = run_with_timeout(redlock(&right).args(["-k", "refused", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
