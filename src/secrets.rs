@@ -156,13 +156,23 @@ pub const MAX_FIELD: usize = 200;
 /// passwords redacted, and cut to [`MAX_FIELD`] characters with an
 /// ellipsis.
 pub fn untrusted(text: &str) -> String {
+    let cut = match text.char_indices().nth(MAX_FIELD) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    };
+    let mut out = escaped(cut);
+    if cut.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// [`untrusted`] without the cut: for a line that mixes our own words
+/// with a server's (doctor's details), whatever its length.
+pub fn escaped(text: &str) -> String {
     let text = scrub(text);
-    let mut out = String::with_capacity(text.len().min(4 * MAX_FIELD));
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_FIELD {
-            out.push('…');
-            break;
-        }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
         if c.is_control() || is_bidi(c) {
             out.extend(c.escape_default());
         } else {

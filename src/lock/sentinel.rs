@@ -224,10 +224,11 @@ fn check(
 }
 
 /// `host:port` of a connection, for messages.
+/// The host comes from a sentinel's answer: untrusted text.
 fn address(info: &ConnectionInfo) -> String {
     match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            format!("{host}:{port}")
+            format!("{}:{port}", crate::secrets::untrusted(host))
         }
         other => format!("{other:?}"),
     }
@@ -244,3 +245,17 @@ fn one_line(e: &RedisError) -> String {
     crate::secrets::untrusted(&e.to_string())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    #[test]
+    fn a_named_master_is_shown_escaped() {
+        let info = "redis://127.0.0.1:1"
+            .into_connection_info()
+            .unwrap()
+            .set_addr(ConnectionAddr::Tcp("\x1b]0;x\x07\u{202e}h".into(), 6379));
+        assert_eq!(address(&info), "\\u{1b}]0;x\\u{7}\\u{202e}h:6379");
+    }
+}
