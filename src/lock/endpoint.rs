@@ -73,6 +73,10 @@ const SENTINEL_PORT: u16 = 26379;
 
 /// Parse one URL: a server, a Sentinel service, or a Cluster's seeds.
 pub fn endpoint(url: &str) -> Result<Endpoint, String> {
+    let shown = redact(url);
+    // A password's `/` or `?` need not be percent-encoded: the parsers
+    // below find the host where `redact` does.
+    let url = &crate::secrets::encode_userinfo(url);
     let scheme = url.split("://").next().unwrap_or_default();
     let target = match (url.contains("://"), scheme) {
         (true, "redis" | "rediss" | "redis+unix" | "unix") => Target::Plain(plain(url)?),
@@ -82,7 +86,7 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     };
     Ok(Endpoint {
         target,
-        shown: redact(url),
+        shown,
         tls: None,
         allow_eviction: false,
     })
@@ -195,18 +199,7 @@ fn sentinel(url: &str) -> Result<SentinelTarget, String> {
             .parse::<i64>()
             .map_err(|_| format!("'{db}' is not a database number"))?,
     };
-    let (mut user, mut password) = (None, None);
-    for (name, value) in url::form_urlencoded::parse(parts.query.as_bytes()) {
-        match name.as_ref() {
-            "sentinel_username" => user = Some(value.into_owned()),
-            "sentinel_password" => password = Some(value.into_owned()),
-            other => {
-                return Err(format!(
-                    "unknown option '{other}' (known: sentinel_username, sentinel_password)"
-                ))
-            }
-        }
-    }
+    let (user, password) = sentinel_credentials(url)?;
     let sentinels = parts
         .hosts
         .iter()
@@ -227,6 +220,32 @@ fn sentinel(url: &str) -> Result<SentinelTarget, String> {
         service: service.to_string(),
         data: node(&parts, "127.0.0.1", 6379, true, db)?,
     })
+}
+
+/// `sentinel_username` and `sentinel_password`, each given at most once,
+/// percent-decoded as the user-info's password is (a `+` stays a `+`).
+fn sentinel_credentials(url: &str) -> Result<(Option<String>, Option<String>), String> {
+    let (mut user, mut password) = (None, None);
+    for (name, range) in crate::secrets::query_pairs(url) {
+        let value = percent_encoding::percent_decode_str(&url[range])
+            .decode_utf8()
+            .map_err(|_| format!("the value of '{name}' is not UTF-8 once decoded"))?
+            .into_owned();
+        let slot = match name.as_str() {
+            "sentinel_username" => &mut user,
+            "sentinel_password" => &mut password,
+            other => {
+                return Err(format!(
+                    "unknown option '{}' (known: sentinel_username, sentinel_password)",
+                    crate::secrets::untrusted(other)
+                ))
+            }
+        };
+        if slot.replace(value).is_some() {
+            return Err(format!("'{name}' is given twice"));
+        }
+    }
+    Ok((user, password))
 }
 
 fn cluster(url: &str) -> Result<Vec<ConnectionInfo>, String> {

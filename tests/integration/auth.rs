@@ -211,3 +211,60 @@ fn data_nodes_behind_sentinels_that_refuse_the_credentials_are_refused_not_unava
     let out = run_with_timeout(redlock(&right).args(["-k", "refused", "--", "true"]), T);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// A generated password as it often is: base64's `/` and `+`, with a `?`
+/// and an `@`, none of them percent-encoded in the URL.
+const RAW: &str = "Zm9v/YmFy+cXV4?eD@1";
+
+#[test]
+fn a_password_with_slash_question_mark_or_plus_needs_no_encoding_and_is_never_printed() {
+    let server = RedisServer::builder().requirepass(RAW).start();
+    let url = format!("redis://:{RAW}@127.0.0.1:{}", server.port());
+    let out = run_with_timeout(redlock(&url).args(["-v", "-k", "raw", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, &[RAW], "run");
+
+    // A mistake elsewhere in such a URL, from --redis or the environment.
+    let bad = format!("redis://:{RAW}@127.0.0.1:99999/0");
+    let out = run_with_timeout(redlock(&bad).args(["-k", "raw", "--", "true"]), T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--redis"), "{out:?}");
+    let mut cmd = redlock_bare();
+    cmd.env("REDLOCK_REDIS_URL", &bad).args(["status", "raw"]);
+    let out = run_with_timeout(&mut cmd, T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    for secret in [RAW, "Zm9v", "cXV4", "eD@1"] {
+        assert!(!out.stderr.contains(secret), "{secret} printed: {out:?}");
+    }
+}
+
+#[test]
+fn a_sentinel_password_is_read_as_the_user_info_password_is_and_never_printed() {
+    let mut set = SentinelSet::start();
+    for i in 0..3 {
+        let mut conn = set.sentinel(i).conn();
+        redis::cmd("ACL")
+            .arg(&["SETUSER", "watcher", "on", &format!(">{RAW}"), "+@all"])
+            .exec(&mut conn)
+            .unwrap();
+    }
+    // The password raw (a `+` is a `+`, as in the user-info), the
+    // option's name percent-encoded.
+    let url = format!(
+        "{}?sentinel_username=watcher&sentinel%5Fpassword={}",
+        set.url(),
+        RAW.replace('@', "%40")
+    );
+    let out = run_with_timeout(redlock(&url).args(["-v", "-k", "snt", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v"], "run");
+    let out = run_with_timeout(redlock(&url).args(["-v", "status", "snt"]), T);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v"], "status");
+
+    // Given twice: a usage error that shows neither.
+    let twice = format!("{url}&sentinel_password=0ther-secret");
+    let out = run_with_timeout(redlock(&twice).args(["-k", "snt", "--", "true"]), T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v", "0ther-secret"], "twice");
+}
