@@ -125,6 +125,12 @@ pub struct ConnArgs {
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_cert: Option<PathBuf>,
 
+    /// Read the password of every URL that has none from FILE's first
+    /// line: then it is neither in `ps` nor in COMMAND's environment
+    /// [default: $REDLOCK_PASSWORD_FILE]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
+    pub password_file: Option<PathBuf>,
+
     /// Private key (PEM) of --tls-cert
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_key: Option<PathBuf>,

@@ -13,7 +13,7 @@ use clap::{CommandFactory, ValueEnum};
 use crate::cli::{AdminCmd, Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
 use crate::lock::{
-    distinct, endpoint, prefix_fits_cluster, with_tls, Endpoint, Replicas, TlsFiles,
+    distinct, endpoint, prefix_fits_cluster, with_password, with_tls, Endpoint, Replicas, TlsFiles,
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
@@ -164,6 +164,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         key: args.tls_key.as_deref(),
     };
     let endpoints = with_tls(endpoints, files).map_err(usage)?;
+    let endpoints = password_file(endpoints, args.password_file.as_deref())?;
     if endpoints.iter().any(Endpoint::is_cluster) && !prefix_fits_cluster(&args.prefix) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': its first '{{' is followed by '}}', an \
@@ -187,6 +188,28 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         prefix: args.prefix.clone(),
         verbosity,
         log_format: from_env(args.log_format, "REDLOCK_LOG_FORMAT")?.unwrap_or(Format::Text),
+    })
+}
+
+/// `--password-file FILE`, else `$REDLOCK_PASSWORD_FILE`: the password of
+/// every URL without one. A path, not the secret, is what nested runs
+/// inherit, so they read the same file.
+fn password_file(
+    endpoints: Vec<Endpoint>,
+    given: Option<&std::path::Path>,
+) -> Result<Vec<Endpoint>, clap::Error> {
+    let (file, source) = match given {
+        Some(file) => (file.to_path_buf(), "--password-file <FILE>"),
+        None => match env_os("REDLOCK_PASSWORD_FILE") {
+            Some(file) => (file.into(), "$REDLOCK_PASSWORD_FILE"),
+            None => return Ok(endpoints),
+        },
+    };
+    with_password(endpoints, &file).map_err(|why| {
+        usage(format!(
+            "invalid value '{}' for '{source}': {why}",
+            file.display()
+        ))
     })
 }
 

@@ -202,6 +202,11 @@ pub fn remember(url: &str) {
     }
 }
 
+/// Note a password given outside a URL (`--password-file`).
+pub fn remember_password(password: &str) {
+    secrets().push(password.to_string());
+}
+
 /// `text` with every known password replaced by `***`.
 pub fn scrub(text: &str) -> String {
     let Some(secrets) = SECRETS.get() else {

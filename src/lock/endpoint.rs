@@ -527,7 +527,7 @@ fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, String> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
     let invalid = |why: String| format!("invalid value '{}' for '{option}': {why}", path.display());
-    let bytes = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+    let bytes = read_small(path, PEM_LIMIT).map_err(invalid)?;
     match want {
         Pem::Certificates => {
             let certs = CertificateDer::pem_slice_iter(&bytes)
@@ -545,4 +545,66 @@ fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, String> {
         }
     }
     Ok(bytes)
+}
+
+/// The most a PEM file may hold: a system's whole CA bundle is a few
+/// hundred KiB.
+const PEM_LIMIT: u64 = 4 << 20;
+/// The most a password file may hold.
+const PASSWORD_LIMIT: u64 = 4 << 10;
+
+/// The bytes of a small file the user named: a regular file (a FIFO would
+/// block start-up, a device such as /dev/zero never end), opened without
+/// waiting for a writer, and at most `limit` bytes read.
+pub(crate) fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(format!("larger than {limit} bytes: is it the right file?"));
+    }
+    Ok(bytes)
+}
+
+/// `--password-file FILE`: the password of every endpoint whose URL has
+/// none (a Sentinel URL's data nodes; the sentinels keep
+/// `sentinel_password`). The file's first line, without its line end.
+pub fn with_password(endpoints: Vec<Endpoint>, file: &Path) -> Result<Vec<Endpoint>, String> {
+    let bytes = read_small(file, PASSWORD_LIMIT)?;
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    let password = text.lines().next().unwrap_or_default();
+    if password.is_empty() {
+        return Err("its first line is empty: no password in it".into());
+    }
+    crate::secrets::remember_password(password);
+    Ok(endpoints
+        .into_iter()
+        .map(|mut endpoint| {
+            let infos: Vec<&mut ConnectionInfo> = match &mut endpoint.target {
+                Target::Plain(info) => vec![info],
+                Target::Sentinel(s) => vec![&mut s.data],
+                Target::Cluster(seeds) => seeds.iter_mut().collect(),
+            };
+            for info in infos {
+                if info.redis_settings().password().is_none() {
+                    let settings = info.redis_settings().clone().set_password(password);
+                    *info = info.clone().set_redis_settings(settings);
+                }
+            }
+            endpoint
+        })
+        .collect())
 }

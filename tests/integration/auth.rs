@@ -268,3 +268,68 @@ fn a_sentinel_password_is_read_as_the_user_info_password_is_and_never_printed() 
     assert_eq!(out.code, Some(2), "{out:?}");
     assert_hidden(&out, &[RAW, "Zm9v", "0ther-secret"], "twice");
 }
+
+#[test]
+fn a_password_file_keeps_the_secret_out_of_the_jobs_environment_and_nested_runs_work() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let dir = TestDir::new();
+    let file = dir.file("redis.pass");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    // The URL without a password in the environment, the file's path
+    // beside it: a nested run of the same key and one of another key
+    // inherit both, and authenticate.
+    let script = format!(
+        "env > \"$0\"; cat /proc/$PPID/cmdline /proc/$PPID/environ >> \"$0\"; \
+         {bin} -k pf -- true && {bin} -k other -- true",
+        bin = bin()
+    );
+    let mut cmd = redlock_bare();
+    cmd.env("REDLOCK_REDIS_URL", server.url())
+        .env("REDLOCK_PASSWORD_FILE", &file)
+        .args(["-v", "-k", "pf", "--", "sh", "-c", &script])
+        .arg(dir.file("seen"));
+    let out = run_with_timeout(&mut cmd, T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let seen = dir.read("seen").unwrap();
+    assert!(seen.contains("REDLOCK_PASSWORD_FILE="), "{seen}");
+    assert!(!seen.contains(PASSWORD), "the job saw the password: {seen}");
+    assert_hidden(&out, &[PASSWORD], "run");
+    assert!(exists(&mut server.conn(), "redlock:{other}:fence"));
+
+    // --password-file on the command line works the same.
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .arg("--password-file")
+            .arg(&file)
+            .args(["status", "pf"]),
+        T,
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+}
+
+#[test]
+fn a_password_file_that_is_not_a_small_regular_file_is_refused_at_once() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let dir = TestDir::new();
+    let fifo = dir.file("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let empty = dir.file("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    for file in [
+        fifo.as_path(),
+        std::path::Path::new("/dev/zero"),
+        &empty,
+        &dir.file("missing"),
+    ] {
+        let out = run_with_timeout(
+            redlock(&server.url())
+                .arg("--password-file")
+                .arg(file)
+                .args(["-k", "pf", "--", "true"]),
+            T,
+        );
+        assert_eq!(out.code, Some(2), "{file:?}: {out:?}");
+        assert!(out.stderr.contains("--password-file"), "{out:?}");
+    }
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}
