@@ -508,11 +508,55 @@ fn client_tls(files: TlsFiles) -> Result<Option<redis::ClientTlsConfig>, String>
                 key.display()
             ))
         }
-        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-            client_cert: read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?,
-            client_key: read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?,
-        }),
+        (Some(cert), Some(key)) => {
+            let client_cert = read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?;
+            let client_key = read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?;
+            check_pair((cert, &client_cert), (key, &client_key))?;
+            Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            })
+        }
     })
+}
+
+/// The client certificate and key as rustls will take them: checked here,
+/// because redis-rs builds the TLS settings only when it connects, and
+/// then a mistake in our own files reads as "Redis refused us".
+fn check_pair(cert: (&Path, &[u8]), key: (&Path, &[u8])) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |option: &str, path: &Path, why: String| {
+        format!("invalid value '{}' for '{option}': {why}", path.display())
+    };
+    let chain = CertificateDer::pem_slice_iter(cert.1)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("--tls-cert <FILE>", cert.0, e.to_string()))?;
+    let private = PrivateKeyDer::from_pem_slice(key.1)
+        .map_err(|e| invalid("--tls-key <FILE>", key.0, e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    match rustls::sign::CertifiedKey::from_der(chain, private, &provider) {
+        Ok(_) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(invalid(
+            "--tls-key <FILE>",
+            key.0,
+            format!("not the private key of '{}' (--tls-cert)", cert.0.display()),
+        )),
+        Err(rustls::Error::General(why)) => Err(invalid(
+            "--tls-key <FILE>",
+            key.0,
+            format!("a key rustls cannot use: {why}"),
+        )),
+        Err(e) => Err(invalid(
+            "--tls-cert <FILE>",
+            cert.0,
+            format!(
+                "a certificate rustls cannot use ({e}); an X.509 v1 certificate? Make a v3 one \
+                 (openssl x509 -req ... -extfile with extendedKeyUsage=clientAuth)"
+            ),
+        )),
+    }
 }
 
 #[derive(Clone, Copy)]
