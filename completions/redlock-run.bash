@@ -41,7 +41,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --contain --metrics-textfile --help --version status list wait force-release doctor generate"
+            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --contain --metrics-textfile --help --version status list wait force-release doctor generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -75,6 +75,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"
@@ -211,7 +226,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__doctor)
-            opts="-k -t -v -q -h --key --ttl --replicas --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-k -t -v -q -h --key --ttl --replicas --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -279,6 +294,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -302,7 +332,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__force__subcmd__release)
-            opts="-v -q -h --token --now --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --token --now --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -354,6 +384,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -377,7 +422,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__generate)
-            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell events"
+            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help man bash zsh fish elvish powershell events"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -411,6 +456,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"
@@ -448,7 +508,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__list)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -482,6 +542,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"
@@ -519,7 +594,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__status)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -567,6 +642,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -590,7 +680,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__wait)
-            opts="-E -v -q -h --timeout --conflict-exit-code --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-E -v -q -h --timeout --conflict-exit-code --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -636,6 +726,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -26,10 +26,11 @@ end
 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name: any non-empty UTF-8 string without control characters' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lifetime of the lock in Redis; refreshed while COMMAND runs' -r
@@ -40,7 +41,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL [default: 5s, or ttl / 3 if shorter]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-hold -d 'Stop COMMAND if it still runs after this long; exit 124' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l queue -d 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)' -r -f -a "oldest-first\t'At the end: waiters are served in order of arrival'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l queue -d 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79) [default: oldest-first, else $REDLOCK_QUEUE]' -r -f -a "oldest-first\t'At the end: waiters are served in order of arrival'
 newest-first\t'At the front: the newest waiter is served first'
 newest-wins\t'Alone: every older waiter leaves at once (exit 79), so only the newest is served (CI: deploy only the latest pipeline)'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N' -r
@@ -54,7 +55,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l contain -d 'How the end of COMMAND\'s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one' -r -f -a "auto\t'A cgroup where one can be made, else the keeper alone'
 cgroup\t'A cgroup, or exit 71'
 keeper\t'The keeper alone'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom) [default: $REDLOCK_METRICS_DIR]' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
@@ -70,10 +71,11 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "doctor" -d 'Ch
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "generate" -d 'Print the man page (roff) or a shell completion script on stdout'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'One JSON object per key per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s v -l verbose -d 'Print lock events on stderr'
@@ -81,10 +83,11 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s q -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'One JSON object per lock per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s v -l verbose -d 'Print lock events on stderr'
@@ -94,10 +97,11 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l timeout
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s E -l conflict-exit-code -d 'Exit code when KEY is still held at the timeout' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s q -l quiet -d 'Print nothing but errors'
@@ -105,10 +109,11 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s h -l he
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l token -d 'Delete only if the lock holds this token' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l now -d 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
@@ -119,10 +124,11 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s t -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l replicas -d 'The --replicas the runs will use: checks that many replicas and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l json -d 'One JSON object per check per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s v -l verbose -d 'Print lock events on stderr'
@@ -130,10 +136,11 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s q -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]' -r -f -a "text\t'`redlock-run: message`'
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment [default: $REDLOCK_PASSWORD_FILE]' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors'

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
 
 use crate::exit::Exit;
@@ -78,14 +79,17 @@ pub struct Cli {
 pub struct ConnArgs {
     /// Redis server URL; repeat for a Redlock quorum of independent masters
     /// [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
+    // Bytes, not text: `config.rs` names the option without printing the
+    // password when they are not UTF-8.
     #[arg(long = "redis", value_name = "URL", global = true)]
-    pub redis: Vec<String>,
+    pub redis: Vec<OsString>,
 
     /// Namespace of every key this tool writes
     #[arg(
         long,
         value_name = "PREFIX",
         default_value = "redlock:",
+        value_parser = text(),
         global = true,
         hide_short_help = true
     )]
@@ -100,17 +104,17 @@ pub struct ConnArgs {
     pub quiet: bool,
 
     /// How redlock-run's own stderr lines are written: `text`, or `json`
-    /// (one object per line)
+    /// (one object per line) [default: text, else $REDLOCK_LOG_FORMAT]
+    // The variable is read in `config.rs`, not by clap: its errors name
+    // it, and `generate` never reads it.
     #[arg(
         long,
         value_name = "FORMAT",
         value_enum,
-        default_value_t = Format::Text,
-        env = "REDLOCK_LOG_FORMAT",
         global = true,
         hide_short_help = true
     )]
-    pub log_format: Format,
+    pub log_format: Option<Format>,
 
     /// CA certificates (PEM) to verify rediss:// servers with, instead of
     /// the system's roots
@@ -121,6 +125,12 @@ pub struct ConnArgs {
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_cert: Option<PathBuf>,
 
+    /// Read the password of every URL that has none from FILE's first
+    /// line: then it is neither in `ps` nor in COMMAND's environment
+    /// [default: $REDLOCK_PASSWORD_FILE]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
+    pub password_file: Option<PathBuf>,
+
     /// Private key (PEM) of --tls-cert
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_key: Option<PathBuf>,
@@ -130,7 +140,7 @@ pub struct ConnArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Lock name: any non-empty UTF-8 string without control characters
-    #[arg(short, long, value_name = "KEY", value_parser = parse_key)]
+    #[arg(short, long, value_name = "KEY", value_parser = lock_name())]
     pub key: Option<String>,
 
     /// Lifetime of the lock in Redis; refreshed while COMMAND runs
@@ -164,6 +174,7 @@ pub struct RunArgs {
         short = 'c',
         long = "command",
         value_name = "LINE",
+        value_parser = text(),
         conflicts_with = "args"
     )]
     pub command_line: Option<String>,
@@ -184,9 +195,16 @@ pub struct RunArgs {
 
     /// How waiters stand in line: `oldest-first`, `newest-first` (a new
     /// waiter goes to the front) or `newest-wins` (a new waiter replaces
-    /// the older ones, which exit 79)
-    #[arg(long, value_name = "POLICY", value_enum, default_value_t = Queue::OldestFirst, env = "REDLOCK_QUEUE", help_heading = "Fleet options", hide_short_help = true)]
-    pub queue: Queue,
+    /// the older ones, which exit 79) [default: oldest-first, else
+    /// $REDLOCK_QUEUE]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        value_enum,
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub queue: Option<Queue>,
 
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
@@ -244,6 +262,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_name = "LINE",
+        value_parser = text(),
         help_heading = "Warnings",
         hide_short_help = true
     )]
@@ -270,11 +289,10 @@ pub struct RunArgs {
     pub contain: Contain,
 
     /// Write the run's metrics for node_exporter's textfile collector into
-    /// DIR (redlock_run_<KEY>.prom)
+    /// DIR (redlock_run_<KEY>.prom) [default: $REDLOCK_METRICS_DIR]
     #[arg(
         long,
         value_name = "DIR",
-        env = "REDLOCK_METRICS_DIR",
         value_hint = ValueHint::DirPath,
         help_heading = "Monitoring",
         hide_short_help = true
@@ -299,7 +317,7 @@ pub enum Cmd {
     /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
     Doctor {
         /// The lock whose keys, channels and Cluster slot are checked
-        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = parse_key)]
+        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = lock_name())]
         key: String,
         /// The TTL the runs will use: it sets the per-node timeout and the
         /// clock's drift allowance
@@ -327,7 +345,7 @@ pub enum AdminCmd {
     /// Show who holds each KEY and for how long
     Status {
         /// Lock names
-        #[arg(required = true, value_name = "KEY", value_parser = parse_key)]
+        #[arg(required = true, value_name = "KEY", value_parser = lock_name())]
         keys: Vec<String>,
         /// One JSON object per key per line
         #[arg(long)]
@@ -348,7 +366,7 @@ pub enum AdminCmd {
     /// Delete a lock by hand, saying whose it was
     ForceRelease {
         /// Lock name
-        #[arg(value_name = "KEY", value_parser = parse_key)]
+        #[arg(value_name = "KEY", value_parser = lock_name())]
         key: String,
         /// Delete only if the lock holds this token
         #[arg(long, value_name = "TOKEN")]
@@ -364,7 +382,7 @@ pub enum AdminCmd {
 #[derive(Debug, Clone, Args)]
 pub struct WaitArgs {
     /// Lock name
-    #[arg(value_name = "KEY", value_parser = parse_key)]
+    #[arg(value_name = "KEY", value_parser = lock_name())]
     pub key: String,
     /// How long to wait: a duration, or `forever`; `0` looks once
     #[arg(long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
@@ -451,6 +469,23 @@ fn parse_replicas(value: &str) -> Result<Replicas, String> {
         Ok(n) if n <= 1000 => Ok(Replicas::Exactly(n)),
         _ => Err("expected auto, or a number of replicas from 0 to 1000".into()),
     }
+}
+
+/// A value that must be text: bytes that are not UTF-8 are refused with
+/// the option's name (clap's own check names none).
+fn text() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(utf8)
+}
+
+fn utf8(value: OsString) -> Result<String, String> {
+    value
+        .into_string()
+        .map_err(|_| "not valid UTF-8 (check the locale or the file it came from)".to_string())
+}
+
+/// [`parse_key`] for bytes.
+fn lock_name() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(|value| parse_key(&utf8(value)?))
 }
 
 /// A lock name: non-empty, no control characters (they would corrupt

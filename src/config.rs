@@ -8,12 +8,12 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::CommandFactory;
+use clap::{CommandFactory, ValueEnum};
 
 use crate::cli::{AdminCmd, Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
 use crate::lock::{
-    distinct, endpoint, prefix_fits_cluster, with_tls, Endpoint, Replicas, TlsFiles,
+    distinct, endpoint, prefix_fits_cluster, with_password, with_tls, Endpoint, Replicas, TlsFiles,
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
@@ -143,18 +143,7 @@ pub fn admin(cmd: AdminCmd, conn: Conn) -> AdminConfig {
 
 /// The Redis servers and naming options, from flags or environment.
 pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
-    let (urls, source) = if !args.redis.is_empty() {
-        (args.redis.clone(), "--redis <URL>".to_string())
-    } else if let Some((var, value)) = ["REDLOCK_REDIS_URL", "REDIS_URL"].iter().find_map(|var| {
-        std::env::var(var)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| (*var, v))
-    }) {
-        (split_urls(&value), format!("${var}"))
-    } else {
-        (vec![DEFAULT_URL.to_string()], "the default URL".to_string())
-    };
+    let (urls, source) = urls(&args.redis)?;
     for url in &urls {
         remember(url);
     }
@@ -176,6 +165,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         key: args.tls_key.as_deref(),
     };
     let endpoints = with_tls(endpoints, files).map_err(usage)?;
+    let endpoints = password_file(endpoints, args.password_file.as_deref())?;
     if endpoints.iter().any(Endpoint::is_cluster) && !prefix_fits_cluster(&args.prefix) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': its first '{{' is followed by '}}', an \
@@ -198,7 +188,96 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         endpoints,
         prefix: args.prefix.clone(),
         verbosity,
-        log_format: args.log_format,
+        log_format: from_env(args.log_format, "REDLOCK_LOG_FORMAT")?.unwrap_or(Format::Text),
+    })
+}
+
+/// `--password-file FILE`, else `$REDLOCK_PASSWORD_FILE`: the password of
+/// every URL without one. A path, not the secret, is what nested runs
+/// inherit, so they read the same file.
+fn password_file(
+    endpoints: Vec<Endpoint>,
+    given: Option<&std::path::Path>,
+) -> Result<Vec<Endpoint>, clap::Error> {
+    let (file, source) = match given {
+        Some(file) => (file.to_path_buf(), "--password-file <FILE>"),
+        None => match env_os("REDLOCK_PASSWORD_FILE") {
+            Some(file) => (file.into(), "$REDLOCK_PASSWORD_FILE"),
+            None => return Ok(endpoints),
+        },
+    };
+    with_password(endpoints, &file).map_err(|why| {
+        usage(format!(
+            "invalid value '{}' for '{source}': {why}",
+            file.display()
+        ))
+    })
+}
+
+/// The URLs to use and where they came from (for errors): `--redis`, else
+/// `$REDLOCK_REDIS_URL`, else `$REDIS_URL`, else the default. A variable
+/// that is set but not UTF-8 is an error, never skipped: skipping it
+/// would lock another server than the hosts that read it.
+fn urls(given: &[OsString]) -> Result<(Vec<String>, String), clap::Error> {
+    if !given.is_empty() {
+        let source = "--redis <URL>";
+        let urls = given
+            .iter()
+            .map(|url| text(url.clone(), source))
+            .collect::<Result<_, _>>()?;
+        return Ok((urls, source.to_string()));
+    }
+    for var in ["REDLOCK_REDIS_URL", "REDIS_URL"] {
+        if let Some(value) = env_text(var)? {
+            return Ok((split_urls(&value), format!("${var}")));
+        }
+    }
+    Ok((vec![DEFAULT_URL.to_string()], "the default URL".to_string()))
+}
+
+/// Bytes that must be text (a URL), or an error naming `source` that
+/// shows the value with any password redacted.
+fn text(value: OsString, source: &str) -> Result<String, clap::Error> {
+    value.into_string().map_err(|value| {
+        usage(format!(
+            "invalid value '{}' for '{source}': not valid UTF-8 (check the locale or the file it \
+             came from)",
+            redact(&value.to_string_lossy())
+        ))
+    })
+}
+
+/// A variable of the environment that stands in for an option: unset,
+/// empty or blank is `None` (as `VAR=` in a unit file means "no value").
+fn env_os(var: &str) -> Option<OsString> {
+    std::env::var_os(var).filter(|v| !v.to_string_lossy().trim().is_empty())
+}
+
+/// [`env_os`] as text.
+fn env_text(var: &str) -> Result<Option<String>, clap::Error> {
+    env_os(var).map(|v| text(v, &format!("${var}"))).transpose()
+}
+
+/// An option's value: given on the command line, else from `var`; errors
+/// name the variable, not a flag the user never typed.
+fn from_env<T: ValueEnum>(given: Option<T>, var: &str) -> Result<Option<T>, clap::Error> {
+    if given.is_some() {
+        return Ok(given);
+    }
+    let Some(value) = env_text(var)? else {
+        return Ok(None);
+    };
+    T::from_str(value.trim(), false).map(Some).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        usage(format!(
+            "invalid value {:?} for '${var}': expected one of {}",
+            crate::secrets::untrusted(&value),
+            names.join(", ")
+        ))
     })
 }
 
@@ -262,7 +341,16 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             timing::check(option, value).map_err(invalid)?;
         }
     }
-    let metrics = metrics(args.metrics_textfile.as_deref(), &key)?;
+    let metrics = match args.metrics_textfile {
+        Some(dir) => metrics(Some(&dir), &key, "--metrics-textfile <DIR>")?,
+        None => metrics(
+            env_os("REDLOCK_METRICS_DIR")
+                .map(std::path::PathBuf::from)
+                .as_deref(),
+            &key,
+            "$REDLOCK_METRICS_DIR",
+        )?,
+    };
     let wait = match (args.no_wait, args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
@@ -270,7 +358,8 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
-    let queue = queue(args.queue, args.limit, conn)?;
+    let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
+    let queue = queue(policy, args.limit, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -311,13 +400,17 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.
-fn metrics(dir: Option<&std::path::Path>, key: &str) -> Result<Option<Metrics>, clap::Error> {
+fn metrics(
+    dir: Option<&std::path::Path>,
+    key: &str,
+    source: &str,
+) -> Result<Option<Metrics>, clap::Error> {
     let Some(dir) = dir else {
         return Ok(None);
     };
     Metrics::open(dir, key).map(Some).map_err(|why| {
         usage(format!(
-            "invalid value '{}' for '--metrics-textfile <DIR>': {why}",
+            "invalid value '{}' for '{source}': {why}",
             dir.display()
         ))
     })

@@ -17,7 +17,7 @@ use crate::exit::{Exit, Failure};
 use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
 use crate::lock::{timing, LockKeys, Replicas};
 use crate::log::show;
-use crate::secrets::untrusted;
+use crate::secrets::{escaped, untrusted};
 
 /// What `doctor` is asked to check against.
 #[derive(Debug, Clone)]
@@ -59,12 +59,14 @@ struct Doctor {
 }
 
 impl Doctor {
+    /// Details quote the servers (INFO fields, addresses the sentinels
+    /// name): escaped here, once for every check and both formats.
     fn add(&mut self, status: Status, check: &'static str, node: &str, detail: String) {
         self.checks.push(Check {
             status,
             check,
-            node: node.to_string(),
-            detail,
+            node: escaped(node),
+            detail: escaped(&detail),
             fix: None,
         });
     }

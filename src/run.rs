@@ -401,7 +401,8 @@ impl Held<'_> {
             ("REDLOCK_TOKEN", self.token),
             ("REDLOCK_FENCE", fence.as_str()),
         ];
-        env.extend(path.as_deref().map(|p| ("REDLOCK_LEASE_FILE", p)));
+        // Empty removes it: an outer run's file is not this lock's lease.
+        env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
         spawn(self.cfg, &env, Some(self.acquired.valid_until), self.log).inspect_err(|_| {
             file.inspect(|f| f.remove());
@@ -570,6 +571,7 @@ fn outer_token(cfg: &RunConfig) -> Option<String> {
 /// runs at once under it, with the outer run's REDLOCK_* variables, and
 /// nothing is released when it ends.
 fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
+    nested_options(cfg)?;
     let fence = std::env::var("REDLOCK_FENCE").unwrap_or_default();
     log.emit(
         Ev::Nested,
@@ -582,6 +584,29 @@ fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Fai
     run_without_lease(cfg, &[], signals, log)
 }
 
+/// A nested run neither refreshes nor watches the lock (the outer run
+/// does, and stops this COMMAND with its own): its own `--on-lost` could
+/// never fire, and `--lease-file` can only be the outer run's. Either
+/// is honoured or refused, never dropped in silence.
+fn nested_options(cfg: &RunConfig) -> Result<(), Failure> {
+    let outer_file = std::env::var_os("REDLOCK_LEASE_FILE").is_some_and(|f| !f.is_empty());
+    let refused = match (&cfg.on_lost, cfg.lease_file && !outer_file) {
+        (Some(_), _) => {
+            "--on-lost: the run this one is nested in holds the lock and stops \
+                         this COMMAND if it loses it; give --on-lost to that run"
+        }
+        (None, true) => {
+            "--lease-file: the run this one is nested in holds the lock and was \
+                         started without --lease-file; give it to that run"
+        }
+        (None, false) => return Ok(()),
+    };
+    Err(Failure {
+        exit: Exit::Usage,
+        error: anyhow::anyhow!("lock '{}' is held by an outer run: {refused}", cfg.key),
+    })
+}
+
 /// `--on-unavailable run`: COMMAND without a lock, so without a token or
 /// a fence, whatever our environment had (inside another key's COMMAND,
 /// that lock's): a fence it does not hold would pass fenced storage.
@@ -590,6 +615,7 @@ fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, F
         ("REDLOCK_KEY", cfg.key.as_str()),
         ("REDLOCK_TOKEN", ""),
         ("REDLOCK_FENCE", ""),
+        ("REDLOCK_LEASE_FILE", ""),
     ];
     run_without_lease(cfg, &env, signals, log)
 }

@@ -15,6 +15,7 @@ mod faults;
 mod fleet;
 mod generated;
 mod harness;
+mod input;
 mod keeper;
 mod layout;
 mod limit;
