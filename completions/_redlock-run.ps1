@@ -34,6 +34,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--refresh', '--refresh', [CompletionResultType]::ParameterName, 'Refresh period; must be shorter than the TTL [default: ttl / 3]')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once')
+            [CompletionResult]::new('--period', '--period', [CompletionResultType]::ParameterName, 'Cron: the schedule''s period (5m for `*/5 * * * *`); run once per period on however many hosts; implies -n')
             [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit code when the lock could not be had in time')
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit code when the lock could not be had in time')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run LINE with `sh -c` instead of a trailing COMMAND')

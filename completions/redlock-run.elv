@@ -31,6 +31,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --refresh 'Refresh period; must be shorter than the TTL [default: ttl / 3]'
             cand -w 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once'
             cand --wait 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once'
+            cand --period 'Cron: the schedule''s period (5m for `*/5 * * * *`); run once per period on however many hosts; implies -n'
             cand -E 'Exit code when the lock could not be had in time'
             cand --conflict-exit-code 'Exit code when the lock could not be had in time'
             cand -c 'Run LINE with `sh -c` instead of a trailing COMMAND'

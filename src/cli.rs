@@ -20,8 +20,9 @@ Examples:
   # a nightly job that never overlaps itself across the fleet
   redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
 
-  # cron: skip this run quietly if another host still has the job
-  * * * * * redlock-run -k report -n -E 0 -c 'make-report > /tmp/report'
+  # cron on every host: the job runs once per 5 minutes; the other
+  # hosts skip it silently (--period: the schedule's period)
+  */5 * * * * redlock-run -k report --period 5m -n -E 0 -q -- make-report
 
   # who holds the lock, and clear it by hand
   redlock-run status nightly-backup
@@ -148,6 +149,16 @@ pub struct RunArgs {
     /// Do not wait for a busy lock (same as --wait 0)
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub no_wait: bool,
+
+    /// Cron: the schedule's period (5m for `*/5 * * * *`); run once per
+    /// period on however many hosts; implies -n
+    ///
+    /// The lock is kept half a period after it was taken, even when
+    /// COMMAND ends sooner: hosts that start up to half a period later skip
+    /// this run, and the next run finds the lock free (the same as
+    /// --min-hold PERIOD/2 -n)
+    #[arg(long, value_name = "PERIOD", value_parser = parse_positive_duration, conflicts_with_all = ["wait", "min_hold"])]
+    pub period: Option<Duration>,
 
     /// Exit code when the lock could not be had in time
     #[arg(

@@ -256,13 +256,15 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         ("--random-delay <DURATION>", args.random_delay),
         ("--wait <DURATION>", wait_duration(args.wait)),
         ("--warn-before <DURATION>", args.warn_before),
+        ("--period <PERIOD>", args.period),
     ] {
         if let Some(value) = value {
             timing::check(option, value).map_err(invalid)?;
         }
     }
     let metrics = metrics(args.metrics_textfile.as_deref(), &key)?;
-    let wait = match (args.no_wait, args.wait) {
+    let min_hold = period(args.period, args.random_delay)?.or(args.min_hold);
+    let wait = match (args.no_wait || args.period.is_some(), args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
         (false, Wait::Forever) => None,
@@ -277,7 +279,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         conflict_exit_code: args.conflict_exit_code,
         argv,
         display,
-        min_hold: args.min_hold.filter(|d| !d.is_zero()),
+        min_hold: min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
@@ -293,6 +295,33 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_lost: args.on_lost,
         lease_file: args.lease_file,
     })
+}
+
+/// `--period P`: the `--min-hold` that makes a job run once per period of
+/// its schedule. Holding the lock P/2 after acquiring it turns away the
+/// hosts that start up to P/2 later and frees it P/2 before the next run:
+/// the widest spread of start times either way, with nothing for the user
+/// to compute. `--random-delay` widens that spread, so it must stay below
+/// P/2.
+fn period(
+    period: Option<Duration>,
+    random_delay: Option<Duration>,
+) -> Result<Option<Duration>, clap::Error> {
+    let Some(period) = period else {
+        return Ok(None);
+    };
+    let hold = period / 2;
+    if let Some(delay) = random_delay.filter(|d| *d >= hold) {
+        return Err(usage(format!(
+            "invalid value '{}' for '--random-delay <DURATION>': with --period {} it must be \
+             shorter than {} (half the period), or a host that starts late could run the job \
+             a second time",
+            crate::log::show(delay),
+            crate::log::show(period),
+            crate::log::show(hold)
+        )));
+    }
+    Ok(Some(hold))
 }
 
 /// `--queue`: a policy other than the default needs a line to stand in,

@@ -13,6 +13,7 @@ pub enum Ev {
     FenceReset,
     Nested,
     Busy,
+    Skipped,
     Unavailable,
     Refused,
     RunningUnlocked,
@@ -35,13 +36,14 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 24] = [
+    pub const ALL: [Ev; 25] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::Acquired,
         Ev::FenceReset,
         Ev::Nested,
         Ev::Busy,
+        Ev::Skipped,
         Ev::Unavailable,
         Ev::Refused,
         Ev::RunningUnlocked,
@@ -101,6 +103,12 @@ impl Ev {
                 Warn,
                 "holder",
                 "still busy when --wait ran out: exit 75 (or -E)",
+            ),
+            Ev::Skipped => (
+                "skipped",
+                Info,
+                "holder",
+                "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (
                 "unavailable",

@@ -9,6 +9,7 @@ mod admin;
 mod auth;
 mod chaos;
 mod cluster;
+mod cron;
 mod doctor;
 mod eviction;
 mod faults;

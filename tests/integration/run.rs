@@ -152,11 +152,21 @@ fn busy_lock_with_no_wait_exits_75_without_running() {
         out.stderr.contains(&format!("pid {}", holder.pid())),
         "says who holds it: {out:?}"
     );
+    // -E 0: busy is the intended outcome, so nothing to report; -v says
+    // why nothing ran, without the words of a failure.
     let out = run_with_timeout(
         &mut server.job("busy").args(["-n", "-E", "0"]).sh(&ran),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr, "", "a busy run with -E 0 prints nothing");
+    let out = run_with_timeout(
+        &mut server.job("busy").args(["-n", "-E", "0", "-v"]).sh(&ran),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("skipping this run"), "{out:?}");
+    assert!(!out.stderr.contains("giving up"), "{out:?}");
     let out = run_with_timeout(
         &mut server
             .job("busy")
