@@ -33,12 +33,12 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Cl
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name: any non-empty UTF-8 string without control characters' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lifetime of the lock in Redis; refreshed while COMMAND runs' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l refresh -d 'Refresh period; must be shorter than the TTL [default: ttl / 3]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l refresh -d 'Refresh period; must be shorter than the TTL' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l period -d 'Cron: the schedule\'s period (5m for `*/5 * * * *`); run once per period on however many hosts; implies -n' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l period -d 'Cron: the schedule\'s period (5m for */5); run once per period on however many hosts; implies -n' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit code when the lock could not be had in time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run LINE with `sh -c` instead of a trailing COMMAND' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL [default: 5s, or ttl / 3 if shorter]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-hold -d 'Stop COMMAND if it still runs after this long; exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l queue -d 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)' -r -f -a "oldest-first\t'At the end: waiters are served in order of arrival'
@@ -48,7 +48,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let u
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d 'Sleep a random time below DURATION before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-signal -d 'Send SIG (USR1, TERM, a number...) to COMMAND\'s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-before -d 'How long before the planned SIGTERM --warn-signal is sent' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s' -r
@@ -126,13 +126,4 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l json 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
-json\t'One JSON object per line'"
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s v -l verbose -d 'Print lock events on stderr'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help'

@@ -15,9 +15,8 @@ use crate::lock::Replicas;
 use crate::log::Format;
 use crate::queue::Queue;
 
-const EXAMPLES: &str = "\
-Examples:
-  # a nightly job that never overlaps itself across the fleet
+/// The examples of the long help (wrapped by [`after_long_help`]).
+const EXAMPLES: &str = "  # a nightly job that never overlaps itself across the fleet
   redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
 
   # cron on every host: the job runs once per 5 minutes; the other
@@ -36,7 +35,90 @@ and the exit codes: redlock-run --help, or man redlock-run.";
 /// The command line as parsed: the derive's definition plus the parts
 /// made at run time (the exit codes come from `Exit::ROWS`).
 pub fn command() -> clap::Command {
-    Cli::command().after_long_help(format!("{EXAMPLES}\n\nExit status:\n{}", Exit::help_text()))
+    let width = help_width();
+    without_connection_options(Cli::command())
+        .term_width(width)
+        .after_long_help(after_long_help(width))
+}
+
+/// `--redis`, `--prefix`, TLS, `-v` ... mean nothing to `generate`: out
+/// of its help and completions (clap_complete lists hidden options too),
+/// so it is rebuilt without them once they were handed down. Before its
+/// name they are still accepted (`redlock-run --redis X generate man`).
+pub fn without_connection_options(mut cmd: clap::Command) -> clap::Command {
+    cmd.build();
+    cmd.mut_subcommand("generate", |generate| {
+        let own = generate
+            .get_arguments()
+            .filter(|a| !a.is_global_set() && a.get_id() != "help")
+            .cloned();
+        let mut fresh = clap::Command::new("generate").args(own);
+        if let Some(about) = generate.get_about() {
+            fresh = fresh.about(about.clone());
+        }
+        // Names are made once, by the build above.
+        if let Some(name) = generate.get_bin_name() {
+            fresh = fresh.bin_name(name.to_string());
+        }
+        fresh
+    })
+}
+
+/// The width clap wraps help at: the terminal's, else `$COLUMNS`, else 100
+/// (clap's own rule, made explicit so that the text wrapped here and
+/// clap's wrapping agree).
+fn help_width() -> usize {
+    let columns = || std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok();
+    terminal_size::terminal_size()
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(columns)
+        .unwrap_or(100)
+        .max(40)
+}
+
+/// The examples and the exit codes after the long help, wrapped at
+/// `width` with their continuation lines indented under the text.
+fn after_long_help(width: usize) -> String {
+    let mut out = String::from("Examples:\n");
+    for line in EXAMPLES.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let rest = match line.trim_start().starts_with("# ") {
+            true => format!("{}# ", " ".repeat(indent)),
+            false => " ".repeat(indent + 4),
+        };
+        let first = &line[..indent];
+        out += &hang(first, &rest, &line[indent..], width);
+    }
+    out += "\nExit status:\n";
+    for row in Exit::ROWS {
+        let first = format!("  {:<15}", row.code);
+        out += &hang(&first, &" ".repeat(first.len()), row.when, width);
+    }
+    out.trim_end().to_string()
+}
+
+/// `text` after `first`, wrapped at spaces to lines shorter than `width`,
+/// each further line starting with `rest`.
+fn hang(first: &str, rest: &str, text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !empty && line.len() + 1 + word.len() >= width {
+            out += line.trim_end();
+            out.push('\n');
+            line = rest.to_string();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line += word;
+        empty = false;
+    }
+    out += line.trim_end();
+    out.push('\n');
+    out
 }
 
 /// Parse the process's arguments.
@@ -79,7 +161,14 @@ pub struct Cli {
 pub struct ConnArgs {
     /// Redis server URL; repeat for a Redlock quorum of independent masters
     /// [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
-    #[arg(long = "redis", value_name = "URL", global = true)]
+    // The long help puts the default on a line of its own, as clap does.
+    #[arg(
+        long = "redis",
+        value_name = "URL",
+        global = true,
+        long_help = "Redis server URL; repeat for a Redlock quorum of independent masters\n\n\
+                     [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]"
+    )]
     pub redis: Vec<String>,
 
     /// Namespace of every key this tool writes
@@ -138,7 +227,9 @@ pub struct RunArgs {
     #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub ttl: Duration,
 
-    /// Refresh period; must be shorter than the TTL [default: ttl / 3]
+    /// Refresh period; must be shorter than the TTL
+    ///
+    /// [default: ttl / 3]
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, hide_short_help = true)]
     pub refresh: Option<Duration>,
 
@@ -150,8 +241,8 @@ pub struct RunArgs {
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub no_wait: bool,
 
-    /// Cron: the schedule's period (5m for `*/5 * * * *`); run once per
-    /// period on however many hosts; implies -n
+    /// Cron: the schedule's period (5m for */5); run once per period on
+    /// however many hosts; implies -n
     ///
     /// The lock is kept half a period after it was taken, even when
     /// COMMAND ends sooner: hosts that start up to half a period later skip
@@ -180,7 +271,9 @@ pub struct RunArgs {
     pub command_line: Option<String>,
 
     /// Grace between SIGTERM and SIGKILL when COMMAND must be stopped;
-    /// shorter than the TTL [default: 5s, or ttl / 3 if shorter]
+    /// shorter than the TTL
+    ///
+    /// [default: 5s, or ttl / 3 if shorter]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide_short_help = true)]
     pub kill_after: Option<Duration>,
 
@@ -222,6 +315,7 @@ pub struct RunArgs {
 
     /// After acquiring and after each refresh, require N replicas to
     /// confirm the write (WAIT); `auto`: one when the primary has any
+    ///
     /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(
         long,
@@ -303,7 +397,14 @@ pub enum Cmd {
         ttl: Duration,
         /// The --replicas the runs will use: checks that many replicas
         /// and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]
-        #[arg(long, value_name = "N|auto", value_parser = parse_replicas, allow_negative_numbers = true)]
+        #[arg(
+            long,
+            value_name = "N|auto",
+            value_parser = parse_replicas,
+            allow_negative_numbers = true,
+            long_help = "The --replicas the runs will use: checks that many replicas and the \
+                         right to WAIT\n\n[default: auto for Sentinel and Cluster URLs, else 0]"
+        )]
         replicas: Option<Replicas>,
         /// One JSON object per check per line
         #[arg(long)]
@@ -385,9 +486,6 @@ pub enum Doc {
     Fish,
     Elvish,
     Powershell,
-    /// The table of stderr events, as Markdown (for the README).
-    #[value(hide = true)]
-    Events,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.

@@ -215,7 +215,9 @@ impl Ev {
         self.row().3
     }
 
-    /// The README's table rows: `| name | level | fields | meaning |`.
+    /// The rows of docs/monitoring.md's table: `| name | level | fields |
+    /// meaning |` (a test holds the page to it).
+    #[cfg(test)]
     pub fn markdown() -> String {
         let mut out = String::new();
         for ev in Ev::ALL {
@@ -240,6 +242,18 @@ impl Ev {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_monitoring_page_lists_every_event() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md");
+        let page = std::fs::read_to_string(path).expect("docs/monitoring.md");
+        let table = Ev::markdown();
+        assert!(
+            page.contains(&table),
+            "the events table of docs/monitoring.md differs from the binary's; it should \
+             read:\n{table}"
+        );
+    }
 
     #[test]
     fn names_are_unique_snake_case() {

@@ -116,8 +116,8 @@ fn help_exit_rows() -> Vec<(String, String)> {
         .lines()
         .take_while(|l| l.starts_with("  "))
         .map(|l| {
-            // `  {code:<14}{when}`: the code column is 14 wide.
-            let (code, when) = l[2..].split_at(14.min(l.len() - 2));
+            // `  CODE  WHEN`: two spaces or more end the code column.
+            let (code, when) = l[2..].split_once("  ").unwrap_or((&l[2..], ""));
             (code.trim().to_string(), when.trim().to_string())
         })
         .collect();
