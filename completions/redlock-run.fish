@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -34,7 +34,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Pri
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name: any non-empty UTF-8 string without control characters' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lifetime of the lock in Redis; refreshed while COMMAND runs' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l refresh -d 'Refresh period; must be shorter than the TTL' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: seconds (10, 0.5), a duration (30s, 5m) or `forever`; `0` tries once' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l period -d 'Cron: the schedule\'s period (5m for */5); run once per period on however many hosts; implies -n' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit code when the lock could not be had in time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run LINE with `sh -c` instead of a trailing COMMAND' -r
@@ -55,7 +55,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0; wins over --wait, as in flock)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s x -l exclusive -d 'An exclusive lock: the only kind, so this changes nothing; accepted for flock\'s -x, -e, --exclusive'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l lease-file -d 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease\'s end as Unix milliseconds, updated at each refresh'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -123,8 +123,61 @@ fn hang(first: &str, rest: &str, text: &str, width: usize) -> String {
 
 /// Parse the process's arguments.
 pub fn parse() -> Result<Cli, clap::Error> {
-    let matches = command().try_get_matches()?;
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let matches = command()
+        .try_get_matches_from(&args)
+        .map_err(|e| forgotten_dashes(e, &args))?;
     Cli::from_arg_matches(&matches)
+}
+
+/// `redlock-run -k x echo hi`: COMMAND without its `--`. flock needs none,
+/// but here a bare word may also be a mistyped subcommand, so the run is
+/// refused (exit 2) with the command line that works, when there is one:
+/// `--` before the unexpected word makes a run with a --key.
+fn forgotten_dashes(e: clap::Error, args: &[OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return e;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let word = OsString::from(word);
+    let corrected = (1..args.len())
+        .filter(|&i| args[i] == word && !args[..i].iter().any(|a| a == "--"))
+        .map(|i| [&args[..i], &["--".into()], &args[i..]].concat())
+        .find(|candidate| {
+            command()
+                .try_get_matches_from(candidate)
+                .is_ok_and(|m| m.subcommand().is_none() && m.contains_id("key"))
+        });
+    let Some(corrected) = corrected else {
+        return e;
+    };
+    let line: Vec<String> = std::iter::once("redlock-run".to_string())
+        .chain(
+            corrected[1..]
+                .iter()
+                .map(|a| shell_word(&a.to_string_lossy())),
+        )
+        .collect();
+    command().error(
+        ErrorKind::UnknownArgument,
+        format!(
+            "unexpected argument '{}': COMMAND goes after '--', as in: {}",
+            word.to_string_lossy(),
+            crate::secrets::redact_urls(&line.join(" "))
+        ),
+    )
+}
+
+/// `word` as a shell reads it back: bare when it is safe, else quoted.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// Run a command while holding a Redis distributed lock.
@@ -233,13 +286,30 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, hide_short_help = true)]
     pub refresh: Option<Duration>,
 
-    /// How long to wait for a busy lock: a duration, or `forever`; `0` tries once
-    #[arg(short, long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
+    /// How long to wait for a busy lock: seconds (10, 0.5), a duration
+    /// (30s, 5m) or `forever`; `0` tries once
+    ///
+    /// flock's spelling --timeout is accepted too.
+    #[arg(short, long, alias = "timeout", value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
     pub wait: Wait,
 
-    /// Do not wait for a busy lock (same as --wait 0)
-    #[arg(short = 'n', long, conflicts_with = "wait")]
+    /// Do not wait for a busy lock (same as --wait 0; wins over --wait, as
+    /// in flock)
+    ///
+    /// flock's spellings --nb and --nonblock are accepted too.
+    #[arg(short = 'n', long, aliases = ["nb", "nonblock"], overrides_with = "no_wait")]
     pub no_wait: bool,
+
+    /// An exclusive lock: the only kind, so this changes nothing; accepted
+    /// for flock's -x, -e, --exclusive
+    #[arg(
+        short = 'x',
+        short_alias = 'e',
+        long,
+        overrides_with = "exclusive",
+        hide_short_help = true
+    )]
+    pub exclusive: bool,
 
     /// Cron: the schedule's period (5m for */5); run once per period on
     /// however many hosts; implies -n
@@ -504,9 +574,19 @@ pub enum Wait {
     For(Duration),
 }
 
+/// A duration: humantime's syntax, or a bare number of seconds as flock
+/// and timeout(1) take it (`-w 10`, `0.5`).
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value.trim())
-        .map_err(|e| format!("{e} (examples: 500ms, 30s, 5m, 1h 30m)"))
+    let value = value.trim();
+    if !value.is_empty() && value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return value
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| "not a number of seconds (examples: 10, 0.5, 500ms, 30s, 5m)".into());
+    }
+    humantime::parse_duration(value)
+        .map_err(|e| format!("{e} (examples: 10 seconds, 500ms, 30s, 5m, 1h 30m)"))
 }
 
 fn parse_positive_duration(value: &str) -> Result<Duration, String> {
@@ -568,6 +648,12 @@ mod tests {
             Ok(Wait::For(Duration::from_secs(5400)))
         );
         assert!(parse_positive_duration("0s").is_err());
+        assert!(parse_positive_duration("0").is_err());
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration(" 0.25 "), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_wait("10"), Ok(Wait::For(Duration::from_secs(10))));
+        assert!(parse_duration("1.2.3").is_err());
+        assert!(parse_duration(".").is_err());
         assert!(parse_duration("30x").is_err());
         assert!(parse_key("").is_err());
         assert!(parse_key("a\nb").is_err());

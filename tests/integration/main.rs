@@ -14,6 +14,7 @@ mod doctor;
 mod eviction;
 mod faults;
 mod fleet;
+mod flock;
 mod generated;
 mod harness;
 mod layout;
