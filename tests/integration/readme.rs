@@ -50,7 +50,7 @@ fn ci_runs_the_readme_test_command() {
         test_sh
             .lines()
             .any(|l| l.trim()
-                == "REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked \"$@\" || status=$?"),
+                == "REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked \"$@\" | tee \"$log\" || status=$?"),
         "scripts/test.sh runs the suite with missing tools failing"
     );
 }
