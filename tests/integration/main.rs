@@ -8,6 +8,7 @@ mod acl;
 mod admin;
 mod auth;
 mod chaos;
+mod ci;
 mod cluster;
 mod cron;
 mod doctor;
