@@ -322,6 +322,9 @@ pub struct RunArgs {
     pub period: Option<Duration>,
 
     /// Exit code when the lock could not be had in time
+    ///
+    /// With 0, a busy lock is the intended outcome (cron on many hosts):
+    /// the run prints nothing about it (-v says "skipping this run").
     #[arg(
         short = 'E',
         long,
