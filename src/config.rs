@@ -328,14 +328,14 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let key = args.key.ok_or_else(|| {
         usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
     })?;
-    let timing =
-        Timing::new(args.ttl, args.refresh, args.kill_after, &TIMING_OPTIONS).map_err(invalid)?;
+    let timing = timing(args.ttl, args.refresh, args.kill_after)?;
     for (option, value) in [
         ("--min-hold <DURATION>", args.min_hold),
         ("--max-hold <DURATION>", args.max_hold),
         ("--random-delay <DURATION>", args.random_delay),
         ("--wait <DURATION>", wait_duration(args.wait)),
         ("--warn-before <DURATION>", args.warn_before),
+        ("--period <PERIOD>", args.period),
     ] {
         if let Some(value) = value {
             timing::check(option, value).map_err(invalid)?;
@@ -351,7 +351,8 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             "$REDLOCK_METRICS_DIR",
         )?,
     };
-    let wait = match (args.no_wait, args.wait) {
+    let min_hold = period(args.period, args.random_delay)?.or(args.min_hold);
+    let wait = match (args.no_wait || args.period.is_some(), args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
         (false, Wait::Forever) => None,
@@ -367,7 +368,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         conflict_exit_code: args.conflict_exit_code,
         argv,
         display,
-        min_hold: args.min_hold.filter(|d| !d.is_zero()),
+        min_hold: min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
@@ -382,8 +383,131 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             .map(|(signal, before)| Warning { signal, before }),
         on_lost: args.on_lost,
         lease_file: args.lease_file,
-        contain: args.contain,
+        contain: from_env(args.contain, "REDLOCK_CONTAIN")?.unwrap_or(crate::cli::Contain::Auto),
     })
+}
+
+/// The TTL with the refresh period and grace the user gave (or not),
+/// checked. An error names an option the user typed, with the value that
+/// works: a refresh or grace derived from the TTL (a third of it), or one
+/// that no value could fix, is the TTL's fault, so `--ttl 100ms` is told
+/// the shortest TTL that works, not blamed on a `--refresh` nobody gave.
+fn timing(
+    ttl: Duration,
+    refresh: Option<Duration>,
+    kill_after: Option<Duration>,
+) -> Result<Timing, clap::Error> {
+    let works =
+        |ttl, refresh, kill_after| Timing::new(ttl, refresh, kill_after, &TIMING_OPTIONS).is_ok();
+    let e = match Timing::new(ttl, refresh, kill_after, &TIMING_OPTIONS) {
+        Ok(timing) => return Ok(timing),
+        Err(e) => e,
+    };
+    let show = crate::log::show;
+    let (given, most) = match e.option {
+        o if o == TIMING_OPTIONS.refresh.full => (
+            refresh,
+            longest(timing::MIN_REFRESH, ttl, |r| {
+                works(ttl, Some(r), kill_after)
+            }),
+        ),
+        o if o == TIMING_OPTIONS.kill_after.full => (
+            kill_after,
+            longest(Duration::ZERO, ttl, |k| works(ttl, refresh, Some(k))),
+        ),
+        // The TTL itself (zero, too long), or another option.
+        _ => return Err(invalid(e)),
+    };
+    if let (Some(_), Some(most)) = (given, most) {
+        return Err(usage(format!(
+            "invalid value '{}' for '{}': {}; at most {} with --ttl {}",
+            show(e.value),
+            e.option,
+            e.why,
+            show(most),
+            show(ttl)
+        )));
+    }
+    let Some(least) = shortest_ttl(|t| works(t, refresh, kill_after)) else {
+        return Err(invalid(e));
+    };
+    let with = match (refresh, kill_after) {
+        (None, None) => String::new(),
+        (Some(r), None) => format!(" with --refresh {}", show(r)),
+        (None, Some(k)) => format!(" with --kill-after {}", show(k)),
+        (Some(r), Some(k)) => format!(" with --refresh {} and --kill-after {}", show(r), show(k)),
+    };
+    Err(usage(format!(
+        "invalid value '{}' for '--ttl <DURATION>': too short to refresh the lock and stop \
+         COMMAND before it could expire; the shortest TTL that works{with} is {}",
+        show(ttl),
+        show(least)
+    )))
+}
+
+/// The shortest TTL, to the millisecond, for which `works` holds (it holds
+/// for every longer one), if one up to the longest allowed does.
+fn shortest_ttl(works: impl Fn(Duration) -> bool) -> Option<Duration> {
+    let ms = Duration::from_millis;
+    let (mut bad, mut good) = (0u64, u64::try_from(timing::MAX.as_millis()).ok()?);
+    if !works(ms(good)) {
+        return None;
+    }
+    while good - bad > 1 {
+        let mid = bad + (good - bad) / 2;
+        match works(ms(mid)) {
+            true => good = mid,
+            false => bad = mid,
+        }
+    }
+    Some(ms(good))
+}
+
+/// The longest duration from `least` to below `limit`, to the millisecond,
+/// for which `works` holds (it holds for every shorter one down to
+/// `least`), if `least` itself works.
+fn longest(least: Duration, limit: Duration, works: impl Fn(Duration) -> bool) -> Option<Duration> {
+    let ms = Duration::from_millis;
+    let mut good = u64::try_from(least.as_millis()).ok()?;
+    let mut bad = u64::try_from(limit.as_millis()).ok()?;
+    if bad <= good || !works(ms(good)) {
+        return None;
+    }
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        match works(ms(mid)) {
+            true => good = mid,
+            false => bad = mid,
+        }
+    }
+    Some(ms(good))
+}
+
+/// `--period P`: the `--min-hold` that makes a job run once per period of
+/// its schedule. Holding the lock P/2 after acquiring it turns away the
+/// hosts that start up to P/2 later and frees it P/2 before the next run:
+/// the widest spread of start times either way, with nothing for the user
+/// to compute. `--random-delay` widens that spread, so it must stay below
+/// P/2.
+fn period(
+    period: Option<Duration>,
+    random_delay: Option<Duration>,
+) -> Result<Option<Duration>, clap::Error> {
+    let Some(period) = period else {
+        return Ok(None);
+    };
+    let hold = period / 2;
+    if let Some(delay) = random_delay.filter(|d| *d >= hold) {
+        return Err(usage(format!(
+            "invalid value '{}' for '--random-delay <DURATION>': with --period {} it must be \
+             shorter than {} (half the period), or a host that starts late could run the job \
+             a second time",
+            crate::log::show(delay),
+            crate::log::show(period),
+            crate::log::show(hold)
+        )));
+    }
+    Ok(Some(hold))
 }
 
 /// `--queue`: a policy other than the default needs a line to stand in,

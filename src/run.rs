@@ -208,9 +208,15 @@ fn not_acquired(
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
         Waited::Busy(info) => {
             let holder = crate::holder::describe_holder(&info);
+            // `-E 0` says a busy lock is the intended outcome (cron on
+            // many hosts): nothing to report unless -v asks.
+            let (ev, outcome) = match cfg.conflict_exit_code {
+                0 => (Ev::Skipped, "skipping this run (-E 0)"),
+                _ => (Ev::Busy, "giving up"),
+            };
             log.emit(
-                Ev::Busy,
-                format!("lock '{}' {holder}; giving up", cfg.key),
+                ev,
+                format!("lock '{}' {holder}; {outcome}", cfg.key),
                 &[field("holder", holder.clone())],
             );
             Ok(Exit::Busy(cfg.conflict_exit_code))
