@@ -497,8 +497,9 @@ mod tests {
         }
     }
 
-    /// The variables the source reads with `std::env::var` or `var_os`
-    /// and a literal name, found in the source itself.
+    /// The variables the source names: read with `std::env::var`,
+    /// `var_os` or a helper, or any `REDLOCK_` name, found in the source
+    /// itself.
     fn variables_read_by_the_source() -> Vec<String> {
         fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
             for entry in std::fs::read_dir(dir).expect("src") {
@@ -508,11 +509,21 @@ mod tests {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                for piece in text.split("var(\"").chain(text.split("var_os(\"")).skip(1) {
-                    let name: String = piece.chars().take_while(|c| *c != '"').collect();
-                    if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') && !name.is_empty()
-                    {
-                        found.push(name);
+                // Read through a helper too (an `env_os`), or named as a
+                // literal anywhere ("REDLOCK_...": set for COMMAND, read back).
+                for (marker, prefix) in [
+                    ("var(\"", ""),
+                    ("var_os(\"", ""),
+                    ("env_os(\"", ""),
+                    ("\"REDLOCK_", "REDLOCK_"),
+                ] {
+                    for piece in text.split(marker).skip(1) {
+                        let rest: String = piece.chars().take_while(|c| *c != '"').collect();
+                        let name = format!("{prefix}{rest}");
+                        let upper = name.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                        if upper && !rest.is_empty() {
+                            found.push(name);
+                        }
                     }
                 }
             }
