@@ -497,8 +497,9 @@ mod tests {
         }
     }
 
-    /// The variables the source reads with `std::env::var` or `var_os`
-    /// and a literal name, found in the source itself.
+    /// The variables the source names: read with `std::env::var`,
+    /// `var_os` or a helper, or any `REDLOCK_` name, found in the source
+    /// itself.
     fn variables_read_by_the_source() -> Vec<String> {
         fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
             for entry in std::fs::read_dir(dir).expect("src") {
@@ -508,21 +509,21 @@ mod tests {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                // `from_env(args.queue, "REDLOCK_QUEUE")`: the name is
-                // the second argument.
-                let from_env = text.split("from_env(args.").skip(1).map(|piece| {
-                    let call = piece.split_once(')').map_or(piece, |(c, _)| c);
-                    call.split_once(", \"").map_or("", |(_, n)| n)
-                });
-                let pieces = ["var(\"", "var_os(\"", "env_os(\""]
-                    .iter()
-                    .flat_map(|p| text.split(p).skip(1))
-                    .chain(from_env);
-                for piece in pieces {
-                    let name: String = piece.chars().take_while(|c| *c != '"').collect();
-                    if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') && !name.is_empty()
-                    {
-                        found.push(name);
+                // Read through a helper too (an `env_os`), or named as a
+                // literal anywhere ("REDLOCK_...": set for COMMAND, read back).
+                for (marker, prefix) in [
+                    ("var(\"", ""),
+                    ("var_os(\"", ""),
+                    ("env_os(\"", ""),
+                    ("\"REDLOCK_", "REDLOCK_"),
+                ] {
+                    for piece in text.split(marker).skip(1) {
+                        let rest: String = piece.chars().take_while(|c| *c != '"').collect();
+                        let name = format!("{prefix}{rest}");
+                        let upper = name.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                        if upper && !rest.is_empty() {
+                            found.push(name);
+                        }
                     }
                 }
             }
@@ -550,14 +551,13 @@ mod tests {
         variables.extend(["REDLOCK_REDIS_URL", "REDIS_URL"].map(String::from));
         variables.extend(variables_read_by_the_source());
         variables.retain(|v| v != "PATH");
-        assert!(
-            variables.iter().any(|v| v == "REDLOCK_QUEUE"),
-            "{variables:?}"
-        );
-        assert!(
-            variables.iter().any(|v| v == "XDG_RUNTIME_DIR"),
-            "{variables:?}"
-        );
+        // One of each source: clap's env, a var_os, a literal for COMMAND.
+        for known in ["REDLOCK_QUEUE", "XDG_RUNTIME_DIR", "REDLOCK_LOST_REASON"] {
+            assert!(
+                variables.iter().any(|v| v == known),
+                "{known}: {variables:?}"
+            );
+        }
         for var in variables {
             // `.TP`, the name (maybe with others), then a line of text.
             let entry = environment.split(".TP\n").skip(1).find(|e| {
