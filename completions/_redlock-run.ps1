@@ -52,6 +52,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--warn-before', '--warn-before', [CompletionResultType]::ParameterName, 'How long before the planned SIGTERM --warn-signal is sent')
             [CompletionResult]::new('--on-lost', '--on-lost', [CompletionResultType]::ParameterName, 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s')
             [CompletionResult]::new('--contain', '--contain', [CompletionResultType]::ParameterName, 'How the end of COMMAND''s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one')
+            [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'A label for this run, shown with it as holder or waiter (status, list, busy and waiting lines, JSON): a CI job''s URL, a ticket')
             [CompletionResult]::new('--metrics-textfile', '--metrics-textfile', [CompletionResultType]::ParameterName, 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')

@@ -470,6 +470,20 @@ pub struct RunArgs {
     )]
     pub contain: Option<Contain>,
 
+    /// A label for this run, shown with it as holder or waiter (status,
+    /// list, busy and waiting lines, JSON): a CI job's URL, a ticket
+    ///
+    /// [default: $REDLOCK_LABEL, else the CI job's URL where GitHub Actions,
+    /// GitLab CI or Jenkins set one; --label '' sets none]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        value_parser = text(),
+        help_heading = "Monitoring",
+        hide_short_help = true
+    )]
+    pub label: Option<String>,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     ///

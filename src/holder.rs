@@ -31,6 +31,7 @@ pub fn record(cfg: &RunConfig) -> Holder {
         user: user(),
         command,
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        label: cfg.label.clone(),
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
         queue: cfg.queue,
@@ -87,6 +88,8 @@ pub struct Shown {
     pub command: Option<String>,
     /// RFC 3339, by the holder's own clock.
     pub acquired_at: Option<String>,
+    /// Its `--label` (a CI job's URL); absent in older records.
+    pub label: Option<String>,
 }
 
 impl Shown {
@@ -99,6 +102,7 @@ impl Shown {
             user: text("user"),
             command: text("command"),
             acquired_at: text("acquired_at"),
+            label: text("label").filter(|l| !l.is_empty()),
         }
     }
 
@@ -108,14 +112,25 @@ impl Shown {
         Shown {
             host: given(&info.host),
             pid: given(&info.pid),
+            user: given(&info.user),
             acquired_at: given(&info.acquired_at),
+            label: given(&info.label),
             ..Shown::default()
         }
     }
 
-    /// "web1 pid 4242 (root)"; without host and pid "an unknown holder,
-    /// token T" (or without a token, "an unknown holder").
+    /// "web1 pid 4242 (root) [LABEL]"; without host and pid "an unknown
+    /// holder, token T" (or without a token, "an unknown holder").
     pub fn who(&self, token: Option<&str>) -> String {
+        let mut who = self.who_alone(token);
+        if let Some(label) = &self.label {
+            who.push_str(&format!(" [{}]", untrusted(label)));
+        }
+        who
+    }
+
+    /// [`Shown::who`] without the label.
+    pub fn who_alone(&self, token: Option<&str>) -> String {
         match (&self.host, &self.pid) {
             (Some(host), Some(pid)) => {
                 let mut who = format!("{} pid {}", untrusted(host), untrusted(pid));
@@ -169,6 +184,20 @@ pub fn details(shown: &Shown, more: Details, now: SystemTime) -> String {
         line.push_str(&format!(": {}", untrusted(command)));
     }
     line
+}
+
+/// The busy holder's `--label` as a JSON event's `label` field (absent
+/// when it has none).
+pub fn label_field(info: &BusyInfo) -> crate::log::Field {
+    label_of(&info.label)
+}
+
+/// A label as a JSON event's `label` field (absent when empty).
+pub fn label_of(label: &str) -> crate::log::Field {
+    match label {
+        "" => ("label", serde_json::Value::Null),
+        label => crate::log::field("label", label),
+    }
 }
 
 /// "1 holder", "3 holders".
@@ -248,6 +277,8 @@ mod tests {
             host: host.into(),
             pid: "4242".into(),
             acquired_at: "2026-12-01T10:00:00.000Z".into(),
+            user: String::new(),
+            label: String::new(),
             slots: None,
             revoked: false,
             replaced_by: None,
@@ -283,6 +314,16 @@ mod tests {
             ..busy("web1")
         };
         assert!(describe_busy(&revoked, now).starts_with("is being force-released"));
+        let labelled = BusyInfo {
+            user: "ci".into(),
+            label: "https://ci.example/job/7\u{1b}[2J".into(),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&labelled, now),
+            "is held by web1 pid 4242 (ci) [https://ci.example/job/7\\u{1b}[2J] for 12s, \
+             expires in 18s"
+        );
     }
 
     #[test]

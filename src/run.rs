@@ -151,6 +151,7 @@ fn run_recorded(
             field("fence", acquired.fence),
             ms("wait_ms", started.elapsed()),
             ms("ttl_ms", cfg.timing.ttl),
+            crate::holder::label_of(&cfg.label),
         ],
     );
     let held = Held {
@@ -217,7 +218,10 @@ fn not_acquired(
             log.emit(
                 ev,
                 format!("lock '{}' {holder}; {outcome}", cfg.key),
-                &[field("holder", holder.clone())],
+                &[
+                    field("holder", holder.clone()),
+                    crate::holder::label_field(&info),
+                ],
             );
             Ok(Exit::Busy(cfg.conflict_exit_code))
         }

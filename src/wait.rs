@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant};
 
 use crate::exit::{Exit, Failure};
-use crate::holder::describe_holder;
+use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
 use crate::lock::{Attempt, BusyInfo, Holder, Lease, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
@@ -39,8 +39,8 @@ pub enum Waited {
     /// With the subscription, if we waited: closing it is left until
     /// COMMAND has started (see `run.rs`).
     Acquired(Lease, Option<Wakeups>),
-    /// Still busy when `--wait` ran out.
-    Busy(BusyInfo),
+    /// Still busy when `--wait` ran out (boxed: large, and rare).
+    Busy(Box<BusyInfo>),
     /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
     Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
@@ -149,11 +149,9 @@ pub fn acquire(
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
         // Out of the line already: the newer waiter took us out.
-        Ok(Waited::Busy(BusyInfo {
-            replaced_by: Some((host, pid)),
-            ..
-        })) => {
+        Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
             quorum.give_back_owed(token);
+            let (host, pid) = info.replaced_by.unwrap_or_default();
             Ok(Waited::Replaced(host, pid))
         }
         other => {
@@ -233,7 +231,7 @@ impl Waiter<'_> {
                 self.holder_until = Some(now + left);
             }
             if self.timed_out() || info.replaced_by.is_some() {
-                return Ok(Waited::Busy(info));
+                return Ok(Waited::Busy(Box::new(info)));
             }
             if self.first_busy && self.start_waiting(quorum, &info) {
                 continue;
@@ -292,7 +290,7 @@ impl Waiter<'_> {
         self.log.emit(
             Ev::Waiting,
             format!("lock '{key}' {holder}; waiting"),
-            &[field("holder", holder.clone())],
+            &[field("holder", holder.clone()), label_field(info)],
         );
         // A release between the busy answer and the subscription
         // was not heard: look again before blocking.
@@ -501,7 +499,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
+            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(Box::new(info)))),
         }
     }
 

@@ -159,6 +159,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         user: Some(w.user.clone()),
         command: None,
         acquired_at: Some(w.since.clone()),
+        label: (!w.label.is_empty()).then(|| w.label.clone()),
     };
     let age = details(&shown, Details::default(), now);
     format!("{}{age}", shown.who(None))
@@ -178,6 +179,9 @@ struct JsonView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     holders: Option<Vec<JsonSlot<'a>>>,
     key: &'a str,
+    /// The holder's `--label` (a plain lock), absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -222,6 +226,8 @@ struct JsonHolder {
     command: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -236,6 +242,7 @@ impl JsonHolder {
             acquired_at: text(&shown.acquired_at),
             command: text(&shown.command),
             host: text(&shown.host),
+            label: text(&shown.label),
             pid: shown.pid.as_deref().map(|pid| pid.parse().ok()),
             user: text(&shown.user),
         }
@@ -247,6 +254,8 @@ impl JsonHolder {
 struct JsonWaiter {
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -269,6 +278,7 @@ pub fn json(view: &LockView) -> String {
         holder: None,
         holders: None,
         key: &view.key,
+        label: None,
         limit: None,
         nodes: several,
         nodes_holding: several.map(|_| view.holding),
@@ -287,6 +297,7 @@ pub fn json(view: &LockView) -> String {
         } else {
             out.token = Some(view.token.as_deref());
             out.holder = Some(JsonHolder::of(&view.holder));
+            out.label = view.holder.label.as_deref().map(scrub);
         }
     } else if view.limit > 0 {
         out.nodes_holding = None;
@@ -313,6 +324,7 @@ fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
     let given = |s: &str| (!s.is_empty()).then(|| scrub(s));
     let listed = line.waiters.iter().enumerate().map(|(i, w)| JsonWaiter {
         host: given(&w.host),
+        label: given(&w.label),
         pid: (!w.pid.is_empty()).then(|| w.pid.parse().ok()),
         position: i + 1,
         since: given(&w.since),
@@ -485,6 +497,7 @@ mod tests {
                     pid: "7".into(),
                     user: "ci".into(),
                     since: "2026-12-01T10:00:10Z".into(),
+                    label: String::new(),
                 },
                 Waiting {
                     token: "w2".into(),

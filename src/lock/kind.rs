@@ -89,6 +89,7 @@ impl LockKind {
             if floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
             run_id.unwrap_or_default(),
+            &holder.label,
         ]);
         eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }

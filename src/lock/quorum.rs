@@ -359,7 +359,7 @@ impl Tally {
                         info.acquired_at.clone(),
                     );
                     tally.holders.push(who);
-                    tally.busy.get_or_insert(info);
+                    tally.busy.get_or_insert(*info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {
                     tally.mismatch.get_or_insert(limit);

@@ -210,7 +210,8 @@ end
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`), run_id (see `server_lib`). With queue = '1' the caller
+/// screen (see `eviction_lib`), run_id (see `server_lib`), label (kept in
+/// the holder record and a waiter's liveness hash when not empty). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -231,7 +232,7 @@ end
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked, first, line,
-/// ahead_ms, seen}` describing the current holder (revoked 1: it is being
+/// ahead_ms, seen, user, label}` describing the current holder (revoked 1: it is being
 /// force-released) and, in line, where we stand: first 1 when no live
 /// waiter stands before us, line the members of the queue (live or not;
 /// from the span of its scores, so also counting those that left from
@@ -299,6 +300,7 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
     'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
     'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
+  if (ARGV[16] or '') ~= '' then redis.call('HSET', KEYS[2], 'label', ARGV[16]) end
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, fence, reset}
 end
@@ -332,6 +334,7 @@ if queued then
   end
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
     'sub', tostring(math.max(seen, 0)))
+  if (ARGV[16] or '') ~= '' then redis.call('HSET', alive, 'label', ARGV[16]) end
   redis.call('PEXPIRE', alive, ms)
   if not ahead then first = 1 end
   -- The members, from the scores (ZCARD is no plain lock's permission):
@@ -340,14 +343,14 @@ if queued then
   local tail = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
   line = tonumber(tail[2]) - tonumber(head[2]) + 1
 end
-local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
+local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label')
 local cur = redis.call('GET', KEYS[1]) or ''
 -- Free, but not ours: when will the live waiter before us lapse?
 if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
-  first, line, ahead_ms, seen}
+  first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
 "#
 );
 
@@ -365,7 +368,7 @@ return 1
 ///
 /// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
 /// line (of the first 1000 members), and the first 100 of them, each
-/// `{token, host, pid, user, since}` from its liveness hash (empty
+/// `{token, host, pid, user, since, label}` from its liveness hash (empty
 /// strings for a liveness key of another form, read with `pcall`). A
 /// member that is not live (see the module doc: a killed waiter at once,
 /// a stopped one once its liveness key has expired) is not counted.
@@ -379,9 +382,9 @@ for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
     count = count + 1
     if #shown < 100 then
       -- Not a hash (an older version's '1'): a waiter without details.
-      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since')
+      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since', 'label')
       if type(h) ~= 'table' or h.err then h = {} end
-      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or ''}
+      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
     end
   end
 end
@@ -579,7 +582,7 @@ return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
 /// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
-/// floor, screen, run_id.
+/// floor, screen, run_id, label.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
@@ -622,6 +625,7 @@ redis.call('DEL', mine)
 redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
   'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
   'fence', fence, 'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
+if (ARGV[16] or '') ~= '' then redis.call('HSET', mine, 'label', ARGV[16]) end
 redis.call('PEXPIRE', mine, ttl)
 redis.call('SET', KEYS[5], limit)
 settle(now)

@@ -79,13 +79,13 @@ impl Ev {
             Ev::Waiting => (
                 "waiting",
                 Info,
-                "holder",
+                "holder, label",
                 "the lock is busy; waiting for it",
             ),
             Ev::Acquired => (
                 "acquired",
                 Info,
-                "fence, wait_ms, ttl_ms",
+                "fence, wait_ms, ttl_ms, label",
                 "the lock is ours",
             ),
             Ev::Contained => (
@@ -109,13 +109,13 @@ impl Ev {
             Ev::Busy => (
                 "busy",
                 Warn,
-                "holder",
+                "holder, label",
                 "still busy when --wait ran out: exit 75 (or -E)",
             ),
             Ev::Skipped => (
                 "skipped",
                 Info,
-                "holder",
+                "holder, label",
                 "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (

@@ -20,10 +20,25 @@ pub fn bin() -> &'static str {
     })
 }
 
-/// The binary with no inherited Redis URL in the environment and no arguments.
+/// The variables a run takes its default `--label` from (a CI's job URL):
+/// removed, so that a suite run inside CI prints what it prints elsewhere.
+pub const LABEL_VARS: [&str; 6] = [
+    "REDLOCK_LABEL",
+    "GITHUB_SERVER_URL",
+    "GITHUB_REPOSITORY",
+    "GITHUB_RUN_ID",
+    "CI_JOB_URL",
+    "BUILD_URL",
+];
+
+/// The binary with no inherited Redis URL or label in the environment
+/// and no arguments.
 pub fn redlock_bare() -> Command {
     let mut cmd = Command::new(bin());
     cmd.env_remove("REDLOCK_REDIS_URL").env_remove("REDIS_URL");
+    for var in LABEL_VARS {
+        cmd.env_remove(var);
+    }
     cmd
 }
 
