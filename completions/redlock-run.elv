@@ -50,6 +50,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --on-lost 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s'
             cand --contain 'How the end of COMMAND''s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one'
             cand --label 'A label for this run, shown with it as holder or waiter (status, list, busy and waiting lines, JSON): a CI job''s URL, a ticket'
+            cand --progress 'While waiting for a busy lock, say so this often (0: only when it starts waiting); -q says nothing'
             cand --metrics-textfile 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'

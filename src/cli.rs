@@ -484,6 +484,18 @@ pub struct RunArgs {
     )]
     pub label: Option<String>,
 
+    /// While waiting for a busy lock, say so this often (0: only when it
+    /// starts waiting); -q says nothing
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1m",
+        value_parser = parse_progress,
+        help_heading = "Monitoring",
+        hide_short_help = true
+    )]
+    pub progress: Duration,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
     ///
@@ -662,6 +674,14 @@ fn parse_positive_duration(value: &str) -> Result<Duration, String> {
         return Err("must be longer than zero".into());
     }
     Ok(d)
+}
+
+/// `--progress`: 0 (never again), or at least a second.
+fn parse_progress(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        d if d.is_zero() || d >= Duration::from_secs(1) => Ok(d),
+        _ => Err("must be 0 (say it once) or at least 1s".into()),
+    }
 }
 
 fn parse_wait(value: &str) -> Result<Wait, String> {

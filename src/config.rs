@@ -77,6 +77,8 @@ pub struct RunConfig {
     /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
     pub lease_file: bool,
     pub contain: crate::cli::Contain,
+    /// `--progress`: while waiting, say so this often (zero: once).
+    pub progress: Duration,
     /// `--label`, `$REDLOCK_LABEL` or the CI job's URL: shown with this
     /// run as holder or waiter (empty: none).
     pub label: String,
@@ -387,6 +389,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_lost: args.on_lost,
         lease_file: args.lease_file,
         contain: from_env(args.contain, "REDLOCK_CONTAIN")?.unwrap_or(crate::cli::Contain::Auto),
+        progress: args.progress,
         label: label(args.label)?,
     })
 }

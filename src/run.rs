@@ -127,7 +127,7 @@ fn run_recorded(
         &mut main,
         &mut token,
         &crate::holder::record(cfg),
-        cfg.wait,
+        wait::Patience::of(cfg),
         &cfg.key,
         &signals,
         log,

@@ -110,7 +110,27 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 /// 20,000 times a second with 50 ms slices: 40% of a core).
 const SLICE: Duration = Duration::from_millis(500);
 
-/// Try to take the lock, waiting up to `wait` (`None`: forever).
+/// How long a run waits for a busy lock, and how often it says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// `None`: forever.
+    pub wait: Option<Duration>,
+    /// Say "still waiting" this often (zero: only when it starts).
+    pub progress: Duration,
+}
+
+impl Patience {
+    /// The run's `--wait` and `--progress`.
+    pub fn of(cfg: &crate::config::RunConfig) -> Patience {
+        Patience {
+            wait: cfg.wait,
+            progress: cfg.progress,
+        }
+    }
+}
+
+/// Try to take the lock, waiting up to `patience.wait` (`None`: forever),
+/// and saying so (see [`Waiter::tell`]).
 /// `token` may be replaced: with several nodes (Redlock), an attempt that
 /// failed (a timeout, or a minority given back) is followed by one with a
 /// fresh token, so that a command of the earlier attempt that
@@ -121,7 +141,7 @@ pub fn acquire(
     quorum: &mut Quorum,
     token: &mut String,
     holder: &Holder,
-    wait: Option<Duration>,
+    patience: Patience,
     key: &str,
     signals: &SignalRelay,
     log: &Log,
@@ -129,7 +149,11 @@ pub fn acquire(
     let mut waiter = Waiter {
         token: token.clone(),
         holder,
-        give_up: wait.map(|w| Instant::now() + w),
+        started: Instant::now(),
+        give_up: patience.wait.map(|w| Instant::now() + w),
+        every: patience.progress,
+        told: None,
+        tell_at: None,
         key,
         signals,
         log,
@@ -167,7 +191,14 @@ pub fn acquire(
 struct Waiter<'a> {
     token: String,
     holder: &'a Holder,
+    started: Instant,
     give_up: Option<Instant>,
+    /// `--progress`: say "still waiting" this often (zero: never).
+    every: Duration,
+    /// The last busy answer, once "waiting" was said.
+    told: Option<BusyInfo>,
+    /// When to say "still waiting" next.
+    tell_at: Option<Instant>,
     key: &'a str,
     signals: &'a SignalRelay,
     log: &'a Log,
@@ -233,9 +264,10 @@ impl Waiter<'_> {
             if self.timed_out() || info.replaced_by.is_some() {
                 return Ok(Waited::Busy(Box::new(info)));
             }
-            if self.first_busy && self.start_waiting(quorum, &info) {
+            if self.first_busy && self.start_waiting(quorum) {
                 continue;
             }
+            self.tell(&info);
             if self.resubscribe(quorum, &info) {
                 continue;
             }
@@ -282,19 +314,82 @@ impl Waiter<'_> {
         attempt
     }
 
-    /// The first busy answer: say we wait, and subscribe. True: look
-    /// again before blocking.
-    fn start_waiting(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+    /// The first busy answer: subscribe. True: look again before
+    /// blocking (that look also puts us in line, so "waiting" can say
+    /// where we stand).
+    fn start_waiting(&mut self, quorum: &Quorum) -> bool {
         self.first_busy = false;
-        let (key, holder) = (self.key, describe_holder(info));
-        self.log.emit(
-            Ev::Waiting,
-            format!("lock '{key}' {holder}; waiting"),
-            &[field("holder", holder.clone()), label_field(info)],
-        );
         // A release between the busy answer and the subscription
         // was not heard: look again before blocking.
         self.subscribe(quorum)
+    }
+
+    /// Say that we wait, once, with who holds the lock, for how long and
+    /// where we stand in line; then "still waiting" every `--progress`.
+    fn tell(&mut self, info: &BusyInfo) {
+        let first = self.told.is_none();
+        self.told = Some(info.clone());
+        if !first {
+            return self.tell_if_due();
+        }
+        self.tell_at = (!self.every.is_zero()).then(|| Instant::now() + self.every);
+        let (key, holder) = (self.key, describe_holder(info));
+        let place = match info.place {
+            Some(Place {
+                first: true,
+                members: 0..=1,
+                ..
+            }) => " (first in line)".to_string(),
+            Some(Place {
+                first: true,
+                members,
+                ..
+            }) => format!(" (first of {members} in line)"),
+            Some(Place { members, .. }) => format!(" ({members} in line, this run included)"),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::Waiting,
+            format!("lock '{key}' {holder}; waiting{place}"),
+            &[
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
+    }
+
+    /// "Still waiting", if it is time: who holds the lock (as the last
+    /// try, made for this, found it), and how long we have waited.
+    fn tell_if_due(&mut self) {
+        let now = Instant::now();
+        let (Some(at), Some(info)) = (self.tell_at, &self.told) else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.tell_at = Some(now + self.every);
+        let holder = describe_holder(info);
+        let waited = now.saturating_duration_since(self.started);
+        let line = match info.place {
+            Some(place) => format!(", {} in line", place.members),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::StillWaiting,
+            format!(
+                "lock '{}' {holder}; still waiting ({} so far{line})",
+                self.key,
+                crate::log::short(waited)
+            ),
+            &[
+                crate::log::ms("wait_ms", waited),
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
     }
 
     /// How long to sleep before the next try, at most.
@@ -331,16 +426,27 @@ impl Waiter<'_> {
         mut stay: Option<Instant>,
     ) -> Option<i32> {
         loop {
-            let wake = stay.map_or(until, |at| at.min(until));
+            let wake = [stay, self.tell_at]
+                .into_iter()
+                .flatten()
+                .fold(until, Instant::min);
             match self.block(wake) {
                 Woke::Signaled(sig) => return Some(sig),
                 Woke::Released => break,
                 Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
-                Woke::Timer if Instant::now() >= until => break,
                 Woke::Timer => {
+                    // Time to say "still waiting": look first, so that it
+                    // says who holds the lock now and how many wait.
+                    let now = Instant::now();
+                    if now >= until || self.tell_at.is_some_and(|at| now >= at) {
+                        break;
+                    }
+                    if stay.is_none_or(|at| now < at) {
+                        continue;
+                    }
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
-                    stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
+                    stay = Some(now + jitter(STAY_MIN, STAY_MAX));
                     if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
                         break;
                     }
@@ -611,6 +717,13 @@ impl Waiter<'_> {
             }
         }
     }
+}
+
+/// How many stand in line (this waiter included, and any that left from
+/// the middle), as a JSON event's `in_line` field (absent without a line).
+fn in_line(info: &BusyInfo) -> crate::log::Field {
+    let members = info.place.map(|p| serde_json::Value::from(p.members));
+    ("in_line", members.unwrap_or(serde_json::Value::Null))
 }
 
 /// The last-resort retry of a waiter that Redis sees subscribed in a

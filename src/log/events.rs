@@ -9,6 +9,7 @@ use super::Level;
 pub enum Ev {
     RandomDelay,
     Waiting,
+    StillWaiting,
     Acquired,
     Contained,
     FenceReset,
@@ -37,9 +38,10 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 26] = [
+    pub const ALL: [Ev; 27] = [
         Ev::RandomDelay,
         Ev::Waiting,
+        Ev::StillWaiting,
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
@@ -79,8 +81,14 @@ impl Ev {
             Ev::Waiting => (
                 "waiting",
                 Info,
-                "holder, label",
-                "the lock is busy; waiting for it",
+                "holder, label, in_line",
+                "the lock is busy; waiting for it (shown without -v)",
+            ),
+            Ev::StillWaiting => (
+                "still_waiting",
+                Info,
+                "wait_ms, holder, label, in_line",
+                "still waiting, said every --progress (1m; shown without -v)",
             ),
             Ev::Acquired => (
                 "acquired",
@@ -211,6 +219,12 @@ impl Ev {
 
     pub fn level(self) -> Level {
         self.row().1
+    }
+
+    /// Whether this info event is shown without `-v` (still hidden by
+    /// `-q`): a run that waits says so, or a long wait looks hung.
+    pub fn said_by_default(self) -> bool {
+        matches!(self, Ev::Waiting | Ev::StillWaiting)
     }
 
     /// The names of its typed fields, comma-separated.
