@@ -102,7 +102,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate chain (PEM) for mutual TLS; needs --tls-key')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password of every URL that has none from FILE''s first line: then it is neither in `ps` nor in COMMAND''s environment')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'One JSON object per lock per line')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'One JSON object per lock per line (as status --json)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors')

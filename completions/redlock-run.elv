@@ -97,7 +97,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --password-file 'Read the password of every URL that has none from FILE''s first line: then it is neither in `ps` nor in COMMAND''s environment'
             cand --tls-key 'Private key (PEM) of --tls-cert'
-            cand --json 'One JSON object per lock per line'
+            cand --json 'One JSON object per lock per line (as status --json)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'

@@ -93,7 +93,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-ca 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'One JSON object per lock per line'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'One JSON object per lock per line (as status --json)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -565,12 +565,17 @@ pub enum AdminCmd {
         #[arg(required = true, value_name = "KEY", value_parser = lock_name())]
         keys: Vec<String>,
         /// One JSON object per key per line
+        ///
+        /// The stable interface for scripts: key, held, fence, and when
+        /// held ttl_ms, token, label and holder (host, pid, user, label,
+        /// command, acquired_at, held_ms, expires_ms); a semaphore's holders,
+        /// each with its fence, token, ttl_ms and holder; waiters.
         #[arg(long)]
         json: bool,
     },
     /// Show every held lock under the prefix
     List {
-        /// One JSON object per lock per line
+        /// One JSON object per lock per line (as status --json)
         #[arg(long)]
         json: bool,
     },

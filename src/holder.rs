@@ -147,7 +147,7 @@ impl Shown {
     }
 
     /// How long ago it acquired the lock, by its own clock.
-    fn age(&self, now: SystemTime) -> Option<Duration> {
+    pub fn age(&self, now: SystemTime) -> Option<Duration> {
         let at = humantime::parse_rfc3339_weak(self.acquired_at.as_deref()?).ok()?;
         Some(now.duration_since(at).unwrap_or_default())
     }

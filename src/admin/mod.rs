@@ -66,7 +66,7 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
 fn show(views: &[view::LockView], json: bool) -> Result<(), Failure> {
     let now = SystemTime::now();
     write(views.iter().map(|v| match json {
-        true => render::json(v),
+        true => render::json(v, now),
         false => render::text(v, now),
     }))
 }

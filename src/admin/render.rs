@@ -5,7 +5,7 @@
 //! `now` is passed in (for "held for 12s"), so that the output of a view
 //! is a pure function of it.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -218,12 +218,20 @@ struct JsonSlot<'a> {
 
 /// The `holder` object of `--json`: machine-readable, so not cut or
 /// escaped beyond JSON's own escaping; known passwords are redacted.
+/// Typed fields only: `held_ms` and `expires_ms` are what the text form
+/// says as "for 12s, expires in 18s".
 #[derive(Serialize)]
 struct JsonHolder {
     #[serde(skip_serializing_if = "Option::is_none")]
     acquired_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<String>,
+    /// Until the lock (this holder's slot) expires; absent without expiry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_ms: Option<u128>,
+    /// Since `acquired_at` (the holder's clock against ours; never below 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ms: Option<u128>,
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -236,11 +244,13 @@ struct JsonHolder {
 }
 
 impl JsonHolder {
-    fn of(shown: &Shown) -> JsonHolder {
+    fn of(shown: &Shown, pttl: Option<Duration>, now: SystemTime) -> JsonHolder {
         let text = |field: &Option<String>| field.as_deref().map(scrub);
         JsonHolder {
             acquired_at: text(&shown.acquired_at),
             command: text(&shown.command),
+            expires_ms: pttl.map(|d| d.as_millis()),
+            held_ms: shown.age(now).map(|d| d.as_millis()),
             host: text(&shown.host),
             label: text(&shown.label),
             pid: shown.pid.as_deref().map(|pid| pid.parse().ok()),
@@ -269,8 +279,8 @@ struct JsonWaiter {
     user: Option<String>,
 }
 
-/// One line of `--json`.
-pub fn json(view: &LockView) -> String {
+/// One line of `--json` (`now`: for each holder's `held_ms`).
+pub fn json(view: &LockView, now: SystemTime) -> String {
     let several = (view.nodes > 1).then_some(view.nodes);
     let mut out = JsonView {
         fence: view.fence,
@@ -293,10 +303,10 @@ pub fn json(view: &LockView) -> String {
         if view.limit > 0 {
             out.limit = Some(view.limit);
             out.nodes_holding = None;
-            out.holders = Some(view.held_slots().map(|s| json_slot(view, s)).collect());
+            out.holders = Some(view.held_slots().map(|s| json_slot(view, s, now)).collect());
         } else {
             out.token = Some(view.token.as_deref());
-            out.holder = Some(JsonHolder::of(&view.holder));
+            out.holder = Some(JsonHolder::of(&view.holder, view.pttl, now));
             out.label = view.holder.label.as_deref().map(scrub);
         }
     } else if view.limit > 0 {
@@ -306,10 +316,10 @@ pub fn json(view: &LockView) -> String {
     serde_json::to_string(&out).unwrap_or_default()
 }
 
-fn json_slot<'a>(view: &LockView, slot: &'a SlotView) -> JsonSlot<'a> {
+fn json_slot<'a>(view: &LockView, slot: &'a SlotView, now: SystemTime) -> JsonSlot<'a> {
     JsonSlot {
         fence: (slot.fence > 0).then_some(slot.fence),
-        holder: JsonHolder::of(&slot.holder),
+        holder: JsonHolder::of(&slot.holder, slot.pttl, now),
         nodes_holding: (view.nodes > 1).then_some(slot.holding),
         token: &slot.token,
         ttl_ms: slot.pttl.map(|d| d.as_millis()),
@@ -377,7 +387,10 @@ mod tests {
     fn a_free_lock() {
         let never = view("job", 1, &[Inspected::default()]);
         assert_eq!(text(&never, now()), "job  free (never acquired)");
-        assert_eq!(json(&never), r#"{"fence":0,"held":false,"key":"job"}"#);
+        assert_eq!(
+            json(&never, now()),
+            r#"{"fence":0,"held":false,"key":"job"}"#
+        );
         let after = Inspected {
             fence: 7,
             ..Inspected::default()
@@ -397,8 +410,8 @@ mod tests {
              pg_dump -f /backup/db.sql"
         );
         assert_eq!(
-            json(&v),
-            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
+            json(&v, now()),
+            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","expires_ms":18000,"held_ms":12000,"host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
         );
         let revoked = Inspected {
             revoked: true,
@@ -413,7 +426,7 @@ mod tests {
              holder, token t1, fence 42"
         );
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
         );
     }
@@ -426,9 +439,9 @@ mod tests {
         let shown = text(&v, now());
         assert!(!shown.chars().any(char::is_control), "{shown}");
         assert!(
-            json(&v).contains(r#""host":"we\u001bb1","pid":null"#),
+            json(&v, now()).contains(r#""host":"we\u001bb1","pid":null"#),
             "{}",
-            json(&v)
+            json(&v, now())
         );
     }
 
@@ -461,11 +474,11 @@ mod tests {
         );
         let holder = |host: &str, user: &str| {
             format!(
-                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","host":"{host}","pid":1,"user":"{user}"}}"#
+                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","expires_ms":20000,"held_ms":12000,"host":"{host}","pid":1,"user":"{user}"}}"#
             )
         };
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             format!(
                 r#"{{"fence":6,"held":true,"holders":[{{"fence":5,"holder":{},"token":"a","ttl_ms":20000}},{{"fence":6,"holder":{},"token":"b","ttl_ms":20000}}],"key":"pool","limit":3,"ttl_ms":20000}}"#,
                 holder("web1", "root"),
@@ -511,7 +524,7 @@ mod tests {
             line,
             "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
         );
-        let lines = json(&v);
+        let lines = json(&v, now());
         assert!(
             lines.ends_with(
                 r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
@@ -520,7 +533,7 @@ mod tests {
         );
         v.line = Line::default();
         assert!(!text(&v, now()).contains('\n'));
-        assert!(!json(&v).contains("waiters"));
+        assert!(!json(&v, now()).contains("waiters"));
     }
 
     #[test]
@@ -532,13 +545,13 @@ mod tests {
             "job  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42, on 2 of 3 \
              nodes: pg_dump -f /backup/db.sql"
         );
-        assert!(json(&v).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
+        assert!(json(&v, now()).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
         assert!(
-            json(&v).ends_with(
+            json(&v, now()).ends_with(
                 r#""key":"job","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
             ),
             "{}",
-            json(&v)
+            json(&v, now())
         );
         let minority = [held("t1", 9), Inspected::default(), Inspected::default()];
         let v = view("job", 3, &minority);
@@ -548,7 +561,7 @@ mod tests {
              majority)"
         );
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             r#"{"fence":9,"held":false,"key":"job","nodes":3,"nodes_holding":1}"#
         );
         assert_eq!(

@@ -131,6 +131,58 @@ fn status_json_carries_every_field() {
     assert_eq!(free["fence"], 0);
 }
 
+/// Issue 36, item 14: the holder as typed fields (no prose to parse):
+/// host, pid, user, label, held_ms, expires_ms, in `status` and `list`.
+#[test]
+fn json_holder_has_typed_fields() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let args = ["--ttl", "20s", "--label", "nightly #3"];
+    let holder = hold(redlock(&server.url()), &dir, "job", &args);
+    let read = |what: &[&str]| {
+        let out = run(redlock(&server.url()).args(what));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        json_lines(&out).remove(0)
+    };
+    let first = read(&["status", "job", "--json"]);
+    let h = &first["holder"];
+    assert_eq!(h["host"], hostname().as_str(), "{first}");
+    assert_eq!(
+        h["pid"].as_u64(),
+        Some(u64::from(holder.pid().unsigned_abs()))
+    );
+    assert!(h["user"].as_str().is_some_and(|u| !u.is_empty()), "{first}");
+    assert_eq!(h["label"], "nightly #3", "{first}");
+    let held = h["held_ms"].as_u64().expect("held_ms is an integer");
+    let expires = h["expires_ms"].as_u64().expect("expires_ms is an integer");
+    assert!(held < 20_000 && (1..=20_000).contains(&expires), "{first}");
+    // The existing fields stay.
+    for field in ["acquired_at", "command"] {
+        assert!(h[field].is_string(), "{field}: {first}");
+    }
+    assert!(
+        wait_until(T, || read(&["list", "--json"])["holder"]["held_ms"]
+            .as_u64()
+            .is_some_and(|later| later > held)),
+        "held_ms does not grow"
+    );
+    let listed = read(&["list", "--json"]);
+    assert_eq!(listed["holder"]["label"], "nightly #3", "{listed}");
+    assert!(listed["holder"]["expires_ms"].is_u64(), "{listed}");
+
+    // A record without acquired_at (written by hand): no held_ms.
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{bare}")
+        .arg("t")
+        .query(&mut conn)
+        .unwrap();
+    let bare = read(&["status", "bare", "--json"]);
+    assert!(bare["holder"].get("held_ms").is_none(), "{bare}");
+    assert!(bare["holder"].get("expires_ms").is_none(), "{bare}");
+    drop(holder);
+}
+
 #[test]
 fn fence_grows_with_every_run_and_status_shows_it() {
     let server = RedisServer::start();
