@@ -560,6 +560,12 @@ pub enum Cmd {
 #[derive(Debug, Clone, Subcommand)]
 pub enum AdminCmd {
     /// Show who holds each KEY and for how long
+    ///
+    /// One KEY as a sentence (KEY  held by HOST pid PID (USER) [LABEL] for
+    /// 12s, expires in 18s, fence F: COMMAND), its waiters under it;
+    /// several KEYs, or a semaphore's holders, as a table: KEY, STATE,
+    /// HOLDER, LABEL, HELD FOR, EXPIRES IN, FENCE, WAITERS (NODES) and
+    /// COMMAND. The text is for people; --json is the stable interface.
     Status {
         /// Lock names
         #[arg(required = true, value_name = "KEY", value_parser = lock_name())]
@@ -574,6 +580,9 @@ pub enum AdminCmd {
         json: bool,
     },
     /// Show every held lock under the prefix
+    ///
+    /// A table, as status shows several KEYs; when none is held, a line on
+    /// stderr says so (unless -q) and stdout stays empty.
     List {
         /// One JSON object per lock per line (as status --json)
         #[arg(long)]

@@ -31,6 +31,7 @@ pub enum Ev {
     MaxHold,
     Released,
     ReleaseFailed,
+    NoneHeld,
     Warning,
     Note,
     Error,
@@ -38,7 +39,7 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 27] = [
+    pub const ALL: [Ev; 28] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::StillWaiting,
@@ -63,6 +64,7 @@ impl Ev {
         Ev::MaxHold,
         Ev::Released,
         Ev::ReleaseFailed,
+        Ev::NoneHeld,
         Ev::Warning,
         Ev::Note,
         Ev::Error,
@@ -201,6 +203,12 @@ impl Ev {
                 "error",
                 "the lock could not be given back (its TTL cleans up), or was not ours any more",
             ),
+            Ev::NoneHeld => (
+                "none_held",
+                Info,
+                "prefix",
+                "list found no lock held under the prefix (shown without -v)",
+            ),
             Ev::Warning => ("warning", Warn, "", "anything else a user should know"),
             Ev::Note => ("note", Info, "", "anything else, shown with -v"),
             Ev::Error => (
@@ -222,9 +230,10 @@ impl Ev {
     }
 
     /// Whether this info event is shown without `-v` (still hidden by
-    /// `-q`): a run that waits says so, or a long wait looks hung.
+    /// `-q`): a run that waits says so, or a long wait looks hung; an
+    /// empty `list` says why it printed nothing.
     pub fn said_by_default(self) -> bool {
-        matches!(self, Ev::Waiting | Ev::StillWaiting)
+        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::NoneHeld)
     }
 
     /// The names of its typed fields, comma-separated.
