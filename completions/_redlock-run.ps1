@@ -139,7 +139,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate chain (PEM) for mutual TLS; needs --tls-key')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password of every URL that has none from FILE''s first line: then it is neither in `ps` nor in COMMAND''s environment')
             [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
-            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it); a lock that --min-hold keeps after its job ended is deleted at once anyway')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print lock events on stderr')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing but errors')

@@ -132,7 +132,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-cert 'Client certificate chain (PEM) for mutual TLS; needs --tls-key'
             cand --password-file 'Read the password of every URL that has none from FILE''s first line: then it is neither in `ps` nor in COMMAND''s environment'
             cand --tls-key 'Private key (PEM) of --tls-cert'
-            cand --now 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
+            cand --now 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it); a lock that --min-hold keeps after its job ended is deleted at once anyway'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'
             cand -q 'Print nothing but errors'

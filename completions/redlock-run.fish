@@ -119,7 +119,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l now -d 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l now -d 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it); a lock that --min-hold keeps after its job ended is deleted at once anyway'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -603,7 +603,8 @@ pub enum AdminCmd {
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
         /// Delete at once, without waiting for a live holder to stop its
-        /// COMMAND first (a waiter may then run beside it)
+        /// COMMAND first (a waiter may then run beside it); a lock that
+        /// --min-hold keeps after its job ended is deleted at once anyway
         #[arg(long)]
         now: bool,
     },

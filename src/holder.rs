@@ -90,6 +90,9 @@ pub struct Shown {
     pub acquired_at: Option<String>,
     /// Its `--label` (a CI job's URL); absent in older records.
     pub label: Option<String>,
+    /// When its COMMAND ended, if `--min-hold` keeps the lock after it
+    /// (RFC 3339, by the holder's clock).
+    pub ended_at: Option<String>,
 }
 
 impl Shown {
@@ -103,6 +106,7 @@ impl Shown {
             command: text("command"),
             acquired_at: text("acquired_at"),
             label: text("label").filter(|l| !l.is_empty()),
+            ended_at: text("ended_at"),
         }
     }
 
@@ -148,10 +152,23 @@ impl Shown {
 
     /// How long ago it acquired the lock, by its own clock.
     pub fn age(&self, now: SystemTime) -> Option<Duration> {
-        let at = humantime::parse_rfc3339_weak(self.acquired_at.as_deref()?).ok()?;
-        Some(now.duration_since(at).unwrap_or_default())
+        since(self.acquired_at.as_deref()?, now)
+    }
+
+    /// How long ago its COMMAND ended, when `--min-hold` keeps the lock
+    /// after it (by its own clock; zero if it reads as later than now).
+    pub fn ended(&self, now: SystemTime) -> Option<Duration> {
+        since(self.ended_at.as_deref()?, now)
     }
 }
+
+/// How long before `now` the RFC 3339 time `at` was (zero if after).
+fn since(at: &str, now: SystemTime) -> Option<Duration> {
+    let at = humantime::parse_rfc3339_weak(at).ok()?;
+    Some(now.duration_since(at).unwrap_or_default())
+}
+
+impl Shown {}
 
 /// What follows a holder's name: each part only when known.
 #[derive(Debug, Clone, Copy, Default)]

@@ -479,8 +479,9 @@ impl Held<'_> {
         let held = || self.acquired.acquired_at.elapsed();
         let rest = || plan::min_hold_rest(self.cfg.min_hold, held(), max_hold);
         let mut pauses = MIN_HOLD_RETRIES.iter();
+        let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         while let Some(rest) = rest() {
-            let error = match main.extend_for(self.token, rest) {
+            let error = match main.extend_for(self.token, rest, Some(&ended)) {
                 Extend::Extended(_) => {
                     self.log.emit(
                         Ev::MinHold,

@@ -72,19 +72,38 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
             each.join("; ")
         );
     }
-    let mut line = match view.revoked {
-        true => "being force-released, waiting for its holder to stop: ".to_string(),
-        false => String::new(),
+    let ended = view.holder.ended(now).filter(|_| expiry && !view.revoked);
+    let mut line = match (view.revoked, ended) {
+        (true, _) => "being force-released, waiting for its holder to stop: ".to_string(),
+        (false, Some(ago)) => kept(ago, view.pttl, now),
+        (false, None) => String::new(),
     };
     line.push_str(&format!("held by {}", who(view)));
     let more = Details {
-        expires: view.pttl.filter(|_| expiry),
+        expires: view.pttl.filter(|_| expiry && ended.is_none()),
         fence: Some(view.fence),
         nodes: Some((view.holding, view.nodes)),
         command: view.holder.command.as_deref(),
     };
     line.push_str(&details(&view.holder, more, now));
     line
+}
+
+/// A lock whose job has ended, kept by `--min-hold`: "job ended 3s ago;
+/// kept by --min-hold until 2026-12-01T10:00:30Z (18s more): ".
+fn kept(ago: Duration, left: Option<Duration>, now: SystemTime) -> String {
+    let until = match left {
+        Some(left) => format!(
+            " until {} ({} more)",
+            humantime::format_rfc3339_seconds(now + left),
+            crate::log::short(left)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "job ended {} ago; kept by --min-hold{until}: ",
+        crate::log::short(ago)
+    )
 }
 
 /// "web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump".
@@ -110,6 +129,13 @@ fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime
 /// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
 pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
     let key = untrusted(&view.key);
+    if !revoked && view.limit == 0 && view.holder.ended_at.is_some() {
+        return format!(
+            "released '{key}' at once (its job had ended; --min-hold kept the lock, and \
+             there was no holder to stop): it was {}",
+            describe(view, false, now)
+        );
+    }
     if revoked {
         return format!(
             "revoked '{key}' (its holder stops COMMAND; no waiter gets the lock before, \
@@ -160,6 +186,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         command: None,
         acquired_at: Some(w.since.clone()),
         label: (!w.label.is_empty()).then(|| w.label.clone()),
+        ended_at: None,
     };
     let age = details(&shown, Details::default(), now);
     format!("{}{age}", shown.who(None))
@@ -226,6 +253,9 @@ struct JsonHolder {
     acquired_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<String>,
+    /// When COMMAND ended, if `--min-hold` keeps the lock after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended_at: Option<String>,
     /// Until the lock (this holder's slot) expires; absent without expiry.
     #[serde(skip_serializing_if = "Option::is_none")]
     expires_ms: Option<u128>,
@@ -249,6 +279,7 @@ impl JsonHolder {
         JsonHolder {
             acquired_at: text(&shown.acquired_at),
             command: text(&shown.command),
+            ended_at: text(&shown.ended_at),
             expires_ms: pttl.map(|d| d.as_millis()),
             held_ms: shown.age(now).map(|d| d.as_millis()),
             host: text(&shown.host),

@@ -103,7 +103,11 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
         row[8] = nodes(view.holding, view.nodes);
         return vec![row.map(dash)];
     }
-    let state = if view.revoked { "revoked" } else { "held" };
+    let state = match (view.revoked, &view.holder.ended_at) {
+        (true, _) => "revoked",
+        (false, Some(_)) => "kept (min-hold)",
+        (false, None) => "held",
+    };
     let who = view
         .holder
         .who_alone(Some(view.token.as_deref().unwrap_or("?")));
@@ -115,7 +119,11 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
 }
 
 fn slot_row(key: &str, state: &str, view: &LockView, slot: &SlotView, now: SystemTime) -> Row {
-    let state = if slot.revoked { "revoked" } else { state };
+    let state = match (slot.revoked, &slot.holder.ended_at) {
+        (true, _) => "revoked",
+        (false, Some(_)) => "kept (min-hold)",
+        (false, None) => state,
+    };
     let who = slot.holder.who_alone(Some(&slot.token));
     let mut row = holder_row(key, state, who, &slot.holder, slot.pttl, now);
     row[6] = match slot.fence {

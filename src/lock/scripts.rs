@@ -394,12 +394,16 @@ return {count, shown}
 
 /// Push the expiry of a lock we hold.
 ///
-/// ARGV: token, ttl_ms. Returns 1 if extended, 0 if another token holds
-/// the lock, -1 if the lock is gone, -2 if it was force-released from us
-/// (revoked: the holder must stop COMMAND, then release).
+/// ARGV: token, ttl_ms, and after COMMAND ended (`--min-hold` keeps the
+/// lock) when it ended: written to the holder record as `ended_at`, so
+/// that status says so and force-release frees it at once. Returns 1 if
+/// extended, 0 if another token holds the lock, -1 if the lock is gone,
+/// -2 if it was force-released from us (revoked: the holder must stop
+/// COMMAND, then release).
 pub const EXTEND: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
+  if ARGV[3] then redis.call('HSET', KEYS[2], 'ended_at', ARGV[3]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
@@ -503,7 +507,9 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// record gets `revoked 1`, the slot keeps its place and expiry, SLOT_EXTEND
 /// answers -2 and SLOT_RELEASE frees it. With `now` they are deleted at
 /// once. `slots` are the holders revoked or deleted (all live holders
-/// when none matched).
+/// when none matched). A holder whose COMMAND has ended (its record has
+/// `ended_at`: `--min-hold` keeps the lock) has nobody to stop: its lock
+/// or slot is deleted at once, as with `now`.
 pub const FORCE_RELEASE: &str = concat!(
     slot_lib!(),
     r#"
@@ -523,12 +529,26 @@ if not token and limit > 0 then
   if ARGV[3] ~= '1' then
     -- Revoke slot by slot: each keeps its place in KEYS[4] (and so its
     -- expiry) until its holder gives it back or its lease ends; SLOT_EXTEND
-    -- answers -2 to a revoked slot, so it is never extended again.
+    -- answers -2 to a revoked slot, so it is never extended again. A slot
+    -- whose job has ended (--min-hold) goes at once.
+    local revoking = false
     for _, slot in ipairs(chosen) do
-      redis.call('HSET', KEYS[2] .. ':' .. slot[1], 'revoked', '1')
+      local record = KEYS[2] .. ':' .. slot[1]
+      if redis.call('HMGET', record, 'ended_at')[1] then
+        redis.call('ZREM', KEYS[4], slot[1])
+        redis.call('DEL', record)
+      else
+        redis.call('HSET', record, 'revoked', '1')
+        revoking = true
+      end
     end
-    redis.call('PUBLISH', KEYS[1], 'revoked')
-    return {2, false, pttl, fence, {}, limit, chosen}
+    settle(now)
+    if revoking then
+      redis.call('PUBLISH', KEYS[1], 'revoked')
+      return {2, false, pttl, fence, {}, limit, chosen}
+    end
+    redis.call('PUBLISH', KEYS[1], 'released')
+    return {1, false, pttl, fence, {}, limit, chosen}
   end
   redis.call('PUBLISH', KEYS[1], 'released')
   if ARGV[1] == '1' then
@@ -551,7 +571,9 @@ local holder = redis.call('HGETALL', KEYS[2])
 if ARGV[1] == '1' and token ~= ARGV[2] then
   return {0, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 end
-if ARGV[3] == '1' then
+-- Its job has ended (--min-hold keeps the lock): nobody to stop.
+local ended = redis.call('HMGET', KEYS[2], 'ended_at')[1]
+if ARGV[3] == '1' or (ended and not revoked) then
   redis.call('PUBLISH', KEYS[1], 'released')
   redis.call('DEL', KEYS[1], KEYS[2])
   return {1, token, pttl, fence, holder, 0, {}, 0}
@@ -635,9 +657,9 @@ return {1, fence, reset}
 
 /// Push the expiry of our slot of a semaphore.
 ///
-/// ARGV: token, ttl_ms. Returns 1 if extended, -1 if our slot is gone
-/// (expired, or deleted by hand), -2 if it was revoked (see
-/// FORCE_RELEASE): a slot is never taken over, so never 0.
+/// ARGV: token, ttl_ms, ended_at (as EXTEND's). Returns 1 if extended, -1
+/// if our slot is gone (expired, or deleted by hand), -2 if it was revoked
+/// (see FORCE_RELEASE): a slot is never taken over, so never 0.
 pub const SLOT_EXTEND: &str = concat!(
     slot_lib!(),
     r#"
@@ -646,6 +668,7 @@ local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not score or tonumber(score) <= now then return -1 end
 if redis.call('HMGET', KEYS[2] .. ':' .. ARGV[1], 'revoked')[1] == '1' then return -2 end
 local ttl = tonumber(ARGV[2])
+if ARGV[3] then redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'ended_at', ARGV[3]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[1], ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)

@@ -821,3 +821,71 @@ fn list_is_a_table_and_an_empty_one_says_so() {
     holder.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(waiter.wait_timeout(T).code, Some(0));
 }
+
+/// Issue 36, item 16: a `--min-hold` lock whose job has ended says so in
+/// `status` (and until when it is kept), and `force-release` frees it at
+/// once: there is no holder to stop, so nothing to wait for.
+#[test]
+fn a_lock_kept_by_min_hold_after_its_job_says_so_and_is_freed_at_once() {
+    let server = RedisServer::start();
+    let done = run(&mut Job::new(&server.url(), "backup")
+        .args(["--min-hold", "120s"])
+        .exec(["true"]));
+    assert_eq!(done.code, Some(0), "{done:?}");
+
+    let out = run(redlock(&server.url()).args(["status", "backup"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("backup  job ended "), "{out:?}");
+    assert!(
+        out.stdout.contains(" ago; kept by --min-hold until ")
+            && out.stdout.contains(" more): held by "),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("expires in"), "said once: {out:?}");
+    let json = json_lines(&run(
+        redlock(&server.url()).args(["status", "backup", "--json"])
+    ));
+    let ended = json[0]["holder"]["ended_at"].as_str().expect("ended_at");
+    humantime::parse_rfc3339(ended).unwrap_or_else(|e| panic!("{ended}: {e}"));
+    let listed = run(redlock(&server.url()).arg("list"));
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("backup  kept (min-hold)  ")),
+        "{listed:?}"
+    );
+
+    // A waiter is not kept waiting for a holder that is long gone.
+    let mut waiter = spawn_waiting(
+        &mut Job::new(&server.url(), "backup")
+            .args(["-v"])
+            .exec(["true"]),
+        T,
+    );
+    let out = run(redlock(&server.url()).args(["force-release", "backup"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(
+            "released 'backup' at once (its job had ended; --min-hold kept the lock, and there \
+             was no holder to stop): it was held by "
+        ),
+        "{out:?}"
+    );
+    let out = waiter.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    // A semaphore's slot the same way.
+    let done = run(&mut Job::new(&server.url(), "pool")
+        .args(["--limit", "2", "--min-hold", "120s"])
+        .exec(["true"]));
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let out = run(redlock(&server.url()).args(["status", "pool"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = run(redlock(&server.url()).args(["force-release", "pool"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("released 'pool'"), "{out:?}");
+    let out = run(redlock(&server.url()).args(["status", "pool"]));
+    assert_eq!(out.code, Some(1), "freed at once: {out:?}");
+}
