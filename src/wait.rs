@@ -660,15 +660,17 @@ fn failure(key: &str, exit: Exit, error: anyhow::Error, why: &str) -> Failure {
     }
 }
 
-/// The fence counter was started anew: say so with `-v`. A new key looks
-/// the same as lost data, so this is no warning (cron would mail it).
+/// The fence counter was started: say so plainly with `-v`. It is the
+/// first acquisition of a key, as far as the server knows; data lost
+/// under a holder we saw is told loudly elsewhere (`data_was_lost`), and
+/// `doctor` says whether the server keeps its data over a restart.
 fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
     if lease.reset {
         log.emit(
             Ev::FenceReset,
             format!(
-                "lock '{key}': new fence counter, started from the server's clock (a new key, or \
-             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+                "lock '{key}' is new on this server: its fence counter starts from the \
+                 server's clock, in microseconds, so fences only grow"
             ),
             &[],
         );

@@ -108,7 +108,7 @@ impl Ev {
                 "fence_reset",
                 Info,
                 "",
-                "the fence counter was started from the server's clock: a new key, or the data in Redis was lost",
+                "a key new on this server: its fence counter starts from the server's clock (in microseconds)",
             ),
             Ev::Nested => (
                 "nested",

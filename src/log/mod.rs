@@ -113,6 +113,9 @@ impl Log {
         if !self.shows(level) && !by_default {
             return;
         }
+        if self.inner.format == Format::Text && told_by_the_next(ev, fields) {
+            return;
+        }
         let message = scrub(message.as_ref());
         let line = match self.inner.format {
             Format::Text => format!("redlock-run: {message}\n"),
@@ -159,6 +162,26 @@ impl Log {
     pub fn info(&self, message: impl AsRef<str>) {
         self.emit(Ev::Note, message, &[]);
     }
+}
+
+/// Whether a text line for this event would tell again what the next
+/// line tells: the stop of a lost lock (sent first: signal first, talk
+/// later) is said by the `lost` line that follows it ("lock 'K' lost:
+/// ...; stopping COMMAND (SIGTERM, SIGKILL after 5s), exit 70"). JSON
+/// keeps both events, in the order they happened.
+fn told_by_the_next(ev: Ev, fields: &[Field]) -> bool {
+    use crate::plan::Loss;
+    let losses = [
+        Loss::Replaced,
+        Loss::Gone,
+        Loss::Revoked,
+        Loss::Unconfirmed,
+        Loss::Suspended,
+    ];
+    ev == Ev::Stopping
+        && fields.iter().any(|(name, value)| {
+            *name == "reason" && losses.iter().any(|l| value.as_str() == Some(l.name()))
+        })
 }
 
 /// Wait (boundedly) for the queued lines to reach stderr: at exit.
