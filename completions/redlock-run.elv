@@ -70,7 +70,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand list 'Show every held lock under the prefix'
             cand wait 'Wait until KEY is free, without taking it'
             cand force-release 'Delete a lock by hand, saying whose it was'
-            cand doctor 'Check the servers for every setting that weakens a lock (eviction, persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL'
+            cand doctor 'Check the servers for every setting that weakens a lock (eviction, persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL, 69 when a server cannot be reached, 77 when one refuses us'
             cand generate 'Print the man page (roff) or a shell completion script on stdout'
         }
         &'redlock-run;status'= {

@@ -524,7 +524,11 @@ pub enum Cmd {
     #[command(flatten)]
     Admin(AdminCmd),
     /// Check the servers for every setting that weakens a lock (eviction,
-    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
+    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a
+    /// FAIL, 69 when a server cannot be reached, 77 when one refuses us
+    ///
+    /// Each server's URL once, a PASS, WARN or FAIL line per check under it
+    /// with the fix, wrapped at 80 columns, and a summary line.
     Doctor {
         /// The lock whose keys, channels and Cluster slot are checked
         #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = lock_name())]
