@@ -83,6 +83,31 @@ impl Doctor {
     }
 }
 
+impl Doctor {
+    /// How a run on this host would hold COMMAND's tree (docs/safety.md,
+    /// "The tree's end"): a cgroup where one can be made, else the keeper
+    /// alone, which cannot end a tree that escaped its group without /proc.
+    fn tree(&mut self) {
+        let (cgroup, line) = crate::child::Containment::probe();
+        let node = "this host";
+        if cgroup {
+            self.pass(
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+            );
+        } else {
+            self.bad(
+                Status::Warn,
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+                "run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+            );
+        }
+    }
+}
+
 pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
     let mut doctor = Doctor {
         keys: LockKeys::new(&conn.prefix, &opts.key),
@@ -105,6 +130,7 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
             Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
         }
     }
+    doctor.tree();
     let text: String = doctor
         .checks
         .iter()

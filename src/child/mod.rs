@@ -110,6 +110,22 @@ impl Containment {
         }
     }
 
+    /// What a run here would get, for `doctor`: whether a cgroup can be
+    /// made (one is made and removed to find out), and the line to say.
+    pub fn probe() -> (bool, String) {
+        match Containment::choose(true) {
+            Containment::Cgroup(c) => {
+                c.remove();
+                let below = c.path().parent().unwrap_or(c.path());
+                (
+                    true,
+                    format!("a cgroup of its own (made below {})", below.display()),
+                )
+            }
+            keeper => (false, keeper.describe()),
+        }
+    }
+
     /// Its name in JSON events: `cgroup` or `keeper`.
     pub fn name(&self) -> &'static str {
         match self {

@@ -434,3 +434,89 @@ fn a_child_that_hands_its_children_over_while_the_keeper_counts_is_seen() {
         );
     }
 }
+
+#[test]
+fn the_man_page_says_what_the_safety_model_says_about_the_trees_end() {
+    let safety = source_file("docs/safety.md");
+    let section = safety
+        .split_once("<!-- tree: begin")
+        .and_then(|(_, rest)| rest.split_once("<!-- tree: end -->"))
+        .expect("docs/safety.md marks the section on the tree's end")
+        .0;
+    // Every cell of the table, without Markdown's marks, is in the page.
+    let man = man_page_text();
+    let man = man.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cells = 0;
+    let rows = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains("---"));
+    // The header's first cell names no column of the page's rows.
+    for row in rows.skip(1) {
+        for cell in row.trim_matches('|').split(" | ") {
+            let cell = cell.trim().replace("**", "").replace('`', "");
+            let cell = cell.split_whitespace().collect::<Vec<_>>().join(" ");
+            cells += 1;
+            assert!(man.contains(&cell), "the man page lacks: {cell}");
+        }
+    }
+    assert!(cells >= 30, "{cells} cells");
+}
+
+/// Whether this host lets a run make a cgroup: cgroup v2 with
+/// `cgroup.kill` where root may write (as in CI).
+fn cgroups_here() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let v2 = [
+        "/sys/fs/cgroup/cgroup.controllers",
+        "/sys/fs/cgroup/unified/cgroup.controllers",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
+    root && v2
+}
+
+#[test]
+fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut server.job("said").args(["-v"]).sh("exit 0"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let doctor = run_with_timeout(
+        redlock(&server.url()).args(["doctor", "--key", "said"]),
+        LONG,
+    );
+    let tree = doctor
+        .stdout
+        .lines()
+        .find(|l| l.contains(" tree "))
+        .unwrap_or_else(|| panic!("doctor says nothing of the tree: {}", doctor.stdout));
+    if cgroups_here() {
+        assert!(
+            out.stderr
+                .contains("COMMAND's tree is held by a cgroup of its own"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            tree.starts_with("PASS") && tree.contains("cgroup"),
+            "{tree}"
+        );
+    } else {
+        assert!(out.stderr.contains("keeper process only"), "{}", out.stderr);
+        assert!(tree.starts_with("WARN"), "{tree}");
+    }
+    let keeper = run_with_timeout(
+        &mut server
+            .job("said")
+            .env("REDLOCK_CONTAIN", "keeper")
+            .args(["-v"])
+            .sh("exit 0"),
+        LONG,
+    );
+    assert!(
+        keeper
+            .stderr
+            .contains("keeper process only (no cgroup: --contain keeper)"),
+        "{}",
+        keeper.stderr
+    );
+}
