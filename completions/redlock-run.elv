@@ -48,7 +48,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --warn-signal 'Send SIG (USR1, TERM, a number...) to COMMAND''s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time'
             cand --warn-before 'How long before the planned SIGTERM --warn-signal is sent'
             cand --on-lost 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s'
-            cand --contain 'How the end of COMMAND''s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one'
+            cand --contain 'How the end of COMMAND''s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one; `pid-namespace` adds a PID namespace whose init is the keeper, so that the kernel ends the tree even when redlock-run and its keeper are killed together (root only; COMMAND sees its pid as 2)'
             cand --metrics-textfile 'Write the run''s metrics for node_exporter''s textfile collector into DIR (redlock_run_<KEY>.prom)'
             cand -v 'Print lock events on stderr'
             cand --verbose 'Print lock events on stderr'

@@ -53,9 +53,10 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'Af
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-signal -d 'Send SIG (USR1, TERM, a number...) to COMMAND\'s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-before -d 'How long before the planned SIGTERM --warn-signal is sent' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l contain -d 'How the end of COMMAND\'s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one' -r -f -a "auto\t'A cgroup where one can be made, else the keeper alone'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l contain -d 'How the end of COMMAND\'s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one; `pid-namespace` adds a PID namespace whose init is the keeper, so that the kernel ends the tree even when redlock-run and its keeper are killed together (root only; COMMAND sees its pid as 2)' -r -f -a "auto\t'A cgroup where one can be made, else the keeper alone'
 cgroup\t'A cgroup, or exit 71'
-keeper\t'The keeper alone'"
+keeper\t'The keeper alone'
+pid-namespace\t'A cgroup where one can be made, and a PID namespace whose init is the keeper (the kernel ends the job when the keeper dies, whoever killed it); COMMAND sees its own pid as 2. Exit 71 without one'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'

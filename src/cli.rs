@@ -458,7 +458,10 @@ pub struct RunArgs {
     /// How the end of COMMAND's whole tree is held: `auto` puts it in a
     /// cgroup of its own where one can be made (cgroup v2, root or a
     /// delegated subtree), else leaves it to the keeper process; `cgroup`
-    /// requires one (exit 71 without); `keeper` never makes one
+    /// requires one (exit 71 without); `keeper` never makes one;
+    /// `pid-namespace` adds a PID namespace whose init is the keeper, so
+    /// that the kernel ends the tree even when redlock-run and its keeper
+    /// are killed together (root only; COMMAND sees its pid as 2)
     ///
     /// [default: auto, else $REDLOCK_CONTAIN]
     #[arg(
@@ -609,6 +612,10 @@ pub enum Contain {
     Cgroup,
     /// The keeper alone.
     Keeper,
+    /// A cgroup where one can be made, and a PID namespace whose init is
+    /// the keeper (the kernel ends the job when the keeper dies, whoever
+    /// killed it); COMMAND sees its own pid as 2. Exit 71 without one.
+    PidNamespace,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::child::{self, Containment, Job};
-use crate::cli::{Contain, OnUnavailable};
+use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
@@ -655,15 +655,10 @@ fn spawn(
     lease_end: Option<Instant>,
     log: &Log,
 ) -> Result<Job, Failure> {
-    let containment = Containment::choose(cfg.contain != Contain::Keeper);
-    if let (Containment::Keeper(why), Contain::Cgroup) = (&containment, cfg.contain) {
-        return Err(Failure {
-            exit: Exit::LocalFailure,
-            error: anyhow::anyhow!(
-                "--contain cgroup: no cgroup for COMMAND ({why}); COMMAND did not run"
-            ),
-        });
-    }
+    let containment = Containment::choose(cfg.contain).map_err(|why| Failure {
+        exit: Exit::LocalFailure,
+        error: anyhow::anyhow!("{why}; COMMAND did not run"),
+    })?;
     log.emit(
         Ev::Contained,
         format!("COMMAND's tree is held by {}", containment.describe()),

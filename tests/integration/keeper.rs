@@ -520,3 +520,45 @@ fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
         keeper.stderr
     );
 }
+
+#[test]
+fn in_a_pid_namespace_killing_wrapper_and_keeper_together_takes_the_tree() {
+    let server = RedisServer::start();
+    let secs = unique_sleep("5");
+    let dir = TestDir::new();
+    // The worker's pid is its namespace's: it is looked for by name.
+    let job = format!(
+        "setsid sleep {secs} & set -m; sleep {secs} & touch '{ready}'; wait",
+        ready = dir.file("ready").display()
+    );
+    let run = spawn_piped(
+        &mut server
+            .job("pidns-both")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .line(&job),
+    );
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    let keeper = keeper_of(run.pid());
+    assert!(running(&format!("^sleep {secs}$")));
+    // As `kill -9 WRAPPER KEEPER`, or a pattern naming both.
+    run.signal(Signal::SIGKILL);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), Signal::SIGKILL).unwrap();
+    assert!(
+        wait_until(LONG, || !running(&format!("^sleep {secs}$"))),
+        "the job's workers run on after wrapper and keeper were killed"
+    );
+}
+
+#[test]
+fn in_a_pid_namespace_the_job_cannot_kill_its_keeper_and_sees_its_own_pid() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut server
+            .job("pidns-self")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .sh("echo \"pid $$ parent $PPID\"; kill -9 $PPID; exit 5"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout.trim(), "pid 2 parent 1", "{out:?}");
+}
