@@ -255,7 +255,9 @@ def plan_host_fault(rng, kind, workers, ttl, duration):
     the environment the kind names (no /proc, a foreign /proc); at `at`
     they strike a run of `worker` (or the first worker after it) that is in
     its section."""
-    fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.6, max(0.7, duration - 0.5)), 3),
+    # Early enough that runs still start after it (a strike waits for one
+    # in its section; the workers start none after `duration`).
+    fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.5, max(0.6, duration - 1.2)), 3),
              "worker": rng.randrange(workers), "lead": 1.2, "length": 0}
     if kind in ("keeper-kill", "kill-both"):
         fault["escape"] = True
@@ -1077,7 +1079,7 @@ class Episode:
         """A host-side fault (HOST): prepare the runs, strike one, undo."""
         kind = f["kind"]
         # Prepared runs keep starting a while after `at`: a strike may wait
-        # up to 2 s for a victim in its section.
+        # up to 3 s for a victim in its section.
         extra = {"escape": 0, "cpu-starve": 0, "no-proc": 0.5, "foreign-proc": 0.5}.get(kind, 1.0)
         until = self.t0 + f["at"] + f["length"] + extra
         time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
@@ -1091,14 +1093,15 @@ class Episode:
         if kind == "cpu-starve":
             # Busy processes on every core, at the jobs' own priority.
             rec["t0"] = mono()
-            self.busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-                         for _ in range(os.cpu_count() or 2)]
-            rec["procs"] = len(self.busy)
+            busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+                    for _ in range(os.cpu_count() or 2)]
+            self.busy.extend(busy)
+            rec["procs"] = len(busy)
             time.sleep(f["length"])
-            for b in self.busy:
+            for b in busy:
                 b.kill()
                 b.wait()
-            self.busy = []
+                self.busy.remove(b)
             rec["t1"] = mono()
         elif kind in ("escape",):
             rec["t0"] = mono()
@@ -1150,7 +1153,7 @@ class Episode:
     def strike(self, f, rec):
         """Kill or stop the wrapper, the keeper or both of one run."""
         kind = f["kind"]
-        found = self.victim(f, 2.0, keeper=kind in ("keeper-kill", "kill-both", "keeper-stop"))
+        found = self.victim(f, 3.0, keeper=kind in ("keeper-kill", "kill-both", "keeper-stop"))
         prefix = "" if kind == rec["kind"] else "strike_"
         if found is None:
             rec[prefix + "skipped"] = "no run in its section"
