@@ -241,17 +241,30 @@ def expected_codes(plan, run, section, faults):
 
 def spurious_lost(plan, run, section, faults):
     """A run whose keeper was stopped, whose job ended by itself (its end
-    was logged), and that exits 70 "lock lost" with no other fault anywhere
-    near it: the lock was never lost (docs/chaos.md: keeper-stop)."""
+    was logged), and that exits 70 "lock lost" with no fault near it that
+    could have cost it its lock: it was never lost (docs/chaos.md:
+    keeper-stop). Faults aimed at another run or worker cannot, nor can
+    jobs that escape."""
     if run["rc"] != 70 or section is None or not section.get("ended"):
         return False
     mine = [f for f in faults if f["kind"] == "keeper-stop" and f.get("run") == run["run"]]
     if not mine:
         return False
     pad = plan["ttl_ms"] * 1_000_000
-    others = [f for f in faults if f not in mine and f.get("t0") is not None
-              and f["t0"] - pad < run["t1"] and (f.get("t1") or f["t0"]) + pad > run["t0"]]
-    return not others
+
+    def could_cost_the_lock(f):
+        if f in mine or f.get("t0") is None or f["kind"] == "escape" or f.get("skipped"):
+            return False
+        if not (f["t0"] - pad < run["t1"] and (f.get("t1") or f["t0"]) + pad > run["t0"]):
+            return False
+        if f.get("runs"):
+            return run["run"] in f["runs"]
+        if f.get("run") and f["kind"] not in ("no-proc", "foreign-proc"):
+            return f["run"] == run["run"]
+        if "worker" in f and f["kind"] in ("client-partition", "stderr-stall", "fd-limit"):
+            return f["worker"] == run["worker"]
+        return True
+    return not any(could_cost_the_lock(f) for f in faults)
 
 
 def check(workdir):

@@ -272,6 +272,10 @@ def plan_host_fault(rng, kind, workers, ttl, duration):
         # Half of them in the first 200 ms after COMMAND started (before
         # the first refresh), the others at a random moment of a section.
         fault["early"] = rng.random() < 0.5
+        # Half of the early ones on a loaded machine, as a wrapper at nice
+        # 10 on busy CPUs would be (its runs start at nice 10, one busy
+        # process per core from 0.3 s before until the stop).
+        fault["loaded"] = fault["early"] and rng.random() < 0.5
         long = rng.random() < 0.75
         fault["length"] = round(rng.uniform(1.3, 2.2) * ttl / 1000 if long else rng.uniform(0.1, 0.4) * ttl / 1000, 3)
     elif kind == "keeper-stop":
@@ -520,6 +524,16 @@ def exe(pid):
         return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
     except OSError:
         return None
+
+
+def children(pid):
+    """The children of `pid`'s main thread (the wrapper forks its keeper,
+    and the keeper COMMAND, from it); [] when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def read_rc(path, unshare_rc):
@@ -786,11 +800,15 @@ class Episode:
                 os.close(stderr)
                 stderr = self.stall_w
             nofile = treatments.get("fd-limit")
+            niceness = treatments.get("nice")
+            info["nice"] = niceness
 
-            def limits(nofile=nofile):
+            def limits(nofile=nofile, niceness=niceness):
                 if nofile:
                     import resource
                     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+                if niceness:
+                    os.nice(niceness)
 
             full = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] + args
             rcfile = None
@@ -1089,19 +1107,16 @@ class Episode:
                 treat["escape"] = (until, True)
             if kind in ("no-proc", "foreign-proc"):
                 treat["env"] = (until, kind)
+            if f.get("loaded"):
+                treat["nice"] = (until, 10)
         time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         if kind == "cpu-starve":
             # Busy processes on every core, at the jobs' own priority.
             rec["t0"] = mono()
-            busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-                    for _ in range(os.cpu_count() or 2)]
-            self.busy.extend(busy)
+            busy = self.start_busy(0)
             rec["procs"] = len(busy)
             time.sleep(f["length"])
-            for b in busy:
-                b.kill()
-                b.wait()
-                self.busy.remove(b)
+            self.stop_busy(busy)
             rec["t1"] = mono()
         elif kind in ("escape",):
             rec["t0"] = mono()
@@ -1115,33 +1130,45 @@ class Episode:
                 self.strike(dict(f, kind=strike, length=f["strike_length"], early=False), rec)
             time.sleep(max(0.0, until - time.monotonic()))
             rec["t1"] = mono()
+        elif f.get("loaded"):
+            busy = self.start_busy(max(0.0, self.t0 + f["at"] - 0.3 - time.monotonic()))
+            self.strike(dict(f), rec, after_stop=lambda: self.stop_busy(busy))
+            self.stop_busy(busy)
         else:
-            self.strike(f, rec)
+            self.strike(dict(f), rec)
+
+    def start_busy(self, delay):
+        time.sleep(delay)
+        busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+                for _ in range(os.cpu_count() or 2)]
+        self.busy.extend(busy)
+        return busy
+
+    def stop_busy(self, busy):
+        for b in busy:
+            if b in self.busy:
+                b.kill()
+                b.wait()
+                self.busy.remove(b)
 
     def victim(self, f, timeout, keeper):
         """(worker, run, wrapper pid, keeper pid or None) of a run in its
         section, worker f["worker"] first, then the others in turn; with
-        `early`, one whose section started after this call. Called with
-        nothing locked; returns with that worker's lock held (so the
-        harness cannot reap the wrapper and free its pid meanwhile)."""
+        `early`, of a run whose COMMAND started after this call, stopped 0
+        to 200 ms after it did. Called with nothing locked; returns with
+        that worker's lock held (so the harness cannot reap the wrapper and
+        free its pid meanwhile)."""
         workers = self.plan["workers"]
         order = [(f["worker"] + i) % workers for i in range(workers)]
-        self.scan_sections()
-        known = set(self.started)
+        if f.get("early"):
+            return self.early_victim(f, order, timeout)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             self.scan_sections()
             for w in order:
                 self.wlocks[w].acquire()
                 run, proc = self.current.get(w, (None, None))[:2]
-                ok = run is not None and proc.poll() is None and self.holding_run(w) == run
-                if ok and f.get("early") and run in known:
-                    ok = False
-                if ok:
-                    if f.get("early"):
-                        # A moment in the first 200 ms after COMMAND started.
-                        at = self.started[run] + int(random.Random(f"{run}/{f['at']}").uniform(0, 0.2) * 1e9)
-                        time.sleep(max(0.0, (at - mono()) / 1e9))
+                if run is not None and proc.poll() is None and self.holding_run(w) == run:
                     wrapper = self.wrapper_pid(proc)
                     kept = self.keeper_pid(wrapper) if wrapper and keeper else None
                     if wrapper and (kept or not keeper):
@@ -1150,7 +1177,39 @@ class Episode:
             time.sleep(0.005)
         return None
 
-    def strike(self, f, rec):
+    def early_victim(self, f, order, timeout):
+        """A run seen without COMMAND and then with it (the keeper, the
+        wrapper's child, has a child of its own: COMMAND forked, its exec
+        under way or done), stopped at a random moment of its first 200 ms.
+        Polled every 2 ms through the two `children` files, not the whole
+        process table."""
+        bare = set()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for w in order:
+                run, proc = self.current.get(w, (None, None))[:2]
+                if run is None or proc.args[0] == "unshare" and "--pid" in proc.args:
+                    continue  # a foreign-proc run's wrapper takes a scan to find
+                keeper = next(iter(children(proc.pid)), None)
+                spawned = keeper is not None and children(keeper)
+                if not spawned:
+                    bare.add(run)
+                    continue
+                if run not in bare:
+                    continue
+                seen = mono()
+                self.wlocks[w].acquire()
+                if self.current.get(w, (None,))[0] != run or proc.poll() is not None:
+                    self.wlocks[w].release()
+                    continue
+                delay = random.Random(f"{run}/{f['at']}").uniform(0, 0.2)
+                time.sleep(max(0.0, seen / 1e9 + delay - mono() / 1e9))
+                f["after_spawn_ms"] = round((mono() - seen) / 1e6, 1)
+                return w, run, proc.pid, keeper
+            time.sleep(0.002)
+        return None
+
+    def strike(self, f, rec, after_stop=None):
         """Kill or stop the wrapper, the keeper or both of one run."""
         kind = f["kind"]
         found = self.victim(f, 3.0, keeper=kind in ("keeper-kill", "kill-both", "keeper-stop"))
@@ -1161,6 +1220,8 @@ class Episode:
             rec.setdefault("t1", mono())
             return
         w, run, wrapper, keeper = found
+        if "after_spawn_ms" in f:
+            rec[prefix + "after_spawn_ms"] = f["after_spawn_ms"]
         try:
             rec[prefix + "run"] = run
             rec[prefix + "pids"] = [wrapper, keeper]
@@ -1188,7 +1249,9 @@ class Episode:
                 pid = keeper if kind == "keeper-stop" else wrapper
                 os.kill(pid, signal.SIGSTOP)
                 rec[prefix + "t0"] = mono()
-                time.sleep(f["length"])
+                if after_stop:
+                    after_stop()
+                time.sleep(max(0.0, f["length"] - (mono() - rec[prefix + "t0"]) / 1e9))
                 os.kill(pid, signal.SIGCONT)
                 rec[prefix + "t1"] = mono()
         except ProcessLookupError as err:
