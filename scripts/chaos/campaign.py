@@ -93,6 +93,7 @@ def run_episode(seed, k, base, keep, host=True):
         output, _ = proc.communicate()
         output = (output or b"") + b"\nepisode timed out after 120 s"
     RUNNING.discard(proc)
+    remove_cgroups(workdir)
     elapsed = time.monotonic() - started
     result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode, "host": host,
               "output": output.decode(errors="replace")}
@@ -106,6 +107,28 @@ def run_episode(seed, k, base, keep, host=True):
     if not keep and not failed(result):
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def remove_cgroups(workdir):
+    """The cgroups an episode delegated (episode.py), once every process of
+    it is gone: deepest first, a few tries (a kill is not instant)."""
+    try:
+        with open(os.path.join(workdir, "cgroups")) as f:
+            base = f.read().strip()
+    except OSError:
+        return
+    if not os.path.basename(base).startswith("redlock-chaos."):
+        return
+    for _ in range(50):
+        dirs = [root for root, _, _ in os.walk(base)]
+        for d in sorted(dirs, key=len, reverse=True):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        if not os.path.exists(base):
+            return
+        time.sleep(0.1)
 
 
 def failed(r):
@@ -137,6 +160,8 @@ def line(seed, r):
     if c is None:
         return f"episode {r['k']}: HARNESS ERROR (exit {r['rc']})"
     mode = f"limit{p['limit']}" if p["limit"] > 1 else "mutex"
+    if p.get("cgroups") == "delegated":
+        mode += " cgroups"
     kinds = ",".join(f["kind"] for f in p["faults"]) or "-"
     head = (f"episode {r['k']}: {p['topology']} {mode} w{p['workers']} ttl {p['ttl_ms']}ms "
             f"faults [{kinds}] sections {c['sections']} overlaps {c['overlaps_in']}/{c['overlaps_out']} "

@@ -387,6 +387,12 @@ def check(workdir):
         out["leftovers"] += len(left)
         d += [f"leftover: {item}" for item in left]
     d += [f"note (not counted): a queue of dead waiters, expiring by itself: {item}" for item in lingering]
+    with open(os.path.join(workdir, "events.jsonl")) as f:
+        cgroups = [json.loads(line) for line in f if '"cgroups' in line]
+    d += [f"note (not counted): a cgroup a run left behind: {c}"
+          for e in cgroups if e["ev"] == "cgroups_left" for c in e["items"]]
+    d += [f"note (not counted): cgroups were not delegated: {e['why']}"
+          for e in cgroups if e["ev"] == "cgroups" and not e["delegated"]]
     return plan, out
 
 

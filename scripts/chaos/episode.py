@@ -152,6 +152,10 @@ def plan(seed, episode, host=True):
         elif kind == "node-restart-volatile" and persistent:
             kind = "node-restart-persistent"
         faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas))
+    # Half of the episodes give each worker a cgroup v2 subtree of its own
+    # (delegated: owned by its uid), so that redlock-run may contain its
+    # job in a cgroup; in the others it has only the keeper.
+    cgroups = host and random.Random(f"chaos/{seed}/{episode}/cgroups").random() < 0.5
     if host:
         hrng = random.Random(f"chaos/{seed}/{episode}/host")
         for _ in range(hrng.randint(1, 2)):
@@ -165,7 +169,8 @@ def plan(seed, episode, host=True):
         "duration": round(duration, 3), "faults": faults,
         "evicting": any(f["kind"] == "eviction" for f in faults),
         "prefixes": None, "standin": False, "ignore_fences": False,
-        "replicas": replicas, "host": host, "escape_all": None, **timing(ttl),
+        "replicas": replicas, "host": host, "escape_all": None,
+        "cgroups": "delegated" if cgroups else "none", **timing(ttl),
     }
 
 
@@ -307,7 +312,7 @@ def plan_control(rng, control, episode):
         "topology": "single", "nodes": 1, "persistent": False, "server": "redis",
         "limit": 1, "workers": 3, "duration": 2.5, "faults": [], "evicting": False,
         "prefixes": None, "standin": False, "ignore_fences": False, "replicas": None,
-        "host": False, "escape_all": None, **timing(ttl),
+        "host": False, "escape_all": None, "cgroups": "none", **timing(ttl),
     }
     if control == "c1":
         # Two workers on different prefixes: two locks for one resource.
@@ -536,6 +541,21 @@ def children(pid):
         return []
 
 
+CGROUP2_MOUNTS = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+
+
+def cgroup2_mount():
+    """Where cgroup v2 is mounted (pure or hybrid), if it is."""
+    for m in CGROUP2_MOUNTS:
+        try:
+            with open("/proc/self/mountinfo") as f:
+                if any(line.split(" - ")[1].startswith("cgroup2 ") and line.split()[4] == m for line in f):
+                    return m
+        except (OSError, IndexError):
+            return None
+    return None
+
+
 def read_rc(path, unshare_rc):
     """A foreign-proc run's exit code, as its namespace init wrote it; if
     the init itself ended without writing one (killed), unshare's."""
@@ -570,6 +590,7 @@ class Episode:
         self.sec_lock = threading.Lock()
         self.sec_pos, self.started, self.ended = 0, {}, set()
         self.busy = []             # cpu-starve's busy processes (infrastructure)
+        self.cgroups = {}          # worker -> its delegated cgroup v2 directory
         self.inits = []            # foreign-proc: each run's namespace init (nsinit.py)
         self.real_binary = os.path.realpath(binary)
 
@@ -598,6 +619,8 @@ class Episode:
             self.start_sentinels(binary)
         elif p["topology"] == "cluster":
             self.start_cluster()
+        if p.get("cgroups") == "delegated":
+            self.delegate_cgroups()
         self.store = subprocess.Popen(
             [PYTHON, os.path.join(HERE, "store.py"), os.path.join(self.dir, "store.sock"),
              self.store_log] + (["--ignore-fences"] if p["ignore_fences"] else []),
@@ -611,6 +634,40 @@ class Episode:
         except BlockingIOError:
             pass
         os.set_blocking(self.stall_w, True)
+
+    def delegate_cgroups(self):
+        """A cgroup v2 directory per worker, owned by its uid (its
+        cgroup.procs, cgroup.threads and cgroup.subtree_control too), as
+        systemd delegates one: the worker's runs start in it, and may make
+        cgroups below it. Its path is written to the episode's `cgroups`
+        file, for the campaign to remove once the episode has ended."""
+        mount = cgroup2_mount()
+        if mount is None:
+            self.events("cgroups", delegated=False, why="no cgroup v2 mounted")
+            return
+        base = os.path.join(mount, f"redlock-chaos.{os.path.basename(self.dir)}")
+        try:
+            os.mkdir(base)
+            with open(os.path.join(self.dir, "cgroups"), "w") as f:
+                f.write(base + "\n")
+            for w in range(self.plan["workers"]):
+                d = os.path.join(base, f"w{w}")
+                os.mkdir(d)
+                for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+                    os.chown(os.path.join(d, name), 30000 + w, 30000 + w)
+                self.cgroups[w] = d
+        except OSError as err:
+            self.events("cgroups", delegated=False, why=str(err))
+            return
+        self.events("cgroups", delegated=True, base=base)
+
+    def cgroups_left(self):
+        """cgroups that runs made and did not remove (noted, not counted)."""
+        left = []
+        for d in self.cgroups.values():
+            for root, dirs, _ in os.walk(d):
+                left += [os.path.join(root, x) for x in dirs]
+        return left
 
     def start_sentinels(self, binary):
         for i in range(1, 3):
@@ -803,7 +860,12 @@ class Episode:
             niceness = treatments.get("nice")
             info["nice"] = niceness
 
-            def limits(nofile=nofile, niceness=niceness):
+            cgroup = self.cgroups.get(w)
+
+            def limits(nofile=nofile, niceness=niceness, cgroup=cgroup):
+                if cgroup:
+                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                        f.write("0")
                 if nofile:
                     import resource
                     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
@@ -1405,6 +1467,8 @@ class Episode:
             t.join()
         self.events("end", t=mono())
         self.events("leftovers", items=self.leftovers())
+        if self.cgroups:
+            self.events("cgroups_left", items=self.cgroups_left())
 
 
 def main():
