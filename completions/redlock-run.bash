@@ -41,7 +41,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-v -q -k -t -w -n -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --key --ttl --refresh --wait --no-wait --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --metrics-textfile --help --version status list wait force-release doctor generate"
+            opts="-v -q -k -t -w -n -x -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --key --ttl --refresh --wait --no-wait --exclusive --period --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --contain --metrics-textfile --help --version status list wait force-release doctor generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -75,6 +75,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"
@@ -129,6 +144,10 @@ _redlock__run() {
                     return 0
                     ;;
                 -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --period)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -192,6 +211,10 @@ _redlock__run() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --contain)
+                    COMPREPLY=($(compgen -W "auto cgroup keeper" -- "${cur}"))
+                    return 0
+                    ;;
                 --metrics-textfile)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -207,7 +230,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__doctor)
-            opts="-k -t -v -q -h --key --ttl --replicas --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-k -t -v -q -h --key --ttl --replicas --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -275,6 +298,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -298,7 +336,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__force__subcmd__release)
-            opts="-v -q -h --token --now --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --token --now --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -350,6 +388,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -373,69 +426,12 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__generate)
-            opts="-v -q -h --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help man bash zsh fish elvish powershell events"
+            opts="-h --help man bash zsh fish elvish powershell"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --redis)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --prefix)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
-                    return 0
-                    ;;
-                --tls-ca)
-                    local oldifs
-                    if [ -n "${IFS+x}" ]; then
-                        oldifs="$IFS"
-                    fi
-                    IFS=$'\n'
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    if [ -n "${oldifs+x}" ]; then
-                        IFS="$oldifs"
-                    fi
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o filenames
-                    fi
-                    return 0
-                    ;;
-                --tls-cert)
-                    local oldifs
-                    if [ -n "${IFS+x}" ]; then
-                        oldifs="$IFS"
-                    fi
-                    IFS=$'\n'
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    if [ -n "${oldifs+x}" ]; then
-                        IFS="$oldifs"
-                    fi
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o filenames
-                    fi
-                    return 0
-                    ;;
-                --tls-key)
-                    local oldifs
-                    if [ -n "${IFS+x}" ]; then
-                        oldifs="$IFS"
-                    fi
-                    IFS=$'\n'
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    if [ -n "${oldifs+x}" ]; then
-                        IFS="$oldifs"
-                    fi
-                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
-                        compopt -o filenames
-                    fi
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -444,7 +440,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__list)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -478,6 +474,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"
@@ -515,7 +526,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__status)
-            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-v -q -h --json --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -563,6 +574,21 @@ _redlock__run() {
                     fi
                     return 0
                     ;;
+                --password-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --tls-key)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -586,7 +612,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__wait)
-            opts="-E -v -q -h --timeout --conflict-exit-code --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --tls-key --help"
+            opts="-E -v -q -h --timeout --conflict-exit-code --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -632,6 +658,21 @@ _redlock__run() {
                     return 0
                     ;;
                 --tls-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --password-file)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
                         oldifs="$IFS"

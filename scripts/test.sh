@@ -11,12 +11,14 @@
 #                                       valkey-8.1, valkey-9.1
 #
 # Extra arguments go to cargo test: scripts/test.sh --server valkey-9.1 -- --test-threads 1
-# The server's version is printed first, the time of each test module
-# last (slowest first). TLS tests run where the server
+# The server's version is printed first, then the tests, the time of each
+# test module (slowest first), and last one line: passed or FAILED, how
+# many tests, which failed, and how long it all took. TLS tests run where the server
 # has TLS; the builds known to lack it (redis-6.2, valkey-*) skip them
 # (REDLOCK_TEST_REQUIRE_TLS=0), any other server without TLS fails them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 
 server=''
 case "${1:-}" in
@@ -66,9 +68,12 @@ echo "test.sh: server: $("${REDLOCK_TEST_REDIS_SERVER:-redis-server}" --version)
 echo "test.sh: cli: $("${REDLOCK_TEST_REDIS_CLI:-redis-cli}" --version)"
 # Each integration test's time goes to $times (tests/integration/common/
 # times.rs); after the run, a table of the modules, the costliest first.
-times=$(mktemp)
-trap 'rm -f "$times"' EXIT
+times=$(mktemp) log=$(mktemp)
+trap 'rm -f "$times" "$log"' EXIT
 status=0
-REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked "$@" || status=$?
+# pipefail: the status is cargo's; its output also goes to $log, for the summary.
+REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked "$@" | tee "$log" || status=$?
 scripts/test-times.sh "$times" || true
+echo
+scripts/test-summary.sh "$log" "$status" $((SECONDS - start)) || true
 exit "$status"

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, ValueHint};
 
 use crate::exit::Exit;
@@ -15,13 +16,13 @@ use crate::lock::Replicas;
 use crate::log::Format;
 use crate::queue::Queue;
 
-const EXAMPLES: &str = "\
-Examples:
-  # a nightly job that never overlaps itself across the fleet
+/// The examples of the long help (wrapped by [`after_long_help`]).
+const EXAMPLES: &str = "  # a nightly job that never overlaps itself across the fleet
   redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
 
-  # cron: skip this run quietly if another host still has the job
-  * * * * * redlock-run -k report -n -E 0 -c 'make-report > /tmp/report'
+  # cron on every host: the job runs once per 5 minutes; the other
+  # hosts skip it silently (--period: the schedule's period)
+  */5 * * * * redlock-run -k report --period 5m -n -E 0 -q -- make-report
 
   # who holds the lock, and clear it by hand
   redlock-run status nightly-backup
@@ -35,13 +36,149 @@ and the exit codes: redlock-run --help, or man redlock-run.";
 /// The command line as parsed: the derive's definition plus the parts
 /// made at run time (the exit codes come from `Exit::ROWS`).
 pub fn command() -> clap::Command {
-    Cli::command().after_long_help(format!("{EXAMPLES}\n\nExit status:\n{}", Exit::help_text()))
+    let width = help_width();
+    without_connection_options(Cli::command())
+        .term_width(width)
+        .after_long_help(after_long_help(width))
+}
+
+/// `--redis`, `--prefix`, TLS, `-v` ... mean nothing to `generate`: out
+/// of its help and completions (clap_complete lists hidden options too),
+/// so it is rebuilt without them once they were handed down. Before its
+/// name they are still accepted (`redlock-run --redis X generate man`).
+pub fn without_connection_options(mut cmd: clap::Command) -> clap::Command {
+    cmd.build();
+    cmd.mut_subcommand("generate", |generate| {
+        let own = generate
+            .get_arguments()
+            .filter(|a| !a.is_global_set() && a.get_id() != "help")
+            .cloned();
+        let mut fresh = clap::Command::new("generate").args(own);
+        if let Some(about) = generate.get_about() {
+            fresh = fresh.about(about.clone());
+        }
+        // Names are made once, by the build above.
+        if let Some(name) = generate.get_bin_name() {
+            fresh = fresh.bin_name(name.to_string());
+        }
+        fresh
+    })
+}
+
+/// The width clap wraps help at: the terminal's, else `$COLUMNS`, else 100
+/// (clap's own rule, made explicit so that the text wrapped here and
+/// clap's wrapping agree).
+fn help_width() -> usize {
+    let columns = || std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok();
+    terminal_size::terminal_size()
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(columns)
+        .unwrap_or(100)
+        .max(40)
+}
+
+/// The examples and the exit codes after the long help, wrapped at
+/// `width` with their continuation lines indented under the text.
+fn after_long_help(width: usize) -> String {
+    let mut out = String::from("Examples:\n");
+    for line in EXAMPLES.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let rest = match line.trim_start().starts_with("# ") {
+            true => format!("{}# ", " ".repeat(indent)),
+            false => " ".repeat(indent + 4),
+        };
+        let first = &line[..indent];
+        out += &hang(first, &rest, &line[indent..], width);
+    }
+    out += "\nExit status:\n";
+    for row in Exit::ROWS {
+        let first = format!("  {:<15}", row.code);
+        out += &hang(&first, &" ".repeat(first.len()), row.when, width);
+    }
+    out.trim_end().to_string()
+}
+
+/// `text` after `first`, wrapped at spaces to lines shorter than `width`,
+/// each further line starting with `rest`.
+fn hang(first: &str, rest: &str, text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !empty && line.len() + 1 + word.len() >= width {
+            out += line.trim_end();
+            out.push('\n');
+            line = rest.to_string();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line += word;
+        empty = false;
+    }
+    out += line.trim_end();
+    out.push('\n');
+    out
 }
 
 /// Parse the process's arguments.
 pub fn parse() -> Result<Cli, clap::Error> {
-    let matches = command().try_get_matches()?;
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let matches = command()
+        .try_get_matches_from(&args)
+        .map_err(|e| forgotten_dashes(e, &args))?;
     Cli::from_arg_matches(&matches)
+}
+
+/// `redlock-run -k x echo hi`: COMMAND without its `--`. flock needs none,
+/// but here a bare word may also be a mistyped subcommand, so the run is
+/// refused (exit 2) with the command line that works, when there is one:
+/// `--` before the unexpected word makes a run with a --key.
+fn forgotten_dashes(e: clap::Error, args: &[OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return e;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let word = OsString::from(word);
+    let corrected = (1..args.len())
+        .filter(|&i| args[i] == word && !args[..i].iter().any(|a| a == "--"))
+        .map(|i| [&args[..i], &["--".into()], &args[i..]].concat())
+        .find(|candidate| {
+            command()
+                .try_get_matches_from(candidate)
+                .is_ok_and(|m| m.subcommand().is_none() && m.contains_id("key"))
+        });
+    let Some(corrected) = corrected else {
+        return e;
+    };
+    let line: Vec<String> = std::iter::once("redlock-run".to_string())
+        .chain(
+            corrected[1..]
+                .iter()
+                .map(|a| shell_word(&a.to_string_lossy())),
+        )
+        .collect();
+    command().error(
+        ErrorKind::UnknownArgument,
+        format!(
+            "unexpected argument '{}': COMMAND goes after '--', as in: {}",
+            word.to_string_lossy(),
+            crate::secrets::redact_urls(&line.join(" "))
+        ),
+    )
+}
+
+/// `word` as a shell reads it back: bare when it is safe, else quoted.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// Run a command while holding a Redis distributed lock.
@@ -78,14 +215,24 @@ pub struct Cli {
 pub struct ConnArgs {
     /// Redis server URL; repeat for a Redlock quorum of independent masters
     /// [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
-    #[arg(long = "redis", value_name = "URL", global = true)]
-    pub redis: Vec<String>,
+    // Bytes, not text: `config.rs` names the option without printing the
+    // password when they are not UTF-8. The long help puts the default on
+    // a line of its own, as clap does.
+    #[arg(
+        long = "redis",
+        value_name = "URL",
+        global = true,
+        long_help = "Redis server URL; repeat for a Redlock quorum of independent masters\n\n\
+                     [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]"
+    )]
+    pub redis: Vec<OsString>,
 
     /// Namespace of every key this tool writes
     #[arg(
         long,
         value_name = "PREFIX",
         default_value = "redlock:",
+        value_parser = text(),
         global = true,
         hide_short_help = true
     )]
@@ -101,16 +248,18 @@ pub struct ConnArgs {
 
     /// How redlock-run's own stderr lines are written: `text`, or `json`
     /// (one object per line)
+    ///
+    /// [default: text, else $REDLOCK_LOG_FORMAT]
+    // The variable is read in `config.rs`, not by clap: its errors name
+    // it, and `generate` never reads it.
     #[arg(
         long,
         value_name = "FORMAT",
         value_enum,
-        default_value_t = Format::Text,
-        env = "REDLOCK_LOG_FORMAT",
         global = true,
         hide_short_help = true
     )]
-    pub log_format: Format,
+    pub log_format: Option<Format>,
 
     /// CA certificates (PEM) to verify rediss:// servers with, instead of
     /// the system's roots
@@ -121,6 +270,13 @@ pub struct ConnArgs {
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_cert: Option<PathBuf>,
 
+    /// Read the password of every URL that has none from FILE's first
+    /// line: then it is neither in `ps` nor in COMMAND's environment
+    ///
+    /// [default: $REDLOCK_PASSWORD_FILE]
+    #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
+    pub password_file: Option<PathBuf>,
+
     /// Private key (PEM) of --tls-cert
     #[arg(long, value_name = "FILE", global = true, value_hint = ValueHint::FilePath, hide_short_help = true)]
     pub tls_key: Option<PathBuf>,
@@ -130,26 +286,58 @@ pub struct ConnArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Lock name: any non-empty UTF-8 string without control characters
-    #[arg(short, long, value_name = "KEY", value_parser = parse_key)]
+    #[arg(short, long, value_name = "KEY", value_parser = lock_name())]
     pub key: Option<String>,
 
     /// Lifetime of the lock in Redis; refreshed while COMMAND runs
     #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub ttl: Duration,
 
-    /// Refresh period; must be shorter than the TTL [default: ttl / 3]
+    /// Refresh period; must be shorter than the TTL
+    ///
+    /// [default: ttl / 3]
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, hide_short_help = true)]
     pub refresh: Option<Duration>,
 
-    /// How long to wait for a busy lock: a duration, or `forever`; `0` tries once
-    #[arg(short, long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
+    /// How long to wait for a busy lock: seconds (10, 0.5), a duration
+    /// (30s, 5m) or `forever`; `0` tries once
+    ///
+    /// flock's spelling --timeout is accepted too.
+    #[arg(short, long, alias = "timeout", value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
     pub wait: Wait,
 
-    /// Do not wait for a busy lock (same as --wait 0)
-    #[arg(short = 'n', long, conflicts_with = "wait")]
+    /// Do not wait for a busy lock (same as --wait 0; wins over --wait, as
+    /// in flock)
+    ///
+    /// flock's spellings --nb and --nonblock are accepted too.
+    #[arg(short = 'n', long, aliases = ["nb", "nonblock"], overrides_with = "no_wait")]
     pub no_wait: bool,
 
+    /// An exclusive lock: the only kind, so this changes nothing; accepted
+    /// for flock's -x, -e, --exclusive
+    #[arg(
+        short = 'x',
+        short_alias = 'e',
+        long,
+        overrides_with = "exclusive",
+        hide_short_help = true
+    )]
+    pub exclusive: bool,
+
+    /// Cron: the schedule's period (5m for */5); run once per period on
+    /// however many hosts; implies -n
+    ///
+    /// The lock is kept half a period after it was taken, even when
+    /// COMMAND ends sooner: hosts that start up to half a period later skip
+    /// this run, and the next run finds the lock free (the same as
+    /// --min-hold PERIOD/2 -n)
+    #[arg(long, value_name = "PERIOD", value_parser = parse_positive_duration, conflicts_with_all = ["wait", "min_hold"])]
+    pub period: Option<Duration>,
+
     /// Exit code when the lock could not be had in time
+    ///
+    /// With 0, a busy lock is the intended outcome (cron on many hosts):
+    /// the run prints nothing about it (-v says "skipping this run").
     #[arg(
         short = 'E',
         long,
@@ -164,12 +352,15 @@ pub struct RunArgs {
         short = 'c',
         long = "command",
         value_name = "LINE",
+        value_parser = text(),
         conflicts_with = "args"
     )]
     pub command_line: Option<String>,
 
     /// Grace between SIGTERM and SIGKILL when COMMAND must be stopped;
-    /// shorter than the TTL [default: 5s, or ttl / 3 if shorter]
+    /// shorter than the TTL
+    ///
+    /// [default: 5s, or ttl / 3 if shorter]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide_short_help = true)]
     pub kill_after: Option<Duration>,
 
@@ -185,8 +376,16 @@ pub struct RunArgs {
     /// How waiters stand in line: `oldest-first`, `newest-first` (a new
     /// waiter goes to the front) or `newest-wins` (a new waiter replaces
     /// the older ones, which exit 79)
-    #[arg(long, value_name = "POLICY", value_enum, default_value_t = Queue::OldestFirst, env = "REDLOCK_QUEUE", help_heading = "Fleet options", hide_short_help = true)]
-    pub queue: Queue,
+    ///
+    /// [default: oldest-first, else $REDLOCK_QUEUE]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        value_enum,
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub queue: Option<Queue>,
 
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
@@ -211,6 +410,7 @@ pub struct RunArgs {
 
     /// After acquiring and after each refresh, require N replicas to
     /// confirm the write (WAIT); `auto`: one when the primary has any
+    ///
     /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(
         long,
@@ -244,6 +444,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_name = "LINE",
+        value_parser = text(),
         help_heading = "Warnings",
         hide_short_help = true
     )]
@@ -254,12 +455,28 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Warnings", hide_short_help = true)]
     pub lease_file: bool,
 
+    /// How the end of COMMAND's whole tree is held: `auto` puts it in a
+    /// cgroup of its own where one can be made (cgroup v2, root or a
+    /// delegated subtree), else leaves it to the keeper process; `cgroup`
+    /// requires one (exit 71 without); `keeper` never makes one
+    ///
+    /// [default: auto, else $REDLOCK_CONTAIN]
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_enum,
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub contain: Option<Contain>,
+
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
+    ///
+    /// [default: $REDLOCK_METRICS_DIR]
     #[arg(
         long,
         value_name = "DIR",
-        env = "REDLOCK_METRICS_DIR",
         value_hint = ValueHint::DirPath,
         help_heading = "Monitoring",
         hide_short_help = true
@@ -284,7 +501,7 @@ pub enum Cmd {
     /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
     Doctor {
         /// The lock whose keys, channels and Cluster slot are checked
-        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = parse_key)]
+        #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = lock_name())]
         key: String,
         /// The TTL the runs will use: it sets the per-node timeout and the
         /// clock's drift allowance
@@ -292,7 +509,14 @@ pub enum Cmd {
         ttl: Duration,
         /// The --replicas the runs will use: checks that many replicas
         /// and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]
-        #[arg(long, value_name = "N|auto", value_parser = parse_replicas, allow_negative_numbers = true)]
+        #[arg(
+            long,
+            value_name = "N|auto",
+            value_parser = parse_replicas,
+            allow_negative_numbers = true,
+            long_help = "The --replicas the runs will use: checks that many replicas and the \
+                         right to WAIT\n\n[default: auto for Sentinel and Cluster URLs, else 0]"
+        )]
         replicas: Option<Replicas>,
         /// One JSON object per check per line
         #[arg(long)]
@@ -312,7 +536,7 @@ pub enum AdminCmd {
     /// Show who holds each KEY and for how long
     Status {
         /// Lock names
-        #[arg(required = true, value_name = "KEY", value_parser = parse_key)]
+        #[arg(required = true, value_name = "KEY", value_parser = lock_name())]
         keys: Vec<String>,
         /// One JSON object per key per line
         #[arg(long)]
@@ -333,7 +557,7 @@ pub enum AdminCmd {
     /// Delete a lock by hand, saying whose it was
     ForceRelease {
         /// Lock name
-        #[arg(value_name = "KEY", value_parser = parse_key)]
+        #[arg(value_name = "KEY", value_parser = lock_name())]
         key: String,
         /// Delete only if the lock holds this token
         #[arg(long, value_name = "TOKEN")]
@@ -349,7 +573,7 @@ pub enum AdminCmd {
 #[derive(Debug, Clone, Args)]
 pub struct WaitArgs {
     /// Lock name
-    #[arg(value_name = "KEY", value_parser = parse_key)]
+    #[arg(value_name = "KEY", value_parser = lock_name())]
     pub key: String,
     /// How long to wait: a duration, or `forever`; `0` looks once
     #[arg(long, value_name = "DURATION", default_value = "forever", value_parser = parse_wait)]
@@ -374,9 +598,17 @@ pub enum Doc {
     Fish,
     Elvish,
     Powershell,
-    /// The table of stderr events, as Markdown (for the README).
-    #[value(hide = true)]
-    Events,
+}
+
+/// How COMMAND's tree is held (see src/child/cgroup.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Contain {
+    /// A cgroup where one can be made, else the keeper alone.
+    Auto,
+    /// A cgroup, or exit 71.
+    Cgroup,
+    /// The keeper alone.
+    Keeper,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.
@@ -395,9 +627,19 @@ pub enum Wait {
     For(Duration),
 }
 
+/// A duration: humantime's syntax, or a bare number of seconds as flock
+/// and timeout(1) take it (`-w 10`, `0.5`).
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value.trim())
-        .map_err(|e| format!("{e} (examples: 500ms, 30s, 5m, 1h 30m)"))
+    let value = value.trim();
+    if !value.is_empty() && value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return value
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| "not a number of seconds (examples: 10, 0.5, 500ms, 30s, 5m)".into());
+    }
+    humantime::parse_duration(value)
+        .map_err(|e| format!("{e} (examples: 10 seconds, 500ms, 30s, 5m, 1h 30m)"))
 }
 
 fn parse_positive_duration(value: &str) -> Result<Duration, String> {
@@ -425,6 +667,23 @@ fn parse_replicas(value: &str) -> Result<Replicas, String> {
         Ok(n) if n <= 1000 => Ok(Replicas::Exactly(n)),
         _ => Err("expected auto, or a number of replicas from 0 to 1000".into()),
     }
+}
+
+/// A value that must be text: bytes that are not UTF-8 are refused with
+/// the option's name (clap's own check names none).
+fn text() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(utf8)
+}
+
+fn utf8(value: OsString) -> Result<String, String> {
+    value
+        .into_string()
+        .map_err(|_| "not valid UTF-8 (check the locale or the file it came from)".to_string())
+}
+
+/// [`parse_key`] for bytes.
+fn lock_name() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(|value| parse_key(&utf8(value)?))
 }
 
 /// A lock name: non-empty, no control characters (they would corrupt
@@ -459,6 +718,12 @@ mod tests {
             Ok(Wait::For(Duration::from_secs(5400)))
         );
         assert!(parse_positive_duration("0s").is_err());
+        assert!(parse_positive_duration("0").is_err());
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration(" 0.25 "), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_wait("10"), Ok(Wait::For(Duration::from_secs(10))));
+        assert!(parse_duration("1.2.3").is_err());
+        assert!(parse_duration(".").is_err());
         assert!(parse_duration("30x").is_err());
         assert!(parse_key("").is_err());
         assert!(parse_key("a\nb").is_err());

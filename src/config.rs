@@ -8,12 +8,12 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::CommandFactory;
+use clap::{CommandFactory, ValueEnum};
 
 use crate::cli::{AdminCmd, Cli, ConnArgs, OnUnavailable, RunArgs, Wait};
 use crate::lock::timing::{self, Timing};
 use crate::lock::{
-    distinct, endpoint, prefix_fits_cluster, with_tls, Endpoint, Replicas, TlsFiles,
+    distinct, endpoint, prefix_fits_cluster, with_password, with_tls, Endpoint, Replicas, TlsFiles,
 };
 use crate::log::{Format, Log, Verbosity};
 use crate::metrics::Metrics;
@@ -76,6 +76,7 @@ pub struct RunConfig {
     pub on_lost: Option<String>,
     /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
     pub lease_file: bool,
+    pub contain: crate::cli::Contain,
 }
 
 /// What an admin subcommand (`status`, `list`, `wait`, `force-release`)
@@ -142,18 +143,7 @@ pub fn admin(cmd: AdminCmd, conn: Conn) -> AdminConfig {
 
 /// The Redis servers and naming options, from flags or environment.
 pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
-    let (urls, source) = if !args.redis.is_empty() {
-        (args.redis.clone(), "--redis <URL>".to_string())
-    } else if let Some((var, value)) = ["REDLOCK_REDIS_URL", "REDIS_URL"].iter().find_map(|var| {
-        std::env::var(var)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| (*var, v))
-    }) {
-        (split_urls(&value), format!("${var}"))
-    } else {
-        (vec![DEFAULT_URL.to_string()], "the default URL".to_string())
-    };
+    let (urls, source) = urls(&args.redis)?;
     for url in &urls {
         remember(url);
     }
@@ -175,6 +165,7 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         key: args.tls_key.as_deref(),
     };
     let endpoints = with_tls(endpoints, files).map_err(usage)?;
+    let endpoints = password_file(endpoints, args.password_file.as_deref())?;
     if endpoints.iter().any(Endpoint::is_cluster) && !prefix_fits_cluster(&args.prefix) {
         return Err(usage(format!(
             "invalid value {:?} for '--prefix <PREFIX>': its first '{{' is followed by '}}', an \
@@ -197,7 +188,96 @@ pub fn conn(args: &ConnArgs) -> Result<Conn, clap::Error> {
         endpoints,
         prefix: args.prefix.clone(),
         verbosity,
-        log_format: args.log_format,
+        log_format: from_env(args.log_format, "REDLOCK_LOG_FORMAT")?.unwrap_or(Format::Text),
+    })
+}
+
+/// `--password-file FILE`, else `$REDLOCK_PASSWORD_FILE`: the password of
+/// every URL without one. A path, not the secret, is what nested runs
+/// inherit, so they read the same file.
+fn password_file(
+    endpoints: Vec<Endpoint>,
+    given: Option<&std::path::Path>,
+) -> Result<Vec<Endpoint>, clap::Error> {
+    let (file, source) = match given {
+        Some(file) => (file.to_path_buf(), "--password-file <FILE>"),
+        None => match env_os("REDLOCK_PASSWORD_FILE") {
+            Some(file) => (file.into(), "$REDLOCK_PASSWORD_FILE"),
+            None => return Ok(endpoints),
+        },
+    };
+    with_password(endpoints, &file).map_err(|why| {
+        usage(format!(
+            "invalid value '{}' for '{source}': {why}",
+            file.display()
+        ))
+    })
+}
+
+/// The URLs to use and where they came from (for errors): `--redis`, else
+/// `$REDLOCK_REDIS_URL`, else `$REDIS_URL`, else the default. A variable
+/// that is set but not UTF-8 is an error, never skipped: skipping it
+/// would lock another server than the hosts that read it.
+fn urls(given: &[OsString]) -> Result<(Vec<String>, String), clap::Error> {
+    if !given.is_empty() {
+        let source = "--redis <URL>";
+        let urls = given
+            .iter()
+            .map(|url| text(url.clone(), source))
+            .collect::<Result<_, _>>()?;
+        return Ok((urls, source.to_string()));
+    }
+    for var in ["REDLOCK_REDIS_URL", "REDIS_URL"] {
+        if let Some(value) = env_text(var)? {
+            return Ok((split_urls(&value), format!("${var}")));
+        }
+    }
+    Ok((vec![DEFAULT_URL.to_string()], "the default URL".to_string()))
+}
+
+/// Bytes that must be text (a URL), or an error naming `source` that
+/// shows the value with any password redacted.
+fn text(value: OsString, source: &str) -> Result<String, clap::Error> {
+    value.into_string().map_err(|value| {
+        usage(format!(
+            "invalid value '{}' for '{source}': not valid UTF-8 (check the locale or the file it \
+             came from)",
+            redact(&value.to_string_lossy())
+        ))
+    })
+}
+
+/// A variable of the environment that stands in for an option: unset,
+/// empty or blank is `None` (as `VAR=` in a unit file means "no value").
+fn env_os(var: &str) -> Option<OsString> {
+    std::env::var_os(var).filter(|v| !v.to_string_lossy().trim().is_empty())
+}
+
+/// [`env_os`] as text.
+fn env_text(var: &str) -> Result<Option<String>, clap::Error> {
+    env_os(var).map(|v| text(v, &format!("${var}"))).transpose()
+}
+
+/// An option's value: given on the command line, else from `var`; errors
+/// name the variable, not a flag the user never typed.
+fn from_env<T: ValueEnum>(given: Option<T>, var: &str) -> Result<Option<T>, clap::Error> {
+    if given.is_some() {
+        return Ok(given);
+    }
+    let Some(value) = env_text(var)? else {
+        return Ok(None);
+    };
+    T::from_str(value.trim(), false).map(Some).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        usage(format!(
+            "invalid value {:?} for '${var}': expected one of {}",
+            crate::secrets::untrusted(&value),
+            names.join(", ")
+        ))
     })
 }
 
@@ -248,28 +328,39 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let key = args.key.ok_or_else(|| {
         usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
     })?;
-    let timing =
-        Timing::new(args.ttl, args.refresh, args.kill_after, &TIMING_OPTIONS).map_err(invalid)?;
+    let timing = timing(args.ttl, args.refresh, args.kill_after)?;
     for (option, value) in [
         ("--min-hold <DURATION>", args.min_hold),
         ("--max-hold <DURATION>", args.max_hold),
         ("--random-delay <DURATION>", args.random_delay),
         ("--wait <DURATION>", wait_duration(args.wait)),
         ("--warn-before <DURATION>", args.warn_before),
+        ("--period <PERIOD>", args.period),
     ] {
         if let Some(value) = value {
             timing::check(option, value).map_err(invalid)?;
         }
     }
-    let metrics = metrics(args.metrics_textfile.as_deref(), &key)?;
-    let wait = match (args.no_wait, args.wait) {
+    let metrics = match args.metrics_textfile {
+        Some(dir) => metrics(Some(&dir), &key, "--metrics-textfile <DIR>")?,
+        None => metrics(
+            env_os("REDLOCK_METRICS_DIR")
+                .map(std::path::PathBuf::from)
+                .as_deref(),
+            &key,
+            "$REDLOCK_METRICS_DIR",
+        )?,
+    };
+    let min_hold = period(args.period, args.random_delay)?.or(args.min_hold);
+    let wait = match (args.no_wait || args.period.is_some(), args.wait) {
         (true, _) => Some(Duration::ZERO),
         (false, Wait::For(d)) => Some(d),
         (false, Wait::Forever) => None,
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
-    let queue = queue(args.queue, args.limit, conn)?;
+    let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
+    let queue = queue(policy, args.limit, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -277,7 +368,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         conflict_exit_code: args.conflict_exit_code,
         argv,
         display,
-        min_hold: args.min_hold.filter(|d| !d.is_zero()),
+        min_hold: min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
@@ -292,7 +383,131 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             .map(|(signal, before)| Warning { signal, before }),
         on_lost: args.on_lost,
         lease_file: args.lease_file,
+        contain: from_env(args.contain, "REDLOCK_CONTAIN")?.unwrap_or(crate::cli::Contain::Auto),
     })
+}
+
+/// The TTL with the refresh period and grace the user gave (or not),
+/// checked. An error names an option the user typed, with the value that
+/// works: a refresh or grace derived from the TTL (a third of it), or one
+/// that no value could fix, is the TTL's fault, so `--ttl 100ms` is told
+/// the shortest TTL that works, not blamed on a `--refresh` nobody gave.
+fn timing(
+    ttl: Duration,
+    refresh: Option<Duration>,
+    kill_after: Option<Duration>,
+) -> Result<Timing, clap::Error> {
+    let works =
+        |ttl, refresh, kill_after| Timing::new(ttl, refresh, kill_after, &TIMING_OPTIONS).is_ok();
+    let e = match Timing::new(ttl, refresh, kill_after, &TIMING_OPTIONS) {
+        Ok(timing) => return Ok(timing),
+        Err(e) => e,
+    };
+    let show = crate::log::show;
+    let (given, most) = match e.option {
+        o if o == TIMING_OPTIONS.refresh.full => (
+            refresh,
+            longest(timing::MIN_REFRESH, ttl, |r| {
+                works(ttl, Some(r), kill_after)
+            }),
+        ),
+        o if o == TIMING_OPTIONS.kill_after.full => (
+            kill_after,
+            longest(Duration::ZERO, ttl, |k| works(ttl, refresh, Some(k))),
+        ),
+        // The TTL itself (zero, too long), or another option.
+        _ => return Err(invalid(e)),
+    };
+    if let (Some(_), Some(most)) = (given, most) {
+        return Err(usage(format!(
+            "invalid value '{}' for '{}': {}; at most {} with --ttl {}",
+            show(e.value),
+            e.option,
+            e.why,
+            show(most),
+            show(ttl)
+        )));
+    }
+    let Some(least) = shortest_ttl(|t| works(t, refresh, kill_after)) else {
+        return Err(invalid(e));
+    };
+    let with = match (refresh, kill_after) {
+        (None, None) => String::new(),
+        (Some(r), None) => format!(" with --refresh {}", show(r)),
+        (None, Some(k)) => format!(" with --kill-after {}", show(k)),
+        (Some(r), Some(k)) => format!(" with --refresh {} and --kill-after {}", show(r), show(k)),
+    };
+    Err(usage(format!(
+        "invalid value '{}' for '--ttl <DURATION>': too short to refresh the lock and stop \
+         COMMAND before it could expire; the shortest TTL that works{with} is {}",
+        show(ttl),
+        show(least)
+    )))
+}
+
+/// The shortest TTL, to the millisecond, for which `works` holds (it holds
+/// for every longer one), if one up to the longest allowed does.
+fn shortest_ttl(works: impl Fn(Duration) -> bool) -> Option<Duration> {
+    let ms = Duration::from_millis;
+    let (mut bad, mut good) = (0u64, u64::try_from(timing::MAX.as_millis()).ok()?);
+    if !works(ms(good)) {
+        return None;
+    }
+    while good - bad > 1 {
+        let mid = bad + (good - bad) / 2;
+        match works(ms(mid)) {
+            true => good = mid,
+            false => bad = mid,
+        }
+    }
+    Some(ms(good))
+}
+
+/// The longest duration from `least` to below `limit`, to the millisecond,
+/// for which `works` holds (it holds for every shorter one down to
+/// `least`), if `least` itself works.
+fn longest(least: Duration, limit: Duration, works: impl Fn(Duration) -> bool) -> Option<Duration> {
+    let ms = Duration::from_millis;
+    let mut good = u64::try_from(least.as_millis()).ok()?;
+    let mut bad = u64::try_from(limit.as_millis()).ok()?;
+    if bad <= good || !works(ms(good)) {
+        return None;
+    }
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        match works(ms(mid)) {
+            true => good = mid,
+            false => bad = mid,
+        }
+    }
+    Some(ms(good))
+}
+
+/// `--period P`: the `--min-hold` that makes a job run once per period of
+/// its schedule. Holding the lock P/2 after acquiring it turns away the
+/// hosts that start up to P/2 later and frees it P/2 before the next run:
+/// the widest spread of start times either way, with nothing for the user
+/// to compute. `--random-delay` widens that spread, so it must stay below
+/// P/2.
+fn period(
+    period: Option<Duration>,
+    random_delay: Option<Duration>,
+) -> Result<Option<Duration>, clap::Error> {
+    let Some(period) = period else {
+        return Ok(None);
+    };
+    let hold = period / 2;
+    if let Some(delay) = random_delay.filter(|d| *d >= hold) {
+        return Err(usage(format!(
+            "invalid value '{}' for '--random-delay <DURATION>': with --period {} it must be \
+             shorter than {} (half the period), or a host that starts late could run the job \
+             a second time",
+            crate::log::show(delay),
+            crate::log::show(period),
+            crate::log::show(hold)
+        )));
+    }
+    Ok(Some(hold))
 }
 
 /// `--queue`: a policy other than the default needs a line to stand in,
@@ -309,13 +524,17 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.
-fn metrics(dir: Option<&std::path::Path>, key: &str) -> Result<Option<Metrics>, clap::Error> {
+fn metrics(
+    dir: Option<&std::path::Path>,
+    key: &str,
+    source: &str,
+) -> Result<Option<Metrics>, clap::Error> {
     let Some(dir) = dir else {
         return Ok(None);
     };
     Metrics::open(dir, key).map(Some).map_err(|why| {
         usage(format!(
-            "invalid value '{}' for '--metrics-textfile <DIR>': {why}",
+            "invalid value '{}' for '{source}': {why}",
             dir.display()
         ))
     })

@@ -17,7 +17,7 @@ use crate::exit::{Exit, Failure};
 use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
 use crate::lock::{timing, LockKeys, Replicas};
 use crate::log::show;
-use crate::secrets::untrusted;
+use crate::secrets::{escaped, untrusted};
 
 /// What `doctor` is asked to check against.
 #[derive(Debug, Clone)]
@@ -59,12 +59,14 @@ struct Doctor {
 }
 
 impl Doctor {
+    /// Details quote the servers (INFO fields, addresses the sentinels
+    /// name): escaped here, once for every check and both formats.
     fn add(&mut self, status: Status, check: &'static str, node: &str, detail: String) {
         self.checks.push(Check {
             status,
             check,
-            node: node.to_string(),
-            detail,
+            node: escaped(node),
+            detail: escaped(&detail),
             fix: None,
         });
     }
@@ -77,6 +79,31 @@ impl Doctor {
         self.add(status, check, node, detail);
         if let Some(last) = self.checks.last_mut() {
             last.fix = Some(fix.to_string());
+        }
+    }
+}
+
+impl Doctor {
+    /// How a run on this host would hold COMMAND's tree (docs/safety.md,
+    /// "The tree's end"): a cgroup where one can be made, else the keeper
+    /// alone, which cannot end a tree that escaped its group without /proc.
+    fn tree(&mut self) {
+        let (cgroup, line) = crate::child::Containment::probe();
+        let node = "this host";
+        if cgroup {
+            self.pass(
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+            );
+        } else {
+            self.bad(
+                Status::Warn,
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+                "run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+            );
         }
     }
 }
@@ -103,6 +130,7 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
             Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
         }
     }
+    doctor.tree();
     let text: String = doctor
         .checks
         .iter()

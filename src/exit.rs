@@ -132,15 +132,6 @@ impl Exit {
             when: "an unexpected internal error (a bug: the message says so)",
         },
     ];
-
-    /// The table as indented text lines, for the long `--help`.
-    pub fn help_text() -> String {
-        Exit::ROWS
-            .iter()
-            .map(|row| format!("  {:<14}{}", row.code, row.when))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
 }
 
 impl From<Exit> for ExitCode {

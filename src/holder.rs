@@ -47,14 +47,34 @@ fn recorded(command: &str) -> String {
 
 /// Who we run as, without an NSS lookup on the start-up path (it costs
 /// a read of nsswitch.conf and /etc/passwd, or a round trip to nscd, on
-/// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them,
-/// else "uid N".
+/// every run): `$USER` or `$LOGNAME` as cron, login and sudo set them;
+/// where neither is set (systemd services, containers), the uid's name in
+/// /etc/passwd, read directly; else "uid N".
 fn user() -> String {
     let uid = nix::unistd::getuid();
     match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
         Ok(name) if !name.is_empty() && name.len() <= 64 => name,
-        _ => format!("uid {uid}"),
+        _ => std::fs::read_to_string("/etc/passwd")
+            .ok()
+            .and_then(|passwd| passwd_name(&passwd, uid.as_raw()))
+            .unwrap_or_else(|| format!("uid {uid}")),
     }
+}
+
+/// The name of `uid` in a passwd file's text (`name:x:uid:gid:...`): the
+/// first entry with it, skipping NIS's `+`/`-` lines and names that are
+/// empty, long or hold control characters.
+fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?.parse::<u32>().ok()?;
+        let usable = !name.is_empty()
+            && name.len() <= 64
+            && !name.starts_with(['+', '-'])
+            && !name.chars().any(char::is_control);
+        (id == uid && usable).then(|| name.to_string())
+    })
 }
 
 /// A holder record as Redis gave it back: every field untrusted, any of
@@ -202,6 +222,21 @@ fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uid_is_named_by_the_passwd_file() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      +nis:x:1000:1000::/:/bin/sh\n\
+                      broken line\n\
+                      :x:1001:1001::/:/bin/sh\n\
+                      deploy:x:1000:1000:Deploy:/home/deploy:/bin/sh\n\
+                      again:x:1000:1000::/:/bin/sh\n";
+        assert_eq!(passwd_name(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(passwd_name(passwd, 1000).as_deref(), Some("deploy"));
+        assert_eq!(passwd_name(passwd, 1001), None);
+        assert_eq!(passwd_name(passwd, 7), None);
+        assert_eq!(passwd_name("", 0), None);
+    }
 
     fn at(rfc3339: &str) -> SystemTime {
         humantime::parse_rfc3339(rfc3339).expect("time")

@@ -76,7 +76,8 @@ impl SharedLease {
         let ns = until.saturating_duration_since(self.base).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX);
         self.valid_until_ns.fetch_max(ns, Ordering::SeqCst);
-        if let Some(file) = self.file.get() {
+        let lost = self.loss.load(Ordering::SeqCst) != 0;
+        if let Some(file) = self.file.get().filter(|_| !lost) {
             // Best effort: the job reads it, the lock does not depend on it.
             let _ = file.write(self.valid_until());
         }
@@ -113,6 +114,11 @@ impl SharedLease {
         self.loss.store(code, Ordering::SeqCst);
         // Nonblocking: a full pipe already holds a wake-up.
         let _ = std::io::Write::write(&mut &self.wake, b"!");
+        // Then, not before (the stop comes first): the file no longer
+        // promises the job time it does not have.
+        if let Some(file) = self.file.get() {
+            file.ended();
+        }
     }
 }
 

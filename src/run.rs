@@ -5,8 +5,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::child::{self, Job};
-use crate::cli::OnUnavailable;
+use crate::child::{self, Containment, Job};
+use crate::cli::{Contain, OnUnavailable};
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
@@ -208,9 +208,15 @@ fn not_acquired(
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
         Waited::Busy(info) => {
             let holder = crate::holder::describe_holder(&info);
+            // `-E 0` says a busy lock is the intended outcome (cron on
+            // many hosts): nothing to report unless -v asks.
+            let (ev, outcome) = match cfg.conflict_exit_code {
+                0 => (Ev::Skipped, "skipping this run (-E 0)"),
+                _ => (Ev::Busy, "giving up"),
+            };
             log.emit(
-                Ev::Busy,
-                format!("lock '{}' {holder}; giving up", cfg.key),
+                ev,
+                format!("lock '{}' {holder}; {outcome}", cfg.key),
                 &[field("holder", holder.clone())],
             );
             Ok(Exit::Busy(cfg.conflict_exit_code))
@@ -401,9 +407,10 @@ impl Held<'_> {
             ("REDLOCK_TOKEN", self.token),
             ("REDLOCK_FENCE", fence.as_str()),
         ];
-        env.extend(path.as_deref().map(|p| ("REDLOCK_LEASE_FILE", p)));
+        // Empty removes it: an outer run's file is not this lock's lease.
+        env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
-        spawn(self.cfg, &env).inspect_err(|_| {
+        spawn(self.cfg, &env, Some(self.acquired.valid_until), self.log).inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
         })
@@ -438,6 +445,12 @@ impl Held<'_> {
                 return Ok(Exit::LockLost);
             }
             None => {}
+        }
+        if ended.keeper_killed {
+            // Nothing of the job is left (the drain saw to it): the lock
+            // goes back at once, no --min-hold for a job that was killed.
+            self.release(main);
+            return Ok(Exit::LockLost);
         }
         if !self.hold_on(main, valid_until, ended.max_hold) {
             self.release(main);
@@ -564,6 +577,7 @@ fn outer_token(cfg: &RunConfig) -> Option<String> {
 /// runs at once under it, with the outer run's REDLOCK_* variables, and
 /// nothing is released when it ends.
 fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
+    nested_options(cfg)?;
     let fence = std::env::var("REDLOCK_FENCE").unwrap_or_default();
     log.emit(
         Ev::Nested,
@@ -576,6 +590,29 @@ fn run_nested(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Fai
     run_without_lease(cfg, &[], signals, log)
 }
 
+/// A nested run neither refreshes nor watches the lock (the outer run
+/// does, and stops this COMMAND with its own): its own `--on-lost` could
+/// never fire, and `--lease-file` can only be the outer run's. Either
+/// is honoured or refused, never dropped in silence.
+fn nested_options(cfg: &RunConfig) -> Result<(), Failure> {
+    let outer_file = std::env::var_os("REDLOCK_LEASE_FILE").is_some_and(|f| !f.is_empty());
+    let refused = match (&cfg.on_lost, cfg.lease_file && !outer_file) {
+        (Some(_), _) => {
+            "--on-lost: the run this one is nested in holds the lock and stops \
+                         this COMMAND if it loses it; give --on-lost to that run"
+        }
+        (None, true) => {
+            "--lease-file: the run this one is nested in holds the lock and was \
+                         started without --lease-file; give it to that run"
+        }
+        (None, false) => return Ok(()),
+    };
+    Err(Failure {
+        exit: Exit::Usage,
+        error: anyhow::anyhow!("lock '{}' is held by an outer run: {refused}", cfg.key),
+    })
+}
+
 /// `--on-unavailable run`: COMMAND without a lock, so without a token or
 /// a fence, whatever our environment had (inside another key's COMMAND,
 /// that lock's): a fence it does not hold would pass fenced storage.
@@ -584,6 +621,7 @@ fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, F
         ("REDLOCK_KEY", cfg.key.as_str()),
         ("REDLOCK_TOKEN", ""),
         ("REDLOCK_FENCE", ""),
+        ("REDLOCK_LEASE_FILE", ""),
     ];
     run_without_lease(cfg, &env, signals, log)
 }
@@ -596,7 +634,8 @@ fn run_without_lease(
     signals: &Signals,
     log: &Log,
 ) -> Result<Exit, Failure> {
-    let job = spawn(cfg, env)?;
+    child::become_subreaper();
+    let job = spawn(cfg, env, None, log)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
         .warn(cfg.warning, None)
@@ -608,8 +647,29 @@ fn run_without_lease(
     })
 }
 
-fn spawn(cfg: &RunConfig, env: &[(&str, &str)]) -> Result<Job, Failure> {
-    child::spawn(&cfg.argv, env).map_err(|e| {
+/// Start COMMAND, its tree held as `--contain` says (said under `-v`).
+/// `lease_end`: the lease as acquired, for the keeper's watchdog.
+fn spawn(
+    cfg: &RunConfig,
+    env: &[(&str, &str)],
+    lease_end: Option<Instant>,
+    log: &Log,
+) -> Result<Job, Failure> {
+    let containment = Containment::choose(cfg.contain != Contain::Keeper);
+    if let (Containment::Keeper(why), Contain::Cgroup) = (&containment, cfg.contain) {
+        return Err(Failure {
+            exit: Exit::LocalFailure,
+            error: anyhow::anyhow!(
+                "--contain cgroup: no cgroup for COMMAND ({why}); COMMAND did not run"
+            ),
+        });
+    }
+    log.emit(
+        Ev::Contained,
+        format!("COMMAND's tree is held by {}", containment.describe()),
+        &[field("contain", containment.name())],
+    );
+    child::spawn(&cfg.argv, env, lease_end, containment).map_err(|e| {
         let exit = child::spawn_error_exit(&e);
         let program = cfg.argv.first().map(|p| p.to_string_lossy());
         Failure {

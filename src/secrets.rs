@@ -25,12 +25,14 @@ struct UserInfo<'a> {
 }
 
 /// The one parser of a URL's user-info: between `://` and the last `@`
-/// before the path or query (a password may itself hold an `@`).
+/// before the query. A password may hold `@`, and `/` or `?` that were
+/// not percent-encoded (base64 passwords do): a `/` or `?` ends the
+/// user-info only when no `@` follows before the query.
 fn userinfo(url: &str) -> Option<UserInfo<'_>> {
     let start = url.find("://")? + 3;
     let rest = &url[start..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let at = rest[..authority_end].rfind('@')?;
+    let query = query_start(rest).unwrap_or(rest.len());
+    let at = rest[..query].rfind('@')?;
     let info = &rest[..at];
     let (user, password) = match info.split_once(':') {
         Some((user, password)) => (Some(user), password),
@@ -44,30 +46,98 @@ fn userinfo(url: &str) -> Option<UserInfo<'_>> {
     })
 }
 
-/// Where the value of a `sentinel_password=` query option is in `url`
-/// (a Sentinel URL's password for the sentinels themselves).
-fn query_password(url: &str) -> Option<std::ops::Range<usize>> {
-    let query = url.find('?')? + 1;
-    let mut at = query;
-    for pair in url[query..].split('&') {
-        if let Some(value) = pair.strip_prefix("sentinel_password=") {
-            let start = at + "sentinel_password=".len();
-            return Some(start..start + value.len());
-        }
+/// The query options a Redis URL may have (redis-rs reads `db` and
+/// `protocol`; Sentinel URLs have ours).
+const QUERY_NAMES: [&str; 4] = ["sentinel_username", "sentinel_password", "db", "protocol"];
+
+/// Where the query of `rest` (a URL after `://`) begins: at the first `?`
+/// followed by nothing but known `name=value` pairs, whose values (a
+/// sentinel password) may hold `@`. Any other `?` may be a password's.
+fn query_start(rest: &str) -> Option<usize> {
+    let known = |name: &str| QUERY_NAMES.contains(&&*percent_decode_str(name).decode_utf8_lossy());
+    rest.match_indices('?').map(|(i, _)| i).find(|&i| {
+        rest[i + 1..]
+            .split('&')
+            .all(|pair| pair.split_once('=').is_some_and(|(name, _)| known(name)))
+    })
+}
+
+/// The pairs of a URL's query, each with where its value is in `url`;
+/// names percent-decoded (`sentinel%5Fpassword` is `sentinel_password`).
+pub fn query_pairs(url: &str) -> Vec<(String, std::ops::Range<usize>)> {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return Vec::new();
+    };
+    let rest = &url[start..];
+    let after_at = userinfo(url).map_or(0, |info| url.len() - info.after.len() - start);
+    let query = match query_start(rest) {
+        Some(q) => q,
+        None => match rest[after_at..].find('?') {
+            Some(q) => after_at + q,
+            None => return Vec::new(),
+        },
+    };
+    let mut at = start + query + 1;
+    let mut pairs = Vec::new();
+    for pair in url[at..].split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = percent_decode_str(name).decode_utf8_lossy().into_owned();
+        let value_at = at + pair.len() - value.len();
+        pairs.push((name, value_at..value_at + value.len()));
         at += pair.len() + 1;
     }
-    None
+    pairs
+}
+
+/// Where the values of every `sentinel_password=` query option are in
+/// `url` (a Sentinel URL's password for the sentinels themselves), however
+/// the name is spelled and however often it is given.
+fn query_passwords(url: &str) -> Vec<std::ops::Range<usize>> {
+    query_pairs(url)
+        .into_iter()
+        .filter(|(name, range)| name == "sentinel_password" && !range.is_empty())
+        .map(|(_, range)| range)
+        .collect()
+}
+
+/// The user-info of `url` with `/`, `?`, `#` and `@` percent-encoded, so
+/// that a URL parser finds the host where [`redact`] does; the password
+/// is the same once decoded.
+pub fn encode_userinfo(url: &str) -> String {
+    let Some(info) = userinfo(url) else {
+        return url.to_string();
+    };
+    let encode = |text: &str| {
+        text.chars()
+            .map(|c| match c {
+                '/' => "%2F".to_string(),
+                '?' => "%3F".to_string(),
+                '#' => "%23".to_string(),
+                '@' => "%40".to_string(),
+                c => c.to_string(),
+            })
+            .collect::<String>()
+    };
+    let user = info
+        .user
+        .map(|u| format!("{}:", encode(u)))
+        .unwrap_or_default();
+    format!(
+        "{}{user}{}@{}",
+        info.before,
+        encode(info.password),
+        info.after
+    )
 }
 
 /// A URL with its passwords (of the user-info part, and of a
 /// `sentinel_password=` query option) replaced by `***`.
 pub fn redact(url: &str) -> String {
-    let url = match query_password(url) {
-        Some(range) if !range.is_empty() => {
-            format!("{}***{}", &url[..range.start], &url[range.end..])
-        }
-        _ => url.to_string(),
-    };
+    let mut url = url.to_string();
+    // From the last, so that the earlier ranges stay where they are.
+    for range in query_passwords(&url).into_iter().rev() {
+        url.replace_range(range, "***");
+    }
     let url = url.as_str();
     let Some(info) = userinfo(url) else {
         return url.to_string();
@@ -117,9 +187,9 @@ fn secrets() -> std::sync::MutexGuard<'static, Vec<String>> {
 
 /// Note the password of `url` so that [`scrub`] can remove it from any text.
 pub fn remember(url: &str) {
-    let from_query = query_password(url).map(|range| &url[range]);
+    let from_query = query_passwords(url).into_iter().map(|range| &url[range]);
     let from_userinfo = userinfo(url).map(|info| info.password);
-    for password in [from_userinfo, from_query].into_iter().flatten() {
+    for password in from_userinfo.into_iter().chain(from_query) {
         if password.is_empty() {
             continue;
         }
@@ -130,6 +200,11 @@ pub fn remember(url: &str) {
             secrets.push(decoded.into_owned());
         }
     }
+}
+
+/// Note a password given outside a URL (`--password-file`).
+pub fn remember_password(password: &str) {
+    secrets().push(password.to_string());
 }
 
 /// `text` with every known password replaced by `***`.
@@ -156,13 +231,23 @@ pub const MAX_FIELD: usize = 200;
 /// passwords redacted, and cut to [`MAX_FIELD`] characters with an
 /// ellipsis.
 pub fn untrusted(text: &str) -> String {
+    let cut = match text.char_indices().nth(MAX_FIELD) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    };
+    let mut out = escaped(cut);
+    if cut.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// [`untrusted`] without the cut: for a line that mixes our own words
+/// with a server's (doctor's details), whatever its length.
+pub fn escaped(text: &str) -> String {
     let text = scrub(text);
-    let mut out = String::with_capacity(text.len().min(4 * MAX_FIELD));
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_FIELD {
-            out.push('…');
-            break;
-        }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
         if c.is_control() || is_bidi(c) {
             out.extend(c.escape_default());
         } else {
@@ -213,6 +298,22 @@ mod tests {
             redact("redis+sentinel://h/m?sentinel_password=a@b"),
             "redis+sentinel://h/m?sentinel_password=***"
         );
+    }
+
+    #[test]
+    fn passwords_with_slash_question_mark_and_at_are_found_whole() {
+        assert_eq!(redact("redis://:ab/cd+ef@h:1"), "redis://:***@h:1");
+        assert_eq!(redact("redis://u:a?b/c@d@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:x?y=z@h"), "redis://:***@h");
+        assert_eq!(
+            redact("redis+sentinel://u:a?b@h/m?sentinel_password=p@q&sentinel%5Fpassword=r"),
+            "redis+sentinel://u:***@h/m?sentinel_password=***&sentinel%5Fpassword=***"
+        );
+        assert_eq!(
+            encode_userinfo("redis://u:a?b/c@d@h:1/0?db=1"),
+            "redis://u:a%3Fb%2Fc%40d@h:1/0?db=1"
+        );
+        assert_eq!(encode_userinfo("redis://h:1/0"), "redis://h:1/0");
     }
 
     #[test]

@@ -149,9 +149,9 @@ impl Signals {
 }
 
 /// Block until `fd` is readable or `timeout` passes (EINTR ends it too).
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) {
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    let _ = poll(&mut fds, poll_timeout(timeout));
+    poll(&mut fds, poll_timeout(timeout)).is_ok_and(|n| n > 0)
 }
 
 /// A poll timeout, rounded up to whole milliseconds so that a wake-up is

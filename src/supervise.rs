@@ -43,6 +43,9 @@ pub struct Ended {
     pub max_hold: bool,
     /// COMMAND was stopped for a local failure (this one).
     pub local: Option<String>,
+    /// The keeper was killed while COMMAND ran (its leader died with it;
+    /// the rest was stopped).
+    pub keeper_killed: bool,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -129,7 +132,12 @@ impl<'a> Supervisor<'a> {
         loop {
             let leader = self.job.leader();
             self.keeper_fired();
+            self.keeper_stopped();
             match leader {
+                Leader::Gone if self.job.keeper_killed() => {
+                    self.keeper_killed();
+                    break;
+                }
                 Leader::Gone => break,
                 Leader::Stopped if self.job.owns_terminal() => {
                     self.job.follow_stop();
@@ -160,6 +168,32 @@ impl<'a> Supervisor<'a> {
             lost: self.plan.lost(),
             max_hold,
             local: self.local,
+            keeper_killed: self.job.keeper_killed(),
+        }
+    }
+
+    /// The keeper was killed (`kill -9` of the wrong one of two lines in
+    /// `ps`, or by the job: it is COMMAND's parent). COMMAND's leader died
+    /// with it; the rest of the job is stopped by the drain that follows,
+    /// before the lock is released. Said loudly: the job did not end by
+    /// itself.
+    fn keeper_killed(&mut self) {
+        self.log.error(format!(
+            "redlock-run's keeper process (pid {}) was killed; COMMAND's leader died with it \
+             (SIGKILL); stopping everything else COMMAND started before the lock is released, exit 70",
+            self.job.keeper_pid()
+        ));
+    }
+
+    /// The keeper was stopped (SIGSTOP, a debugger): while it is, nobody
+    /// sees COMMAND end and the lease's watchdog sleeps. It is continued.
+    fn keeper_stopped(&mut self) {
+        if self.job.keeper_continued() {
+            self.log.warn(format!(
+                "redlock-run's keeper process (pid {}) was stopped; continued it (it watches \
+                 COMMAND and ends its tree if redlock-run cannot)",
+                self.job.keeper_pid()
+            ));
         }
     }
 
@@ -254,6 +288,9 @@ impl<'a> Supervisor<'a> {
             ),
             &[field("reason", Loss::Suspended.name())],
         );
+        if let Some(hook) = self.on_lost {
+            hook.fire(Loss::Suspended.name());
+        }
     }
 
     /// The lock is lost: stop COMMAND first, then say so.
@@ -315,7 +352,10 @@ impl<'a> Supervisor<'a> {
         let mut timeout = self
             .next_deadline()
             .map(|at| at.saturating_duration_since(now));
-        if let Some(cap) = cap {
+        // A stopped keeper sends no news: it is looked for at least once
+        // a refresh period (one wake-up per refresh, no polling).
+        let keeper_check = self.guard.as_ref().map(|g| g.timing.refresh);
+        for cap in cap.into_iter().chain(keeper_check) {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
         if let Some(until) = self.plan.watchdog() {

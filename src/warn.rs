@@ -10,9 +10,9 @@
 //! its own once SIGTERM has gone out; the lease file is written by the
 //! refresher thread.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,8 +20,10 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::fcntl::{open, openat, renameat, OFlag};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::stat::{fstat, mkdirat, Mode};
+use nix::unistd::{geteuid, unlinkat, Pid, UnlinkatFlags};
 
 use crate::log::{field, Ev, Log};
 
@@ -99,6 +101,10 @@ impl OnLost {
             .arg(&self.line)
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("REDLOCK_LOST_REASON", reason)
+            // Ours is lost; an outer run's (inside its COMMAND) is not the
+            // hook's to use.
+            .env_remove("REDLOCK_TOKEN")
+            .env_remove("REDLOCK_LEASE_FILE")
             .stdin(Stdio::null())
             .process_group(0);
         let log = self.log.clone();
@@ -164,24 +170,66 @@ fn run_hook(mut cmd: Command, log: &Log) {
 }
 
 /// `--lease-file`: `REDLOCK_LEASE_FILE`, a file in a private directory
-/// (mode 0700) holding the lease's end as Unix milliseconds.
+/// (mode 0700) under `$TMPDIR`, holding the lease's end as Unix
+/// milliseconds.
+///
+/// `$TMPDIR` may be writable by others (without the sticky bit, our
+/// directory could be renamed away and another put in its place): after
+/// `mkdir` nothing is done by path. The directory is opened once and
+/// checked to be ours, and every write goes through that descriptor to a
+/// new file of a random name (`O_EXCL`, no link followed) renamed into
+/// place, so a planted link or FIFO is never opened. A run killed with
+/// SIGKILL cannot remove its directory: the next run with `--lease-file`
+/// removes those of runs that are gone (their pid is in the name).
 #[derive(Debug)]
 pub struct LeaseFile {
-    dir: PathBuf,
+    /// `$TMPDIR`, where the directory is made and removed.
+    base: OwnedFd,
+    /// The directory's name in `base`.
+    name: String,
+    dir: OwnedFd,
     path: PathBuf,
 }
 
+/// The start of a lease directory's name; then the run's pid, a dot and
+/// a random part.
+const LEASE_DIR: &str = "redlock-run-lease.";
+/// The lease file's name in its directory.
+const LEASE: &str = "lease";
+
 impl LeaseFile {
-    /// Make the directory and write the lease's first end.
+    /// Make the directory and write the lease's first end; on any failure
+    /// nothing is left behind.
     pub fn create(valid_until: Instant) -> std::io::Result<LeaseFile> {
-        let base = std::env::temp_dir();
-        let dir = base.join(format!("redlock-run-{}", uuid::Uuid::new_v4().simple()));
-        fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let file = LeaseFile {
-            path: dir.join("lease"),
-            dir,
+        let base_path = std::env::temp_dir();
+        let base = open(
+            &base_path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        sweep(&base_path, &base);
+        let name = format!(
+            "{LEASE_DIR}{}.{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        mkdirat(&base, name.as_str(), Mode::from_bits_truncate(0o700))?;
+        let file = match open_ours(&base, &name) {
+            Ok(dir) => LeaseFile {
+                path: base_path.join(&name).join(LEASE),
+                base,
+                name,
+                dir,
+            },
+            Err(e) => {
+                let _ = unlinkat(&base, name.as_str(), UnlinkatFlags::RemoveDir);
+                return Err(e);
+            }
         };
-        file.write(valid_until)?;
+        if let Err(e) = file.write(valid_until) {
+            file.remove();
+            return Err(e);
+        }
         Ok(file)
     }
 
@@ -198,21 +246,90 @@ impl LeaseFile {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis();
-        let tmp = self.dir.join(".lease.tmp");
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        out.write_all(format!("{ms}\n").as_bytes())?;
-        drop(out);
-        fs::rename(&tmp, &self.path)
+        let tmp = format!(".{LEASE}.{}", uuid::Uuid::new_v4().simple());
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
+        let fd = openat(
+            &self.dir,
+            tmp.as_str(),
+            flags,
+            Mode::from_bits_truncate(0o600),
+        )?;
+        let written = File::from(fd)
+            .write_all(format!("{ms}\n").as_bytes())
+            .and_then(|()| Ok(renameat(&self.dir, tmp.as_str(), &self.dir, LEASE)?));
+        if written.is_err() {
+            let _ = unlinkat(&self.dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        written
+    }
+
+    /// Say the lease is over (the lock is known lost): its end is now.
+    pub fn ended(&self) {
+        let _ = self.write(Instant::now());
     }
 
     /// Remove the file and its directory.
     pub fn remove(&self) {
-        let _ = fs::remove_dir_all(&self.dir);
+        let _ = unlinkat(&self.dir, LEASE, UnlinkatFlags::NoRemoveDir);
+        let _ = unlinkat(&self.base, self.name.as_str(), UnlinkatFlags::RemoveDir);
+    }
+}
+
+/// `name` in `base`: a directory (not a link) owned by us and closed to
+/// others.
+fn open_ours(base: &OwnedFd, name: &str) -> std::io::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir = openat(base, name, flags, Mode::empty())?;
+    let st = fstat(&dir)?;
+    if st.st_uid != geteuid().as_raw() || st.st_mode & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{name} is not a private directory of ours"
+        )));
+    }
+    Ok(dir)
+}
+
+/// Remove the lease directories of runs that are gone (a SIGKILL leaves
+/// them): ours, named with a pid that no longer exists. Best effort.
+fn sweep(base_path: &Path, base: &OwnedFd) {
+    let Ok(entries) = fs::read_dir(base_path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let pid = name
+            .strip_prefix(LEASE_DIR)
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok());
+        let gone = pid.is_some_and(|pid| {
+            pid > 0 && kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
+        });
+        if !gone {
+            continue;
+        }
+        let Ok(dir) = open_ours(base, name) else {
+            continue;
+        };
+        // A run dies between a temp file's creation and its rename only
+        // rarely; those are removed too.
+        if let Ok(files) = fs::read_dir(base_path.join(name)) {
+            for file in files.flatten() {
+                let _ = unlinkat(
+                    &dir,
+                    file.file_name().as_os_str(),
+                    UnlinkatFlags::NoRemoveDir,
+                );
+            }
+        }
+        let _ = unlinkat(base, name, UnlinkatFlags::RemoveDir);
     }
 }
 

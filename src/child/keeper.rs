@@ -59,6 +59,8 @@ pub struct Keeper {
     fired: bool,
     /// The keeper found nothing of the job left once the leader ended.
     alone: bool,
+    /// The keeper was found stopped and continued while we waited for it.
+    was_stopped: bool,
 }
 
 /// How the keeper's first report went.
@@ -71,6 +73,10 @@ pub enum Started {
 impl Keeper {
     /// The keeper forked as `pid`, with our ends of its pipes.
     pub(super) fn new(pid: Pid, ctl: OwnedFd, status: OwnedFd) -> Keeper {
+        // Nonblocking from the start: every wait for a report is a poll
+        // with a timeout, between which a stopped keeper is looked for.
+        let nonblocking = nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
+        let _ = nix::fcntl::fcntl(&status, nonblocking);
         Keeper {
             pid,
             ctl: Some(ctl),
@@ -83,6 +89,7 @@ impl Keeper {
             told: None,
             fired: false,
             alone: false,
+            was_stopped: false,
         }
     }
 
@@ -108,7 +115,6 @@ impl Keeper {
             }
         };
         let nonblocking = || nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
-        let _ = nix::fcntl::fcntl(&self.status, nonblocking());
         if let Some(ctl) = &self.ctl {
             let _ = nix::fcntl::fcntl(ctl, nonblocking());
         }
@@ -158,7 +164,10 @@ impl Keeper {
             if let Some(exit) = self.exit() {
                 return exit;
             }
-            crate::signals::wait_readable(self.fd(), std::time::Duration::from_secs(1));
+            let wait = std::time::Duration::from_millis(200);
+            if !crate::signals::wait_readable(self.fd(), wait) && self.continue_now() {
+                self.was_stopped = true;
+            }
         }
     }
 
@@ -196,6 +205,45 @@ impl Keeper {
         self.fired
     }
 
+    /// The keeper died before it reported the leader's end: someone
+    /// killed it (the leader died of its parent-death signal).
+    pub fn killed(&self) -> bool {
+        self.dead && self.exit.is_none()
+    }
+
+    /// The keeper itself is stopped (SIGSTOP, a debugger's stop): it is
+    /// continued at once, since while it is stopped nobody sees the
+    /// leader end or enforces the lease. Whether it was.
+    pub fn continue_if_stopped(&mut self) -> bool {
+        std::mem::take(&mut self.was_stopped) || self.continue_now()
+    }
+
+    fn continue_now(&self) -> bool {
+        use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+        let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
+        match waitid(Id::Pid(self.pid), flags) {
+            Ok(WaitStatus::Stopped(..)) => {
+                let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGCONT);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Reap the keeper once it is dead, waiting for it: its pipe closes
+    /// before the kernel hands its children to us, and only once it is a
+    /// zombie are they ours to list (a zombie's own list is empty).
+    pub fn reap_dead(&self) {
+        if self.dead {
+            while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
+        }
+    }
+
+    /// Whether the keeper is gone.
+    pub fn dead(&self) -> bool {
+        self.dead
+    }
+
     /// The job is over: the keeper reaps the leader and exits. It is not
     /// waited for (it holds nothing of ours; a wait would cost every run
     /// a round trip), only reaped if it is done already.
@@ -218,7 +266,11 @@ impl Keeper {
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(nix::errno::Errno::EAGAIN) if !block => return None,
                 Err(nix::errno::Errno::EAGAIN) => {
-                    crate::signals::wait_readable(self.fd(), std::time::Duration::from_secs(1))
+                    // A stopped keeper says nothing: look for that too.
+                    let wait = std::time::Duration::from_millis(200);
+                    if !crate::signals::wait_readable(self.fd(), wait) && self.continue_now() {
+                        self.was_stopped = true;
+                    }
                 }
                 Err(_) => self.dead = true,
             }
@@ -266,9 +318,30 @@ pub(super) struct Start {
     pub stack_top: *mut libc::c_void,
     /// Where the child leaves the `errno` of a failed exec (0: none).
     pub failed: *const std::sync::atomic::AtomicI32,
+    /// Where the child leaves the `errno` of a failed join of the
+    /// job's cgroup (0: none; then it does not exec).
+    pub join_failed: *const std::sync::atomic::AtomicI32,
     /// The keeper's pid, for the child's parent-death check.
     pub parent: *const std::sync::atomic::AtomicI32,
+    /// The lease's end (CLOCK_MONOTONIC ns) when COMMAND starts, 0 for
+    /// none: a redlock-run stopped before it could say anything else
+    /// still has its job killed then.
+    pub lease_end: i64,
+    /// The job's cgroup (see cgroup.rs), or -1s.
+    pub cgroup: super::cgroup::Fds,
+    /// /proc is there and shows our own processes (not a host's /proc
+    /// seen from a PID namespace): only then are children listed from it.
+    pub proc_ok: bool,
+    /// Our command line's memory (`arg_start`, its length), overwritten
+    /// in the keeper so that `pkill -f` patterns for redlock-run do not
+    /// select it; null when unknown.
+    pub title: (*mut u8, usize),
 }
+
+/// The keeper's name in `ps`, `pkill` and `killall`: not redlock-run's,
+/// so that killing a stuck wrapper by name leaves the keeper to end the
+/// job's tree.
+pub const NAME: &std::ffi::CStr = c"redlock-keeper";
 
 extern "C" fn on_sigchld(_: c_int) {}
 
@@ -286,6 +359,8 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // `kill -9 -PGID`) must not reach the one process that cleans up.
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
+    retitle(start.title);
     // Our own SIGCHLD handler (redlock-run's would write to its pipe).
     let mut action: libc::sigaction = std::mem::zeroed();
     action.sa_sigaction = on_sigchld as extern "C" fn(c_int) as usize;
@@ -295,6 +370,13 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
     if leader < 0 {
         report(st_w, START_FAILED, errno(), 0);
+        libc::_exit(0);
+    }
+    let join_failed = (*start.join_failed).load(Ordering::Acquire);
+    if join_failed != 0 {
+        let mut status = 0;
+        libc::waitpid(leader, &mut status, 0);
+        report(st_w, START_FAILED, join_failed, 0);
         libc::_exit(0);
     }
     let failed = (*start.failed).load(Ordering::Acquire);
@@ -307,24 +389,56 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     report(st_w, SPAWNED, leader, 0);
     // COMMAND has its own copies: hold nothing of redlock-run's (its
     // stdout, its sockets), so that nothing waits on us once it is done.
-    close_all_but(ctl_r, st_w);
-    keep(leader, ctl_r, st_w)
+    let cgroup = start.cgroup;
+    close_all_but(&[ctl_r, st_w, cgroup.kill, cgroup.events]);
+    let tree = Tree {
+        leader,
+        cgroup,
+        proc_ok: start.proc_ok,
+    };
+    keep(&tree, ctl_r, st_w, start.lease_end)
 }
 
-/// The keeper's watch over COMMAND's leader `leader`, until redlock-run
-/// says it is done or is gone (`ctl_r` at its end). Never returns.
+/// What the keeper watches: COMMAND's leader (its own child, unreaped
+/// until the end), and where the rest of the job is found.
+struct Tree {
+    leader: c_int,
+    cgroup: super::cgroup::Fds,
+    proc_ok: bool,
+}
+
+/// Overwrite our command line's memory with [`NAME`], NUL-padded.
+///
+/// # Safety
+/// `title` is null or our own `arg_start` and its length (writable stack
+/// memory that nothing reads in the keeper).
+unsafe fn retitle((at, len): (*mut u8, usize)) {
+    if at.is_null() || len < 2 {
+        return;
+    }
+    let name = NAME.to_bytes();
+    std::ptr::write_bytes(at, 0, len);
+    std::ptr::copy_nonoverlapping(name.as_ptr(), at, name.len().min(len - 1));
+}
+
+/// The keeper's watch over COMMAND's leader, until redlock-run says it
+/// is done or is gone (`ctl_r` at its end). Never returns.
 ///
 /// # Safety
 /// As [`run`]: in the keeper only, system calls on our own locals.
-unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
+unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
     // If redlock-run died before we were set up, the pipe says so too.
     let mut allow: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut allow);
     libc::sigdelset(&mut allow, libc::SIGCHLD);
+    // Every message waiting is read before the lease's end is looked at
+    // (a keeper that was stopped must not act on an end since extended).
+    let flags = libc::fcntl(ctl_r, libc::F_GETFL);
+    libc::fcntl(ctl_r, libc::F_SETFL, flags | libc::O_NONBLOCK);
     let mut reported = false;
     // The lease's end (CLOCK_MONOTONIC, ns), as redlock-run last told us;
     // 0: none to watch.
-    let mut lease_end: i64 = 0;
+    let mut lease_end = lease_end;
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
@@ -337,13 +451,31 @@ unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
         let mut timeout: libc::timespec = std::mem::zeroed();
         let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
+        if ready > 0 {
+            loop {
+                let n = libc::read(ctl_r, message[have..].as_mut_ptr().cast(), CTL - have);
+                if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
+                    // redlock-run is gone: nothing of the job may run on.
+                    kill_tree(tree);
+                    libc::_exit(0);
+                }
+                if n < 0 {
+                    break;
+                }
+                have += usize::try_from(n).unwrap_or(0);
+                if have == CTL {
+                    have = 0;
+                    lease_end = lease_end_in(&message, tree.leader);
+                }
+            }
+        }
         if !reported {
-            reported = watch_leader(leader, st_w, ready <= 0);
+            reported = watch_leader(tree, st_w, ready <= 0);
         } else if ready <= 0 {
             // A SIGCHLD (EINTR) or the killing round's timeout: reap. A
             // SIGCHLD that came with a message stays pending (blocked
             // outside ppoll) and ends the next ppoll at once.
-            reap_others(leader);
+            reap_others(tree);
         }
         if !killing && lease_end > 0 && monotonic_ns() >= lease_end {
             // The lease is over and redlock-run has not stopped the job
@@ -352,22 +484,7 @@ unsafe fn keep(leader: c_int, ctl_r: RawFd, st_w: RawFd) -> ! {
             killing = true;
         }
         if killing {
-            kill_all(leader);
-        }
-        if ready > 0 {
-            let n = libc::read(ctl_r, message[have..].as_mut_ptr().cast(), CTL - have);
-            if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
-                kill_tree(leader);
-                libc::_exit(0);
-            }
-            if n > 0 {
-                have += usize::try_from(n).unwrap_or(0);
-            }
-            if have < CTL {
-                continue;
-            }
-            have = 0;
-            lease_end = lease_end_in(&message, leader);
+            kill_all(tree);
         }
     }
 }
@@ -413,7 +530,7 @@ fn poll_timeout(
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock of Rust's `Instant`).
-fn monotonic_ns() -> i64 {
+pub(super) fn monotonic_ns() -> i64 {
     // SAFETY: clock_gettime writes into our local.
     unsafe {
         let mut now: libc::timespec = std::mem::zeroed();
@@ -431,9 +548,10 @@ fn monotonic_ns() -> i64 {
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]): system calls on the stack, no
-/// allocation. `leader` is the keeper's own child (a positive pid) and
-/// `st_w` the open writing end of the status pipe.
-unsafe fn watch_leader(leader: c_int, st_w: RawFd, reap: bool) -> bool {
+/// allocation. `tree.leader` is the keeper's own child (a positive pid)
+/// and `st_w` the open writing end of the status pipe.
+unsafe fn watch_leader(tree: &Tree, st_w: RawFd, reap: bool) -> bool {
+    let leader = tree.leader;
     loop {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let stopped = libc::waitid(
@@ -454,7 +572,7 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd, reap: bool) -> bool {
     // The leader's orphans were handed to us before its end was reported
     // (the kernel reparents first): what is left is listed now.
     let left = match ended || reap {
-        true => reap_others(leader),
+        true => reap_others(tree),
         false => None,
     };
     if ended && left == Some(0) {
@@ -467,49 +585,73 @@ unsafe fn watch_leader(leader: c_int, st_w: RawFd, reap: bool) -> bool {
 }
 
 /// Reap every child but the leader that has ended (orphans handed to us);
-/// how many others still run (`None`: /proc could not be read).
+/// how many others still run (`None`: not known, no /proc and no cgroup).
+///
+/// A child reaped here may have handed its own children to us after the
+/// list was read: then the list is read again, until a pass reaps none
+/// (a count from one snapshot would miss them). With a cgroup, the
+/// kernel's `populated` flag answers instead of the count.
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]): system calls on the stack, no
-/// allocation; `leader` is the keeper's own child.
-unsafe fn reap_others(leader: c_int) -> Option<usize> {
-    let mut running = 0;
-    let listed = each_child(|pid| {
-        if pid != leader {
-            let mut status = 0;
-            if libc::waitpid(pid, &mut status, libc::WNOHANG) == 0 {
-                running += 1;
-            }
+/// allocation; `tree.leader` is the keeper's own child.
+unsafe fn reap_others(tree: &Tree) -> Option<usize> {
+    let leader = tree.leader;
+    let counted = loop {
+        let mut running = 0;
+        let mut reaped = false;
+        let listed = tree.proc_ok
+            && each_child(|pid| {
+                if pid != leader {
+                    let mut status = 0;
+                    match libc::waitpid(pid, &mut status, libc::WNOHANG) {
+                        0 => running += 1,
+                        r if r > 0 => reaped = true,
+                        _ => {}
+                    }
+                }
+            });
+        if !listed {
+            break None;
         }
-    });
-    listed.then_some(running)
+        if !reaped {
+            break Some(running);
+        }
+    };
+    match super::cgroup::populated_raw(tree.cgroup.events) {
+        Some(populated) => Some(usize::from(populated)),
+        None => counted,
+    }
 }
 
 /// SIGKILL everything below us once (the leader's zombie stays unreaped).
 ///
 /// # Safety
-/// Only in the keeper (see [`run`]), with `leader` its own unreaped child:
-/// then `-leader` is COMMAND's group, whose id cannot be reused meanwhile.
-unsafe fn kill_all(leader: c_int) {
-    libc::kill(-leader, libc::SIGKILL);
-    each_child(|pid| {
-        libc::kill(pid, libc::SIGKILL);
-    });
+/// Only in the keeper (see [`run`]), with `tree.leader` its own unreaped
+/// child: then `-leader` is COMMAND's group, whose id cannot be reused
+/// meanwhile, and `leader` itself (it may have left its group).
+unsafe fn kill_all(tree: &Tree) {
+    super::cgroup::kill_raw(tree.cgroup.kill);
+    libc::kill(-tree.leader, libc::SIGKILL);
+    libc::kill(tree.leader, libc::SIGKILL);
+    if tree.proc_ok {
+        each_child(|pid| {
+            libc::kill(pid, libc::SIGKILL);
+        });
+    }
 }
 
 /// redlock-run is gone: SIGKILL everything below us, round after round
 /// (the children of a killed process become ours), until nothing is left.
 ///
 /// # Safety
-/// As [`kill_all`]: only in the keeper, with `leader` its own unreaped
-/// child; it reaps every child, the leader too.
-unsafe fn kill_tree(leader: c_int) {
+/// As [`kill_all`]: only in the keeper, with `tree.leader` its own
+/// unreaped child; it reaps every child, the leader too.
+unsafe fn kill_tree(tree: &Tree) {
     loop {
-        // Without /proc the children cannot be listed: the group at least.
-        libc::kill(-leader, libc::SIGKILL);
-        each_child(|pid| {
-            libc::kill(pid, libc::SIGKILL);
-        });
+        // Without /proc or a cgroup the children cannot be listed: the
+        // group and the leader at least.
+        kill_all(tree);
         let mut status = 0;
         let reaped = libc::waitpid(-1, &mut status, 0);
         if reaped < 0 && errno() == libc::ECHILD {
@@ -565,15 +707,19 @@ unsafe fn each_child(mut f: impl FnMut(c_int)) -> bool {
     complete
 }
 
-/// Close every fd but `a` and `b` (close_range; nothing if the kernel
-/// has none).
+/// Close every fd but those in `keep` (close_range; nothing if the
+/// kernel has none). Negative entries are ignored.
 ///
 /// # Safety
 /// Only in the keeper (see [`run`]) once COMMAND has its copies: every
 /// other descriptor is closed under whatever owns it, so nothing may use
-/// one afterwards. `a` and `b` are open descriptors (not negative).
-unsafe fn close_all_but(a: RawFd, b: RawFd) {
-    let (low, high) = (a.min(b), a.max(b));
+/// one afterwards.
+unsafe fn close_all_but(keep: &[RawFd]) {
+    let mut sorted = [RawFd::MAX; 4];
+    for (slot, &fd) in sorted.iter_mut().zip(keep) {
+        *slot = if fd < 0 { RawFd::MAX } else { fd };
+    }
+    sorted.sort_unstable();
     let close = |from: RawFd, to: RawFd| {
         if let (Ok(from), Ok(to)) = (u32::try_from(from), u32::try_from(to)) {
             if from <= to {
@@ -581,9 +727,15 @@ unsafe fn close_all_but(a: RawFd, b: RawFd) {
             }
         }
     };
-    close(0, low - 1);
-    close(low + 1, high - 1);
-    close(high + 1, RawFd::MAX);
+    let mut next = 0;
+    for fd in sorted {
+        if fd == RawFd::MAX {
+            break;
+        }
+        close(next, fd - 1);
+        next = fd + 1;
+    }
+    close(next, RawFd::MAX);
 }
 
 /// One report (a pipe write of up to PIPE_BUF bytes is atomic).

@@ -27,9 +27,11 @@ use nix::unistd::{self, Pid};
 
 use crate::exit::Exit;
 
+mod cgroup;
 mod keeper;
 mod spawn;
 
+pub use cgroup::Cgroup;
 pub use spawn::Failed;
 
 use keeper::Keeper;
@@ -73,6 +75,9 @@ pub struct Job {
     /// the foreground, COMMAND is given it; in the background, after
     /// `&`, it is given it once the shell puts us in the foreground).
     terminal_owner: Option<Pid>,
+    /// The job's cgroup, when one could be made: then the kernel lists
+    /// the job's processes and kills them (see cgroup.rs).
+    cgroup: Option<Cgroup>,
 }
 
 /// How the leader is doing.
@@ -85,21 +90,90 @@ pub enum Leader {
     Gone,
 }
 
+/// How the job's tree is held (see the module doc and cgroup.rs).
+pub enum Containment {
+    /// In a cgroup of its own, below the keeper.
+    Cgroup(Cgroup),
+    /// Below the keeper only; why no cgroup.
+    Keeper(String),
+}
+
+impl Containment {
+    /// A cgroup if `cgroup` allows it and one can be made; else the keeper.
+    pub fn choose(cgroup: bool) -> Containment {
+        if !cgroup {
+            return Containment::Keeper("--contain keeper".into());
+        }
+        match Cgroup::create() {
+            Ok(made) => Containment::Cgroup(made),
+            Err(why) => Containment::Keeper(why),
+        }
+    }
+
+    /// What a run here would get, for `doctor`: whether a cgroup can be
+    /// made (one is made and removed to find out), and the line to say.
+    pub fn probe() -> (bool, String) {
+        match Containment::choose(true) {
+            Containment::Cgroup(c) => {
+                c.remove();
+                let below = c.path().parent().unwrap_or(c.path());
+                (
+                    true,
+                    format!("a cgroup of its own (made below {})", below.display()),
+                )
+            }
+            keeper => (false, keeper.describe()),
+        }
+    }
+
+    /// Its name in JSON events: `cgroup` or `keeper`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Containment::Cgroup(_) => "cgroup",
+            Containment::Keeper(_) => "keeper",
+        }
+    }
+
+    /// One line for `-v` and `doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            Containment::Cgroup(c) => format!("a cgroup of its own ({})", c.path().display()),
+            Containment::Keeper(why) => format!("its keeper process only (no cgroup: {why})"),
+        }
+    }
+}
+
 /// Start `argv` in a new process group with `env` added to its environment
-/// (a name with an empty value is removed from it).
-pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
+/// (a name with an empty value is removed from it). `lease_end`: when the
+/// lock's lease ends as of now (the keeper kills the job then unless told
+/// of a later end).
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    lease_end: Option<std::time::Instant>,
+    containment: Containment,
+) -> Result<Job, Failed> {
     let terminal_owner = our_terminal();
     let foreground = terminal_owner.is_some_and(is_foreground);
+    let cgroup = match containment {
+        Containment::Cgroup(c) => Some(c),
+        Containment::Keeper(_) => None,
+    };
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
         give_terminal: foreground,
         caught: crate::signals::caught_mask(),
+        lease_end,
+        cgroup: cgroup.as_ref().map_or(cgroup::Fds::NONE, Cgroup::fds),
     };
     let (pgid, keeper) = spawn::spawn(argv, env, &setup).inspect_err(|_| {
         // The child took the terminal before its exec failed: the caller
         // (a shell, a script) must not be left behind a dead group.
         if let (Some(ours), true) = (terminal_owner, foreground) {
             without_sigttou(|| unistd::tcsetpgrp(stdin(), ours));
+        }
+        if let Some(c) = &cgroup {
+            c.remove();
         }
     })?;
     if foreground {
@@ -111,6 +185,7 @@ pub fn spawn(argv: &[OsString], env: &[(&str, &str)]) -> Result<Job, Failed> {
         keeper,
         reaped: None,
         terminal_owner,
+        cgroup,
     })
 }
 
@@ -133,16 +208,47 @@ impl Job {
             signal_group_if_alive(self.pgid, sig);
             return;
         }
+        if sig == Signal::SIGKILL {
+            if let Some(c) = &self.cgroup {
+                c.kill();
+            }
+        }
         let _ = killpg(self.pgid, sig);
         // Only to those outside the group: the group's members got it
         // already, and a second copy can land in a shell's vfork child
         // before it execs (dash's, which shares the shell's memory and
-        // handlers), where it eats the shell's pending trap.
-        for (pid, pgid) in descendants(self.pgid, self.keeper.pid(), false).unwrap_or_default() {
+        // handlers), where it eats the shell's pending trap. The leader
+        // too, if it left its group (it is unreaped: its pid is safe).
+        if unistd::getpgid(Some(self.pgid)).is_ok_and(|g| g != self.pgid) {
+            let _ = signal::kill(self.pgid, sig);
+        }
+        for (pid, pgid) in self.others(false).unwrap_or_default() {
             if pgid != self.pgid.as_raw() {
                 let _ = signal::kill(pid, sig);
             }
         }
+    }
+
+    /// Every live process of the job but the leader, with its group:
+    /// from the cgroup when there is one, else from /proc (`None`: no
+    /// usable /proc).
+    fn others(&self, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+        if let Some(c) = &self.cgroup {
+            let members = c.members().into_iter().filter(|&p| p != self.pgid);
+            let grouped =
+                members.filter_map(|p| Some((p, unistd::getpgid(Some(p)).ok()?.as_raw())));
+            return Some(grouped.collect());
+        }
+        if self.keeper.killed() {
+            self.keeper.reap_dead();
+            // The leader, handed to us with the keeper reaped, dies of its
+            // parent-death signal: once it is a zombie its children are
+            // ours to list too (it stays unreaped: its pid is the group's).
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while waitid(Id::Pid(self.pgid), flags) == Err(Errno::EINTR) {}
+        }
+        let keeper = (!self.keeper.dead()).then(|| self.keeper.pid());
+        descendants(self.pgid, keeper, leader_gone)
     }
 
     /// The one stop protocol: SIGTERM (with SIGCONT, so that a stopped job
@@ -195,8 +301,29 @@ impl Job {
             // The keeper looked once the leader had ended: nothing left.
             return Some(0);
         }
-        let found = descendants(self.pgid, self.keeper.pid(), true)?;
+        if let Some(c) = &self.cgroup {
+            if c.populated() == Some(false) {
+                return Some(0);
+            }
+        }
+        let found = self.others(true)?;
         Some(found.len())
+    }
+
+    /// Whether the keeper was killed before the leader ended (the leader
+    /// died with it).
+    pub fn keeper_killed(&self) -> bool {
+        self.keeper.killed()
+    }
+
+    /// The keeper's pid, for messages.
+    pub fn keeper_pid(&self) -> Pid {
+        self.keeper.pid()
+    }
+
+    /// Continue the keeper if it was stopped; whether it was.
+    pub fn keeper_continued(&mut self) -> bool {
+        self.keeper.continue_if_stopped()
     }
 
     /// Whether stdin is our session's terminal (job control applies).
@@ -240,6 +367,9 @@ impl Job {
         }
         let exit = self.keeper.wait_exit();
         self.keeper.finish();
+        if let Some(c) = &self.cgroup {
+            c.remove();
+        }
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
@@ -316,13 +446,19 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
 /// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
-fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+fn descendants(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
+    if !proc_is_ours() {
+        return None;
+    }
     // The walk starts at the keeper, the job's subreaper (one file: it is
-    // single-threaded); if it is gone, what it held was handed to us.
-    let (root, from_keeper) = match pids_in(format!("/proc/{keeper}/task/{keeper}/children")) {
+    // single-threaded); if it is gone (reaped: a zombie's list is empty),
+    // what it held was handed to us.
+    let from = keeper.and_then(|k| pids_in(format!("/proc/{k}/task/{k}/children")));
+    let (root, from_keeper) = match from {
         Some(children) => (children, true),
         None => (own_children()?, false),
     };
+    let keeper = keeper.unwrap_or(Pid::from_raw(0));
     let mut found = Vec::new();
     let mut parents: Vec<(i32, Option<Vec<i32>>)> = vec![(0, Some(root))];
     while let Some((parent, known)) = parents.pop() {
@@ -351,6 +487,21 @@ fn descendants(leader: Pid, keeper: Pid, leader_gone: bool) -> Option<Vec<(Pid, 
         }
     }
     Some(found)
+}
+
+/// Whether /proc shows our own processes: not missing, and not a host's
+/// /proc seen from a PID namespace (its pids are not ours to wait for or
+/// signal). Asked once.
+pub fn proc_is_ours() -> bool {
+    static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OURS.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let pid = stat
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok());
+        pid == Some(std::process::id())
+    })
 }
 
 /// Our own children: those of the main thread. Only it starts COMMAND,

@@ -36,6 +36,10 @@ pub struct Setup {
     pub give_terminal: bool,
     /// The signals we catch (bit N: signal N), to put back to the default.
     pub caught: u64,
+    /// The lease's end, for the keeper's watchdog from the first instant.
+    pub lease_end: Option<std::time::Instant>,
+    /// The job's cgroup, if one was made (see cgroup.rs).
+    pub cgroup: super::cgroup::Fds,
 }
 
 /// Start `argv` (found on `$PATH` like `execvp` does) in a new process
@@ -75,6 +79,7 @@ pub fn spawn(
         parent: AtomicI32::new(0),
         setup,
         failed: AtomicI32::new(0),
+        join_failed: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; 32 * 1024];
     fork_keeper(&exec, &mut stack)
@@ -90,12 +95,27 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
         let end = stack.as_mut_ptr().add(stack.len());
         end.sub(end.addr() % 16)
     };
+    let lease_end = exec.setup.lease_end.map_or(0, |until| {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
+        keeper::monotonic_ns().saturating_add(left).max(1)
+    });
+    let proc_ok = super::proc_is_ours();
     let start = keeper::Start {
         entry: enter,
         arg: (exec as *const Exec).cast_mut().cast(),
         stack_top: top.cast(),
         failed: &exec.failed,
+        join_failed: &exec.join_failed,
         parent: &exec.parent,
+        lease_end,
+        cgroup: exec.setup.cgroup,
+        proc_ok,
+        title: if proc_ok {
+            command_line()
+        } else {
+            (ptr::null_mut(), 0)
+        },
     };
     let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
     let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
@@ -126,6 +146,30 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
             keeper.finish();
             Err(Failed::Exec(e))
         }
+    }
+}
+
+/// Our command line's memory, `arg_start` and its length, from fields 48
+/// and 49 of `/proc/self/stat` (there since Linux 3.5): the keeper writes
+/// its own name there. Null when unknown.
+fn command_line() -> (*mut u8, usize) {
+    let none = (ptr::null_mut(), 0);
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return none;
+    };
+    // Fields after the command name (which may hold spaces): the state is
+    // field 3, so arg_start (48) is the 46th from there.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return none;
+    };
+    let mut fields = rest.split_whitespace().skip(45);
+    let start: Option<usize> = fields.next().and_then(|f| f.parse().ok());
+    let end: Option<usize> = fields.next().and_then(|f| f.parse().ok());
+    match (start, end) {
+        (Some(start), Some(end)) if end > start && start > 0 => {
+            (ptr::with_exposed_provenance_mut(start), end - start)
+        }
+        _ => none,
     }
 }
 
@@ -203,6 +247,8 @@ struct Exec<'a> {
     setup: &'a Setup,
     /// The `errno` of a failed `execve`, for the parent.
     failed: AtomicI32,
+    /// The `errno` of a failed join of the job's cgroup.
+    join_failed: AtomicI32,
 }
 
 impl Exec<'_> {
@@ -212,6 +258,12 @@ impl Exec<'_> {
         unsafe {
             default_handlers(self.setup.caught, self.setup.sigpipe_ignored);
             libc::setpgid(0, 0);
+            let join = self.setup.cgroup.join;
+            if join >= 0 && libc::write(join, b"0".as_ptr().cast(), 1) != 1 {
+                // Never run outside the cgroup the tree's end relies on.
+                self.join_failed.store(errno(), Ordering::Release);
+                libc::_exit(127)
+            }
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
             // must never run on without someone refreshing its lock.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

@@ -5,7 +5,7 @@
 //! the connection does not do: pub/sub and `SCAN` on every primary.
 
 use std::ops::RangeInclusive;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -35,7 +35,50 @@ pub fn connect(
     if let Some(certificates) = tls {
         builder = builder.certs(certificates.0.clone());
     }
-    builder.build()?.get_connection()
+    builder
+        .build()?
+        .get_connection()
+        .map_err(|e| explain(seeds, timeout, e))
+}
+
+/// A Cluster connection's failure as the seeds explain it: redis-rs
+/// reports every seed's failure, a wrong password included, as one I/O
+/// error ("failed to check startup nodes"), which would pass for
+/// "unavailable" and let `--on-unavailable run` run COMMAND unlocked; and
+/// a `CLUSTER SLOTS` refused (NOPERM), or no node reachable, as "no
+/// connections found". Other errors are the server's own answer already.
+pub fn explain(seeds: &[ConnectionInfo], timeout: Duration, e: RedisError) -> RedisError {
+    let vague = e.is_io_error() || e.kind() == redis::ErrorKind::ClusterConnectionNotFound;
+    if !vague {
+        return e;
+    }
+    match refusal(seeds, timeout) {
+        Some(Ok(refused)) => refused,
+        Some(Err(unreachable)) if !e.is_io_error() => unreachable,
+        _ => e,
+    }
+}
+
+/// Ask the seeds ourselves (a connection and `CLUSTER SLOTS`), within one
+/// `timeout` for all: `Ok` with the first refusal; `Err` with the last
+/// I/O error when no seed answered; `None` when one answered well.
+fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisError, RedisError>> {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    for seed in seeds {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let answer = super::dial::connect(seed, left)
+            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+        match answer {
+            Ok(_) => return None,
+            Err(e) if !e.is_io_error() => return Some(Ok(e)),
+            Err(e) => last = Some(e),
+        }
+    }
+    last.map(Err)
 }
 
 /// Send `cmd` to the primary of `slot` (never to every primary, as

@@ -73,6 +73,10 @@ const SENTINEL_PORT: u16 = 26379;
 
 /// Parse one URL: a server, a Sentinel service, or a Cluster's seeds.
 pub fn endpoint(url: &str) -> Result<Endpoint, String> {
+    let shown = redact(url);
+    // A password's `/` or `?` need not be percent-encoded: the parsers
+    // below find the host where `redact` does.
+    let url = &crate::secrets::encode_userinfo(url);
     let scheme = url.split("://").next().unwrap_or_default();
     let target = match (url.contains("://"), scheme) {
         (true, "redis" | "rediss" | "redis+unix" | "unix") => Target::Plain(plain(url)?),
@@ -82,7 +86,7 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     };
     Ok(Endpoint {
         target,
-        shown: redact(url),
+        shown,
         tls: None,
         allow_eviction: false,
     })
@@ -195,18 +199,7 @@ fn sentinel(url: &str) -> Result<SentinelTarget, String> {
             .parse::<i64>()
             .map_err(|_| format!("'{db}' is not a database number"))?,
     };
-    let (mut user, mut password) = (None, None);
-    for (name, value) in url::form_urlencoded::parse(parts.query.as_bytes()) {
-        match name.as_ref() {
-            "sentinel_username" => user = Some(value.into_owned()),
-            "sentinel_password" => password = Some(value.into_owned()),
-            other => {
-                return Err(format!(
-                    "unknown option '{other}' (known: sentinel_username, sentinel_password)"
-                ))
-            }
-        }
-    }
+    let (user, password) = sentinel_credentials(url)?;
     let sentinels = parts
         .hosts
         .iter()
@@ -227,6 +220,32 @@ fn sentinel(url: &str) -> Result<SentinelTarget, String> {
         service: service.to_string(),
         data: node(&parts, "127.0.0.1", 6379, true, db)?,
     })
+}
+
+/// `sentinel_username` and `sentinel_password`, each given at most once,
+/// percent-decoded as the user-info's password is (a `+` stays a `+`).
+fn sentinel_credentials(url: &str) -> Result<(Option<String>, Option<String>), String> {
+    let (mut user, mut password) = (None, None);
+    for (name, range) in crate::secrets::query_pairs(url) {
+        let value = percent_encoding::percent_decode_str(&url[range])
+            .decode_utf8()
+            .map_err(|_| format!("the value of '{name}' is not UTF-8 once decoded"))?
+            .into_owned();
+        let slot = match name.as_str() {
+            "sentinel_username" => &mut user,
+            "sentinel_password" => &mut password,
+            other => {
+                return Err(format!(
+                    "unknown option '{}' (known: sentinel_username, sentinel_password)",
+                    crate::secrets::untrusted(other)
+                ))
+            }
+        };
+        if slot.replace(value).is_some() {
+            return Err(format!("'{name}' is given twice"));
+        }
+    }
+    Ok((user, password))
 }
 
 fn cluster(url: &str) -> Result<Vec<ConnectionInfo>, String> {
@@ -489,11 +508,55 @@ fn client_tls(files: TlsFiles) -> Result<Option<redis::ClientTlsConfig>, String>
                 key.display()
             ))
         }
-        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-            client_cert: read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?,
-            client_key: read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?,
-        }),
+        (Some(cert), Some(key)) => {
+            let client_cert = read_pem("--tls-cert <FILE>", cert, Pem::Certificates)?;
+            let client_key = read_pem("--tls-key <FILE>", key, Pem::PrivateKey)?;
+            check_pair((cert, &client_cert), (key, &client_key))?;
+            Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            })
+        }
     })
+}
+
+/// The client certificate and key as rustls will take them: checked here,
+/// because redis-rs builds the TLS settings only when it connects, and
+/// then a mistake in our own files reads as "Redis refused us".
+fn check_pair(cert: (&Path, &[u8]), key: (&Path, &[u8])) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |option: &str, path: &Path, why: String| {
+        format!("invalid value '{}' for '{option}': {why}", path.display())
+    };
+    let chain = CertificateDer::pem_slice_iter(cert.1)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("--tls-cert <FILE>", cert.0, e.to_string()))?;
+    let private = PrivateKeyDer::from_pem_slice(key.1)
+        .map_err(|e| invalid("--tls-key <FILE>", key.0, e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    match rustls::sign::CertifiedKey::from_der(chain, private, &provider) {
+        Ok(_) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(invalid(
+            "--tls-key <FILE>",
+            key.0,
+            format!("not the private key of '{}' (--tls-cert)", cert.0.display()),
+        )),
+        Err(rustls::Error::General(why)) => Err(invalid(
+            "--tls-key <FILE>",
+            key.0,
+            format!("a key rustls cannot use: {why}"),
+        )),
+        Err(e) => Err(invalid(
+            "--tls-cert <FILE>",
+            cert.0,
+            format!(
+                "a certificate rustls cannot use ({e}); an X.509 v1 certificate? Make a v3 one \
+                 (openssl x509 -req ... -extfile with extendedKeyUsage=clientAuth)"
+            ),
+        )),
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -508,7 +571,7 @@ fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, String> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
     let invalid = |why: String| format!("invalid value '{}' for '{option}': {why}", path.display());
-    let bytes = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+    let bytes = read_small(path, PEM_LIMIT).map_err(invalid)?;
     match want {
         Pem::Certificates => {
             let certs = CertificateDer::pem_slice_iter(&bytes)
@@ -526,4 +589,66 @@ fn read_pem(option: &str, path: &Path, want: Pem) -> Result<Vec<u8>, String> {
         }
     }
     Ok(bytes)
+}
+
+/// The most a PEM file may hold: a system's whole CA bundle is a few
+/// hundred KiB.
+const PEM_LIMIT: u64 = 4 << 20;
+/// The most a password file may hold.
+const PASSWORD_LIMIT: u64 = 4 << 10;
+
+/// The bytes of a small file the user named: a regular file (a FIFO would
+/// block start-up, a device such as /dev/zero never end), opened without
+/// waiting for a writer, and at most `limit` bytes read.
+pub(crate) fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(format!("larger than {limit} bytes: is it the right file?"));
+    }
+    Ok(bytes)
+}
+
+/// `--password-file FILE`: the password of every endpoint whose URL has
+/// none (a Sentinel URL's data nodes; the sentinels keep
+/// `sentinel_password`). The file's first line, without its line end.
+pub fn with_password(endpoints: Vec<Endpoint>, file: &Path) -> Result<Vec<Endpoint>, String> {
+    let bytes = read_small(file, PASSWORD_LIMIT)?;
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    let password = text.lines().next().unwrap_or_default();
+    if password.is_empty() {
+        return Err("its first line is empty: no password in it".into());
+    }
+    crate::secrets::remember_password(password);
+    Ok(endpoints
+        .into_iter()
+        .map(|mut endpoint| {
+            let infos: Vec<&mut ConnectionInfo> = match &mut endpoint.target {
+                Target::Plain(info) => vec![info],
+                Target::Sentinel(s) => vec![&mut s.data],
+                Target::Cluster(seeds) => seeds.iter_mut().collect(),
+            };
+            for info in infos {
+                if info.redis_settings().password().is_none() {
+                    let settings = info.redis_settings().clone().set_password(password);
+                    *info = info.clone().set_redis_settings(settings);
+                }
+            }
+            endpoint
+        })
+        .collect())
 }

@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+use anyhow::anyhow;
+use redis::RedisError;
+
 /// What kind of failure a node's error is: it decides between waiting,
 /// failing open, and telling the user what to fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,3 +62,112 @@ impl NodeError {
 }
 
 pub type NodeResult<T> = Result<T, NodeError>;
+
+/// The kind of a failure; `answered`: the connection had answered before.
+pub(super) fn classify(e: &RedisError, answered: bool) -> Fault {
+    let transient = ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
+    if e.is_io_error() {
+        // redis-rs keeps the io::Error private; its text carries the errno.
+        if e.to_string().contains("os error 4)") {
+            return Fault::Interrupted;
+        }
+        if local_failure(e).is_some() {
+            return Fault::Local;
+        }
+        return match answered {
+            true => Fault::Dropped,
+            false => Fault::Unreachable,
+        };
+    }
+    if e.code().is_some_and(|code| transient.contains(&code)) {
+        return Fault::Dropped;
+    }
+    Fault::Refused
+}
+
+/// What ran out on this host, if `e` is a local resource failure.
+/// redis-rs keeps the io::Error private; its text carries the errno.
+fn local_failure(e: &RedisError) -> Option<&'static str> {
+    if !e.is_io_error() {
+        return None;
+    }
+    let text = e.to_string();
+    if text.contains(NO_THREAD) {
+        return Some("cannot start a thread (a limit on processes or threads: ulimit -u)");
+    }
+    let errno = text.rsplit_once("(os error ")?.1.strip_suffix(')')?;
+    crate::exit::local_errno(errno.parse().ok()?)
+}
+
+/// A Redis error as one readable line: what to fix for the usual
+/// refusals, the OS error for I/O.
+pub(super) fn describe(e: RedisError) -> anyhow::Error {
+    if let Some(why) = local_failure(&e) {
+        return anyhow!("{why}");
+    }
+    if e.is_timeout() {
+        return match e.to_string().contains("resolving") {
+            true => anyhow!("timed out resolving the host name"),
+            false => anyhow!("timed out"),
+        };
+    }
+    if e.is_connection_refusal() {
+        return anyhow!("connection refused");
+    }
+    // Never the server's or the library's words here: say what to fix.
+    if e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS") {
+        return anyhow!("authentication failed: wrong user name or password in the URL");
+    }
+    // An unauthenticated client may not even send a long script.
+    if e.code() == Some("NOAUTH") || e.to_string().contains("unauthenticated") {
+        return anyhow!(
+            "authentication required: give the password in the URL \
+             (redis://[USER]:PASSWORD@HOST:PORT)"
+        );
+    }
+    if matches!(e.code(), Some("MOVED" | "ASK")) {
+        return anyhow!(
+            "the server is a Redis Cluster node that does not serve the lock's slot: \
+             give it as redis+cluster://HOST:PORT"
+        );
+    }
+    let message = e.to_string();
+    // The server's words are cut, our hint is not: it says what to fix.
+    anyhow!("{}{}", crate::secrets::untrusted(&message), hint(&message))
+}
+
+/// What to do about the usual refusals.
+fn hint(message: &str) -> &'static str {
+    // Valkey words a refusal inside a script as "ACL failure in script:
+    // User U has no permissions to run the 'zcard' command", with no code.
+    let acl = [
+        "NoPerm",
+        "NOPERM",
+        "can't run this command",
+        "No permissions to access",
+        "has no permissions to run",
+        "ACL failure in script",
+    ];
+    let found = |needles: &[&str]| needles.iter().any(|n| message.contains(n));
+    if found(&acl) {
+        " (the Redis user lacks a permission: see REDIS PERMISSIONS in redlock-run(1))"
+    } else if found(&["invalid peer certificate"]) {
+        " (is the server's CA in --tls-ca?)"
+    } else if found(&["CertificateRequired"]) {
+        " (the server wants a client certificate: --tls-cert and --tls-key)"
+    } else if found(&["DB index is out of range"]) {
+        " (the URL names a database the server does not have: see 'databases' in redis.conf)"
+    } else if found(&["Could not find scripting engine"]) {
+        " (the server runs no Lua: Valkey 9.1 and later need their Lua module loaded)"
+    } else if found(&["unknown command", "NOSCRIPT"]) {
+        " (the server does not offer EVAL, which redlock-run needs: is it renamed or disabled?)"
+    } else if found(&["READONLY"]) {
+        " (the URL names a read-only replica: give the primary)"
+    } else if found(&["OOM"]) {
+        " (the server is out of memory: see maxmemory in redis.conf)"
+    } else if found(&["WRONGTYPE"]) {
+        " (a key of the lock holds another type: does another program use this --prefix?)"
+    } else {
+        ""
+    }
+}

@@ -39,7 +39,7 @@ mod sentinel;
 mod servers;
 pub mod timing;
 
-pub use endpoint::{distinct, endpoint, with_tls, Endpoint, TlsFiles};
+pub use endpoint::{distinct, endpoint, with_password, with_tls, Endpoint, TlsFiles};
 pub use error::{Fault, NodeError};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};

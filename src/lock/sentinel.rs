@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError, Value};
 
 use super::endpoint::SentinelTarget;
-use super::error::{Fault, NodeError};
+use super::error::{classify, describe, Fault, NodeError};
 
 /// How long to wait before looking again when the named master is not
 /// (yet) one: a failover under way.
@@ -201,8 +201,10 @@ fn check(
             crate::secrets::scrub(shown)
         )),
     };
+    // A data node that refuses our credentials answered: that is a
+    // refusal (77), which must never pass for "unavailable".
     let mut conn = super::dial::connect(&master, timeout)
-        .map_err(|e| failed(Fault::Unreachable, anyhow!(one_line(&e))))?;
+        .map_err(|e| failed(classify(&e, false), describe(e)))?;
     let role: Value = redis::cmd("ROLE").query(&mut conn).map_err(|e| {
         let fault = match e.is_io_error() {
             true => Fault::Dropped,
@@ -222,10 +224,11 @@ fn check(
 }
 
 /// `host:port` of a connection, for messages.
+/// The host comes from a sentinel's answer: untrusted text.
 fn address(info: &ConnectionInfo) -> String {
     match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            format!("{host}:{port}")
+            format!("{}:{port}", crate::secrets::untrusted(host))
         }
         other => format!("{other:?}"),
     }
@@ -240,4 +243,19 @@ fn one_line(e: &RedisError) -> String {
         return "timed out".into();
     }
     crate::secrets::untrusted(&e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    #[test]
+    fn a_named_master_is_shown_escaped() {
+        let info = "redis://127.0.0.1:1"
+            .into_connection_info()
+            .unwrap()
+            .set_addr(ConnectionAddr::Tcp("\x1b]0;x\x07\u{202e}h".into(), 6379));
+        assert_eq!(address(&info), "\\u{1b}]0;x\\u{7}\\u{202e}h:6379");
+    }
 }

@@ -13,13 +13,19 @@
 //! One file per list of nodes (named by a hash of their URLs as shown,
 //! passwords redacted), in `$XDG_RUNTIME_DIR/redlock-run`, else
 //! `/tmp/redlock-run-UID`: a directory of ours (made 0700; one owned by
-//! another user, or open to others, is not used). Written only when
+//! another user, open to others or a link is neither read nor written). Written only when
 //! what a run found differs from what it read.
 
 use std::fs::{self, File};
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::PathBuf;
+
+use nix::fcntl::{openat, renameat, OFlag};
+use nix::libc::{S_IFDIR, S_IFMT, S_IFREG};
+use nix::sys::stat::{fstat, Mode};
+use nix::unistd::{geteuid, unlinkat, UnlinkatFlags};
 
 /// A run_id is 40 hex digits; anything longer is not one.
 const MAX_ID: usize = 64;
@@ -29,14 +35,17 @@ const MAX_FILE: u64 = 16 * 1024;
 /// The ids remembered for `nodes` (as shown), one per node, pairwise
 /// distinct; `None` when there are none that can be used.
 pub fn recall(nodes: &[&str]) -> Option<Vec<String>> {
-    let path = dir().join(file_name(nodes));
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let dir = open_dir(false)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = openat(&dir, file_name(nodes).as_str(), flags, Mode::empty()).ok()?;
+    if !ours(&fd, S_IFREG) {
+        return None;
+    }
     let mut text = String::new();
-    file.take(MAX_FILE).read_to_string(&mut text).ok()?;
+    File::from(fd)
+        .take(MAX_FILE)
+        .read_to_string(&mut text)
+        .ok()?;
     parse(&text, nodes.len())
 }
 
@@ -47,30 +56,45 @@ pub fn remember(nodes: &[&str], ids: &[String]) {
 
 fn try_remember(nodes: &[&str], ids: &[String]) -> Option<()> {
     parse(&ids.join("\n"), nodes.len())?;
-    let dir = dir();
-    let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
-    let meta = fs::symlink_metadata(&dir).ok()?;
-    // Ours alone: nobody else can put a file or a link in it.
-    let ours = meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw();
-    if !ours || meta.mode() & 0o077 != 0 {
-        return None;
-    }
+    let dir = open_dir(true)?;
     let name = file_name(nodes);
-    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-    let mut file: File = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&tmp)
-        .ok()?;
-    let written = file
+    // A name nobody can guess and plant first; O_EXCL in any case.
+    let tmp = format!(".{name}.{}", uuid::Uuid::new_v4().simple());
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(&dir, tmp.as_str(), flags, Mode::from_bits_truncate(0o600)).ok()?;
+    let written = File::from(fd)
         .write_all(format!("{}\n", ids.join("\n")).as_bytes())
-        .and_then(|()| fs::rename(&tmp, dir.join(&name)));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+        .is_ok()
+        && renameat(&dir, tmp.as_str(), &dir, name.as_str()).is_ok();
+    if !written {
+        let _ = unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
     }
-    written.ok()
+    written.then_some(())
+}
+
+/// Our directory, opened (not a link) and checked to be ours alone: owned
+/// by us and closed to group and others, so nobody else can have put a
+/// file or a link in it. Files are opened relative to this descriptor, so
+/// the path cannot be swapped between the check and the use. A directory
+/// another user made first (`/tmp/redlock-run-UID` when there is no
+/// `$XDG_RUNTIME_DIR`) is never read: the check costs a round trip then.
+fn open_dir(create: bool) -> Option<OwnedFd> {
+    let path = dir();
+    if create {
+        let _ = fs::DirBuilder::new().mode(0o700).create(&path);
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::open(&path, flags, Mode::empty()).ok()?;
+    ours(&fd, S_IFDIR).then_some(fd)
+}
+
+/// `fd` is of `kind`, owned by us, and closed to group and others.
+fn ours(fd: &OwnedFd, kind: u32) -> bool {
+    fstat(fd).is_ok_and(|st| {
+        let mode = st.st_mode;
+        mode & S_IFMT == kind && st.st_uid == geteuid().as_raw() && mode & 0o077 == 0
+    })
 }
 
 /// `n` ids, one a line, each a plausible run_id, no two alike.

@@ -10,9 +10,11 @@ pub enum Ev {
     RandomDelay,
     Waiting,
     Acquired,
+    Contained,
     FenceReset,
     Nested,
     Busy,
+    Skipped,
     Unavailable,
     Refused,
     RunningUnlocked,
@@ -35,13 +37,15 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 24] = [
+    pub const ALL: [Ev; 26] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::Acquired,
+        Ev::Contained,
         Ev::FenceReset,
         Ev::Nested,
         Ev::Busy,
+        Ev::Skipped,
         Ev::Unavailable,
         Ev::Refused,
         Ev::RunningUnlocked,
@@ -84,6 +88,12 @@ impl Ev {
                 "fence, wait_ms, ttl_ms",
                 "the lock is ours",
             ),
+            Ev::Contained => (
+                "contained",
+                Info,
+                "contain",
+                "how COMMAND's whole tree is held: a cgroup of its own, or the keeper process alone",
+            ),
             Ev::FenceReset => (
                 "fence_reset",
                 Info,
@@ -101,6 +111,12 @@ impl Ev {
                 Warn,
                 "holder",
                 "still busy when --wait ran out: exit 75 (or -E)",
+            ),
+            Ev::Skipped => (
+                "skipped",
+                Info,
+                "holder",
+                "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (
                 "unavailable",
@@ -207,7 +223,9 @@ impl Ev {
         self.row().3
     }
 
-    /// The README's table rows: `| name | level | fields | meaning |`.
+    /// The rows of docs/monitoring.md's table: `| name | level | fields |
+    /// meaning |` (a test holds the page to it).
+    #[cfg(test)]
     pub fn markdown() -> String {
         let mut out = String::new();
         for ev in Ev::ALL {
@@ -232,6 +250,18 @@ impl Ev {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_monitoring_page_lists_every_event() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md");
+        let page = std::fs::read_to_string(path).expect("docs/monitoring.md");
+        let table = Ev::markdown();
+        assert!(
+            page.contains(&table),
+            "the events table of docs/monitoring.md differs from the binary's; it should \
+             read:\n{table}"
+        );
+    }
 
     #[test]
     fn names_are_unique_snake_case() {

@@ -143,3 +143,193 @@ fn acl_user_with_a_wrong_password_or_unknown_user() {
     );
     assert_eq!(dbsize(&mut server.conn()), 0);
 }
+
+/// `ACL SETUSER` on each of `ports`: users beside the open default user,
+/// so that the topology's own links keep working.
+fn acl_users(ports: &[u16], conn: impl Fn(u16) -> redis::Connection) {
+    for &port in ports {
+        let mut conn = conn(port);
+        for rules in [
+            &["alice", "on", ">al1ce-pa55word", "~*", "&*", "+@all"][..],
+            &["weak", "on", ">we4k-pa55word", "+@connection"][..],
+        ] {
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(rules)
+                .exec(&mut conn)
+                .unwrap();
+        }
+    }
+}
+
+/// With the URL's credentials wrong or short of a right, a run is refused
+/// (77), never "unavailable" (69), so `--on-unavailable run` never runs
+/// COMMAND without the lock.
+fn refused_not_unavailable(url_with: impl Fn(&str) -> String) {
+    let dir = TestDir::new();
+    for (userinfo, expected) in [
+        (format!("alice:{WRONG}@"), "authentication failed"),
+        ("weak:we4k-pa55word@".to_string(), "permission"),
+    ] {
+        let url = url_with(&userinfo);
+        let mut cmd = redlock(&url);
+        cmd.args(["-k", "refused", "--on-unavailable", "run", "--", "touch"])
+            .arg(dir.file("ran"));
+        let out = run_with_timeout(&mut cmd, T);
+        assert_eq!(out.code, Some(77), "{userinfo}: {out:?}");
+        assert!(out.stderr.contains(expected), "{userinfo}: {out:?}");
+        assert!(
+            !dir.file("ran").exists(),
+            "{userinfo}: COMMAND ran unlocked"
+        );
+        assert_hidden(&out, &[WRONG, "we4k-pa55word"], &userinfo);
+        for args in [&["status", "refused"][..], &["list"]] {
+            let out = run_with_timeout(redlock(&url).args(args), T);
+            assert_eq!(out.code, Some(77), "{userinfo} {args:?}: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_cluster_that_refuses_the_credentials_is_refused_not_unavailable() {
+    let cluster = Cluster::start();
+    acl_users(&cluster.ports(), |port| cluster.conn(port));
+    let url = cluster.url();
+    refused_not_unavailable(|userinfo| url.replacen("://", &format!("://{userinfo}"), 1));
+    let right = url.replacen("://", &format!("://alice:{ALICE}@"), 1);
+    let out = run_with_timeout(redlock(&right).args(["-k", "refused", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn data_nodes_behind_sentinels_that_refuse_the_credentials_are_refused_not_unavailable() {
+    let set = SentinelSet::start();
+    acl_users(&set.data_ports(), |port| set.data_conn(port));
+    let url = set.url();
+    refused_not_unavailable(|userinfo| url.replacen("://", &format!("://{userinfo}"), 1));
+    let right = url.replacen("://", &format!("://alice:{ALICE}@"), 1);
+    let out = run_with_timeout(redlock(&right).args(["-k", "refused", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// A generated password as it often is: base64's `/` and `+`, with a `?`
+/// and an `@`, none of them percent-encoded in the URL.
+const RAW: &str = "Zm9v/YmFy+cXV4?eD@1";
+
+#[test]
+fn a_password_with_slash_question_mark_or_plus_needs_no_encoding_and_is_never_printed() {
+    let server = RedisServer::builder().requirepass(RAW).start();
+    let url = format!("redis://:{RAW}@127.0.0.1:{}", server.port());
+    let out = run_with_timeout(redlock(&url).args(["-v", "-k", "raw", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, &[RAW], "run");
+
+    // A mistake elsewhere in such a URL, from --redis or the environment.
+    let bad = format!("redis://:{RAW}@127.0.0.1:99999/0");
+    let out = run_with_timeout(redlock(&bad).args(["-k", "raw", "--", "true"]), T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--redis"), "{out:?}");
+    let mut cmd = redlock_bare();
+    cmd.env("REDLOCK_REDIS_URL", &bad).args(["status", "raw"]);
+    let out = run_with_timeout(&mut cmd, T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    for secret in [RAW, "Zm9v", "cXV4", "eD@1"] {
+        assert!(!out.stderr.contains(secret), "{secret} printed: {out:?}");
+    }
+}
+
+#[test]
+fn a_sentinel_password_is_read_as_the_user_info_password_is_and_never_printed() {
+    let mut set = SentinelSet::start();
+    for i in 0..3 {
+        let mut conn = set.sentinel(i).conn();
+        redis::cmd("ACL")
+            .arg(&["SETUSER", "watcher", "on", &format!(">{RAW}"), "+@all"])
+            .exec(&mut conn)
+            .unwrap();
+    }
+    // The password raw (a `+` is a `+`, as in the user-info), the
+    // option's name percent-encoded.
+    let url = format!(
+        "{}?sentinel_username=watcher&sentinel%5Fpassword={}",
+        set.url(),
+        RAW.replace('@', "%40")
+    );
+    let out = run_with_timeout(redlock(&url).args(["-v", "-k", "snt", "--", "true"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v"], "run");
+    let out = run_with_timeout(redlock(&url).args(["-v", "status", "snt"]), T);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v"], "status");
+
+    // Given twice: a usage error that shows neither.
+    let twice = format!("{url}&sentinel_password=0ther-secret");
+    let out = run_with_timeout(redlock(&twice).args(["-k", "snt", "--", "true"]), T);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_hidden(&out, &[RAW, "Zm9v", "0ther-secret"], "twice");
+}
+
+#[test]
+fn a_password_file_keeps_the_secret_out_of_the_jobs_environment_and_nested_runs_work() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let dir = TestDir::new();
+    let file = dir.file("redis.pass");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    // The URL without a password in the environment, the file's path
+    // beside it: a nested run of the same key and one of another key
+    // inherit both, and authenticate.
+    let script = format!(
+        "env > \"$0\"; cat /proc/$PPID/cmdline /proc/$PPID/environ >> \"$0\"; \
+         {bin} -k pf -- true && {bin} -k other -- true",
+        bin = bin()
+    );
+    let mut cmd = redlock_bare();
+    cmd.env("REDLOCK_REDIS_URL", server.url())
+        .env("REDLOCK_PASSWORD_FILE", &file)
+        .args(["-v", "-k", "pf", "--", "sh", "-c", &script])
+        .arg(dir.file("seen"));
+    let out = run_with_timeout(&mut cmd, T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let seen = dir.read("seen").unwrap();
+    assert!(seen.contains("REDLOCK_PASSWORD_FILE="), "{seen}");
+    assert!(!seen.contains(PASSWORD), "the job saw the password: {seen}");
+    assert_hidden(&out, &[PASSWORD], "run");
+    assert!(exists(&mut server.conn(), "redlock:{other}:fence"));
+
+    // --password-file on the command line works the same.
+    let out = run_with_timeout(
+        redlock(&server.url())
+            .arg("--password-file")
+            .arg(&file)
+            .args(["status", "pf"]),
+        T,
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+}
+
+#[test]
+fn a_password_file_that_is_not_a_small_regular_file_is_refused_at_once() {
+    let server = RedisServer::builder().requirepass(PASSWORD).start();
+    let dir = TestDir::new();
+    let fifo = dir.file("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let empty = dir.file("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    for file in [
+        fifo.as_path(),
+        std::path::Path::new("/dev/zero"),
+        &empty,
+        &dir.file("missing"),
+    ] {
+        let out = run_with_timeout(
+            redlock(&server.url())
+                .arg("--password-file")
+                .arg(file)
+                .args(["-k", "pf", "--", "true"]),
+            T,
+        );
+        assert_eq!(out.code, Some(2), "{file:?}: {out:?}");
+        assert!(out.stderr.contains("--password-file"), "{out:?}");
+    }
+    assert_eq!(dbsize(&mut server.conn()), 0);
+}

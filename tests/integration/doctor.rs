@@ -533,3 +533,24 @@ fn cluster_checks_every_slot_and_the_locks_primary() {
     );
     assert_eq!(r.of("lock-slot"), ["FAIL"], "{r:?}");
 }
+
+#[test]
+fn server_text_reaches_the_terminal_escaped() {
+    let server = clean_server();
+    // REPLICAOF takes any host name, and INFO shows it as given: a window
+    // title escape and a right-to-left override.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("\x1b]0;pwned\x07\u{202e}evil")
+        .arg(6379)
+        .query(&mut server.conn())
+        .expect("REPLICAOF");
+    for args in [&[][..], &["--json"]] {
+        let out = run_with_timeout(redlock(&server.url()).arg("doctor").args(args), T);
+        assert_eq!(out.code, Some(78), "{out:?}");
+        for raw in ['\x1b', '\x07', '\u{202e}'] {
+            assert!(!out.stdout.contains(raw), "{raw:?} printed raw: {out:?}");
+            assert!(!out.stderr.contains(raw), "{raw:?} printed raw: {out:?}");
+        }
+        assert!(out.stdout.contains("]0;pwned"), "{out:?}");
+    }
+}

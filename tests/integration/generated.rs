@@ -135,10 +135,57 @@ fn no_stray_generated_files() {
 
 #[test]
 fn generate_rejects_an_unknown_kind() {
-    let out = run_with_timeout(redlock_bare().args(["generate", "tcsh"]), TIMEOUT);
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(out.stderr.contains("tcsh"), "{}", out.stderr);
-    assert_eq!(out.stdout, "");
+    // `events` was a hidden kind once; the docs' table is checked in a
+    // unit test now.
+    for kind in ["tcsh", "events"] {
+        let out = run_with_timeout(redlock_bare().args(["generate", kind]), TIMEOUT);
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert!(out.stderr.contains(kind), "{}", out.stderr);
+        assert_eq!(out.stdout, "");
+    }
+}
+
+#[test]
+fn generate_shows_only_what_it_takes() {
+    let help = run(redlock_bare().args(["generate", "--help"]));
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    for connection in [
+        "--redis",
+        "--prefix",
+        "--tls-ca",
+        "--log-format",
+        "--verbose",
+    ] {
+        assert!(
+            !help.stdout.contains(connection),
+            "{connection}:\n{}",
+            help.stdout
+        );
+    }
+    // What completion offers after `generate`: its kinds and --help.
+    let bash = generate("bash");
+    let offered = bash
+        .split("redlock__run__subcmd__generate)")
+        .nth(1)
+        .and_then(|arm| arm.split("opts=\"").nth(1))
+        .and_then(|opts| opts.split('"').next())
+        .expect("the bash arm of generate");
+    assert_eq!(offered, "-h --help man bash zsh fish elvish powershell");
+    let fish = generate("fish");
+    let generate_lines: Vec<&str> = fish
+        .lines()
+        .filter(|l| l.contains("using_subcommand generate"))
+        .collect();
+    assert!(!generate_lines.is_empty());
+    for line in generate_lines {
+        assert!(
+            !line.contains("-l redis") && !line.contains("events"),
+            "{line}"
+        );
+    }
+    // Before the subcommand's name, as everywhere, they are accepted.
+    let out = run(redlock_bare().args(["--redis", "redis://127.0.0.1:1", "generate", "man"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
 /// Some(program) if it is installed (see `have_tool`).
@@ -306,6 +353,10 @@ fn bash_completion_loads_and_offers_options_and_subcommands() {
             "{kind} not in {offered:?}"
         );
     }
+    assert!(
+        !offered.iter().any(|o| o == "events" || o == "--redis"),
+        "{offered:?}"
+    );
 }
 
 #[test]
@@ -399,4 +450,70 @@ fn short_and_long_help() {
     let sub = run(redlock_bare().args(["generate", "--help"]));
     assert_eq!(sub.code, Some(0), "{}", sub.stderr);
     assert!(sub.stdout.contains("powershell"), "{}", sub.stdout);
+}
+
+/// The long help as a terminal `width` columns wide shows it.
+fn help_at(width: usize) -> String {
+    let out = run(redlock_bare()
+        .arg("--help")
+        .env("COLUMNS", width.to_string()));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+/// The lines of the part of `help` under `heading` (to the next heading).
+fn part<'a>(help: &'a str, heading: &str) -> Vec<&'a str> {
+    help.lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .collect()
+}
+
+#[test]
+fn long_help_wraps_with_its_indentation_at_80_and_60_columns() {
+    for width in [80, 60] {
+        let help = help_at(width);
+        let long: Vec<&str> = help.lines().filter(|l| l.chars().count() > width).collect();
+        assert!(long.is_empty(), "lines over {width} columns: {long:#?}");
+        // Exit status: a code column, the text beside it; wrapped text
+        // stays in the text column.
+        let rows = part(&help, "Exit status:");
+        assert!(rows.len() >= 13, "{help}");
+        assert!(
+            rows[0].starts_with("  COMMAND's own  COMMAND ran"),
+            "{}",
+            rows[0]
+        );
+        let column = rows[0].find("COMMAND ran").expect("the text column");
+        for row in &rows {
+            let indent = row.len() - row.trim_start().len();
+            assert!(
+                indent == 2 || indent == column,
+                "{width} columns: an exit-status line out of its columns: {row:?}"
+            );
+            assert!(row.len() > column, "{width} columns: no text: {row:?}");
+        }
+        assert!(rows.iter().any(|r| r.starts_with(&" ".repeat(column))));
+        // Examples: comments and commands at 2, their continuations deeper.
+        let examples = part(&help, "Examples:");
+        assert!(examples.len() >= 8, "{help}");
+        for line in examples.iter().filter(|l| !l.is_empty()) {
+            assert!(line.starts_with("  "), "{width} columns: {line:?}");
+        }
+        if width == 60 {
+            assert!(
+                examples.iter().any(|l| l.starts_with("      ")),
+                "the cron example does not wrap at 60 columns, or wraps unindented:\n{}",
+                examples.join("\n")
+            );
+        }
+        // Defaults: on a line of their own, as clap puts its own.
+        for line in help.lines().filter(|l| l.contains("[default:")) {
+            assert!(
+                line.trim_start().starts_with("[default:"),
+                "{width} columns: a default at the end of a text line: {line:?}"
+            );
+        }
+    }
 }

@@ -1005,3 +1005,65 @@ fn a_release_whose_reply_was_lost_then_found_the_next_holder_is_no_warning() {
     second.go();
     assert_eq!(waiter.wait_timeout(LONG).code, Some(0));
 }
+
+/// The remembered same-server check is read only from a directory that is
+/// the user's own: owned by us, closed to others, not a link. A directory
+/// another user made (`/tmp/redlock-run-UID` squatted), one open to
+/// others, or a link to one, is not read, whatever it holds: here a file
+/// with two nodes' ids swapped, which with a node down would turn a
+/// 2-of-3 run into "the same server twice" (exit 2).
+#[test]
+fn the_remembered_check_is_never_read_from_a_directory_that_is_not_ours() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let mut servers = RedisServer::many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let runtime = TestDir::new();
+    let run = || {
+        let mut cmd = redlock_on(&urls);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path())
+            .args(["-k", "planted", "--", "true"]);
+        run_with_timeout(&mut cmd, LONG)
+    };
+    assert_eq!(run().code, Some(0));
+    let dir = runtime.file("redlock-run");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut ids = remembered_ids(&runtime);
+    ids.swap(0, 2);
+    std::fs::write(&file, format!("{}\n", ids.join("\n"))).unwrap();
+
+    // In our own directory the file is read, and (only we could have
+    // written it) taken at its word.
+    servers[2].kill();
+    let out = run();
+    assert_eq!(out.code, Some(2), "our own directory is read: {out:?}");
+
+    let elsewhere = runtime.file("elsewhere");
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    let plants: [(&str, &dyn Fn()); 3] = [
+        ("another user's", &|| {
+            nix::unistd::chown(&dir, Some(nobody), None).unwrap();
+            nix::unistd::chown(&file, Some(nobody), None).unwrap();
+        }),
+        ("open to others", &|| {
+            nix::unistd::chown(&dir, Some(nix::unistd::geteuid()), None).unwrap();
+            nix::unistd::chown(&file, Some(nix::unistd::geteuid()), None).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }),
+        ("a link to ours", &|| {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::fs::rename(&dir, &elsewhere).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        }),
+    ];
+    for (what, plant) in plants {
+        plant();
+        let out = run();
+        assert_eq!(out.code, Some(0), "{what} directory was read: {out:?}");
+    }
+}

@@ -83,7 +83,13 @@ fn a_clean_run_is_a_stream_of_typed_events() {
     // A new key's fence counter starts from the server's clock.
     assert_eq!(
         names(&evs),
-        ["fence_reset", "acquired", "command_exited", "released"],
+        [
+            "fence_reset",
+            "acquired",
+            "contained",
+            "command_exited",
+            "released"
+        ],
         "{}",
         out.stderr
     );
@@ -263,19 +269,17 @@ fn no_password_in_any_event() {
 }
 
 #[test]
-fn every_event_of_the_code_is_in_the_docs_and_the_man_page() {
-    // The binary's own catalog, as the table rows of docs/monitoring.md.
-    let out = run_with_timeout(redlock_bare().args(["generate", "events"]), LONG);
-    assert_eq!(out.code, Some(0), "{out:?}");
+fn every_event_of_the_docs_is_in_the_man_page() {
+    // The table of docs/monitoring.md is the binary's own catalog (a unit
+    // test in src/log/events.rs holds it to it); the man page lists the
+    // same events.
     let monitoring = source_file("docs/monitoring.md");
-    assert!(
-        monitoring.contains(&out.stdout),
-        "the events table of docs/monitoring.md differs from `redlock-run generate events`:\n{}",
-        out.stdout
-    );
+    let rows: Vec<&str> = monitoring
+        .lines()
+        .filter(|l| l.starts_with("| `") && l.matches(" | ").count() == 3)
+        .collect();
+    assert!(rows.len() >= 20, "{rows:?}");
     let man = man_page_text();
-    let rows: Vec<&str> = out.stdout.lines().collect();
-    assert!(rows.len() >= 20, "{}", out.stdout);
     for row in rows {
         let name = row.split('`').nth(1).unwrap();
         assert!(man.contains(name), "event {name} is not in the man page");

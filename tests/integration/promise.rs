@@ -247,8 +247,9 @@ fn without_proc_leftovers_in_the_group_are_still_stopped() {
 fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    // A daemon outside the group: it cannot be named without /proc, so the
-    // lock must stay until it is gone.
+    // A daemon outside the group: with the keeper alone (no cgroup) it
+    // cannot be named without /proc, so the lock must stay until it is
+    // gone. (With a cgroup it is stopped: keeper::without_proc_...)
     let script = format!(
         "setsid sh -c 'touch {started}; sleep 3; touch {done}' & \
          while [ ! -e {started} ]; do sleep 0.01; done; exit 0",
@@ -257,7 +258,7 @@ fn without_proc_the_lock_is_kept_while_unnamed_descendants_run() {
     );
     let job = server
         .job("noproc-kept")
-        .args(["--kill-after", "1s"])
+        .args(["--kill-after", "1s", "--contain", "keeper"])
         .sh(&script);
     let Some(mut cmd) = without_proc(job) else {
         return;

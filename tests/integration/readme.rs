@@ -50,7 +50,7 @@ fn ci_runs_the_readme_test_command() {
         test_sh
             .lines()
             .any(|l| l.trim()
-                == "REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked \"$@\" || status=$?"),
+                == "REDLOCK_TEST_TIMES=$times REDLOCK_TEST_REQUIRE_TOOLS=1 cargo test --locked \"$@\" | tee \"$log\" || status=$?"),
         "scripts/test.sh runs the suite with missing tools failing"
     );
 }
@@ -116,8 +116,8 @@ fn help_exit_rows() -> Vec<(String, String)> {
         .lines()
         .take_while(|l| l.starts_with("  "))
         .map(|l| {
-            // `  {code:<14}{when}`: the code column is 14 wide.
-            let (code, when) = l[2..].split_at(14.min(l.len() - 2));
+            // `  CODE  WHEN`: two spaces or more end the code column.
+            let (code, when) = l[2..].split_once("  ").unwrap_or((&l[2..], ""));
             (code.trim().to_string(), when.trim().to_string())
         })
         .collect();

@@ -152,11 +152,21 @@ fn busy_lock_with_no_wait_exits_75_without_running() {
         out.stderr.contains(&format!("pid {}", holder.pid())),
         "says who holds it: {out:?}"
     );
+    // -E 0: busy is the intended outcome, so nothing to report; -v says
+    // why nothing ran, without the words of a failure.
     let out = run_with_timeout(
         &mut server.job("busy").args(["-n", "-E", "0"]).sh(&ran),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr, "", "a busy run with -E 0 prints nothing");
+    let out = run_with_timeout(
+        &mut server.job("busy").args(["-n", "-E", "0", "-v"]).sh(&ran),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("skipping this run"), "{out:?}");
+    assert!(!out.stderr.contains("giving up"), "{out:?}");
     let out = run_with_timeout(
         &mut server
             .job("busy")
@@ -546,4 +556,31 @@ fn an_idle_holder_sleeps_until_its_next_refresh() {
     let out = held.wait_timeout(LONG);
     // 100 ms slices would be 40 wake-ups; a refresh is 20 s away.
     assert!(woke <= 8, "{woke} wake-ups in 4 s while idle: {out:?}");
+}
+
+#[test]
+fn without_user_or_logname_the_holder_is_named_from_the_passwd_file() {
+    // systemd services and containers set neither; status named "(uid 0)".
+    let uid = nix::unistd::getuid().as_raw();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == uid.to_string() && !f[0].starts_with(['+', '-']))
+        .map(|f| f[0].to_string())
+        .unwrap_or_else(|| format!("uid {uid}"));
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut job = server.job("who").sh(hold.script(""));
+    job.env_remove("USER").env_remove("LOGNAME");
+    let mut holder = hold.spawn(&mut job, LONG);
+    let status = run_with_timeout(redlock(&server.url()).args(["status", "who"]), LONG);
+    hold.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    assert_eq!(status.code, Some(0), "{status:?}");
+    assert!(
+        status.stdout.contains(&format!("({name})")),
+        "status should name the user {name}: {status:?}"
+    );
 }

@@ -43,6 +43,16 @@ fn demo_shows_every_step_and_exits_0() {
         );
     }
     assert!(out.stdout.contains("held by"), "{all}");
+    // Where the binary is, and how to put it on PATH.
+    let dir = std::path::Path::new(bin())
+        .parent()
+        .expect("the binary's dir");
+    let dir = dir.canonicalize().expect("canonical");
+    let path_line = format!("  export PATH=\"{}:$PATH\"", dir.display());
+    assert!(
+        out.stdout.lines().any(|l| l == path_line),
+        "no {path_line:?} in:\n{all}"
+    );
     assert!(
         !out.stdout.lines().any(|l| l == "never"),
         "the -n contender ran:\n{all}"
@@ -67,6 +77,76 @@ fn demo_test_and_ci_share_one_list_of_prerequisites() {
                 .lines()
                 .any(|l| l.trim().starts_with("source scripts/prereqs.sh")),
             "{script} does not source scripts/prereqs.sh"
+        );
+    }
+    // The demo installs only what it needs.
+    assert!(
+        source("scripts/demo.sh")
+            .lines()
+            .any(|l| l.trim() == "source scripts/prereqs.sh --demo"),
+        "scripts/demo.sh should install only the demo's packages"
+    );
+}
+
+/// The packages `scripts/prereqs.sh ARGS --list` names.
+fn prereqs(args: &[&str]) -> Vec<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prereqs.sh");
+    let out = run_with_timeout(
+        Command::new("bash").arg(script).args(args).arg("--list"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut packages: Vec<String> = out.stdout.lines().map(String::from).collect();
+    packages.sort();
+    packages
+}
+
+/// The package names in code spans of `text` between `from` and `to`
+/// (white space folded), leaving out paths and options.
+fn named_between(text: &str, from: &str, to: &str) -> Vec<String> {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = text.find(from).unwrap_or_else(|| panic!("no {from:?}")) + from.len();
+    let end = start
+        + text[start..]
+            .find(to)
+            .unwrap_or_else(|| panic!("no {to:?}"));
+    let mut names: Vec<String> = text[start..end]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.contains(['/', ' ']) && !w.starts_with('-'))
+        .map(String::from)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn contributing_names_the_packages_prereqs_installs() {
+    let contributing = source("CONTRIBUTING.md");
+    let demo = named_between(&contributing, "The demo needs", "; the tests add");
+    let tests = named_between(&contributing, "; the tests add", "As root");
+    let release = named_between(
+        &contributing,
+        "scripts/prereqs.sh --release` (adding",
+        "to the list above",
+    );
+    assert_eq!(demo, prereqs(&["--demo"]), "the demo's packages");
+    let mut all = [demo.clone(), tests].concat();
+    all.sort();
+    assert_eq!(all, prereqs(&[]), "the tests' packages");
+    let mut with_release = [all, release].concat();
+    with_release.sort();
+    assert_eq!(
+        with_release,
+        prereqs(&["--release"]),
+        "CI's release packages"
+    );
+    // The demo needs a server and a linker, not the test toolchain.
+    for heavy in ["prometheus", "nftables", "fish", "tmux", "faketime"] {
+        assert!(
+            !demo.iter().any(|p| p == heavy),
+            "the demo installs {heavy}"
         );
     }
 }
@@ -104,6 +184,55 @@ fn test_times_lists_modules_costliest_first_with_their_slowest_test() {
         "{}",
         out.stdout
     );
+}
+
+/// What `scripts/test-summary.sh` says of a run that printed `log` and
+/// exited `status` after `secs` seconds.
+fn summary(log: &str, status: i32, secs: u32) -> String {
+    let dir = TestDir::new();
+    std::fs::write(dir.file("log"), log).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test-summary.sh");
+    let out = run_with_timeout(
+        Command::new(script)
+            .arg(dir.file("log"))
+            .arg(status.to_string())
+            .arg(secs.to_string()),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.lines().count(), 1, "one line: {}", out.stdout);
+    out.stdout.trim_end().to_string()
+}
+
+#[test]
+fn test_sh_ends_with_one_line_saying_passed_or_failed_and_how_long() {
+    let passed = "running 81 tests\ntest result: ok. 81 passed; 0 failed; 0 ignored; 0 measured; \
+                  0 filtered out; finished in 0.10s\n\nrunning 206 tests\ntest result: ok. 204 \
+                  passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 300.2s\n";
+    assert_eq!(
+        summary(passed, 0, 405),
+        "test.sh: passed: 285 tests, 2 ignored, in 6m 45s"
+    );
+    let failed = "test queue::a ... ok\ntest wait::b ... FAILED\ntest tree::c ... FAILED\n\
+                  test result: FAILED. 40 passed; 2 failed; 0 ignored; 0 measured; 0 filtered \
+                  out; finished in 9.0s\n";
+    assert_eq!(
+        summary(failed, 101, 62),
+        "test.sh: FAILED: 2 of 42 tests (tree::c, wait::b), in 1m 02s; their output is above \
+         the time table"
+    );
+    let broken = "error[E0425]: cannot find value `x` in this scope\n";
+    assert!(
+        summary(broken, 101, 3).starts_with("test.sh: FAILED: cargo test exited 101"),
+        "a build error is a failure"
+    );
+    // scripts/test.sh prints it last, after the time table.
+    let test_sh = source("scripts/test.sh");
+    let last = test_sh
+        .lines()
+        .rfind(|l| !l.trim().is_empty() && !l.starts_with("exit"))
+        .unwrap_or_default();
+    assert!(last.starts_with("scripts/test-summary.sh "), "{last}");
 }
 
 #[test]

@@ -48,6 +48,22 @@ impl Pki {
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
         );
         pki.leaf("client", "extendedKeyUsage=clientAuth\n");
+        // An X.509 v1 client certificate (no extensions): redis-cli takes
+        // it, rustls cannot.
+        pki.openssl(&[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-out",
+            "client-v1.pem",
+        ]);
         pki
     }
 
@@ -336,4 +352,55 @@ fn bad_tls_options_are_usage_errors() {
     );
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("rediss://"), "{}", out.stderr);
+}
+
+/// The client's own files are checked before anything is sent: a key that
+/// is not the certificate's, a certificate rustls cannot use (X.509 v1),
+/// a FIFO or a device instead of a file. Exit 2 naming the option, at
+/// once, even with nothing listening (never "refused" or a hang).
+#[test]
+fn client_certificate_mistakes_and_files_that_never_end_are_usage_errors() {
+    let pki = pki();
+    let dir = TestDir::new();
+    let fifo = dir.file("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = fifo.display().to_string();
+    let url = format!("rediss://127.0.0.1:{}", free_port());
+    let cert = |pem: &str, key: &str| {
+        vec![
+            "--tls-cert".to_string(),
+            pki.path(pem),
+            "--tls-key".to_string(),
+            pki.path(key),
+        ]
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (cert("client.pem", "server.key"), "--tls-key"),
+        (cert("client-v1.pem", "client.key"), "--tls-cert"),
+        (vec!["--tls-ca".into(), "/dev/zero".into()], "--tls-ca"),
+        (vec!["--tls-ca".into(), fifo.clone()], "--tls-ca"),
+        (
+            vec![
+                "--tls-cert".into(),
+                pki.path("client.pem"),
+                "--tls-key".into(),
+                fifo.clone(),
+            ],
+            "--tls-key",
+        ),
+    ];
+    for (args, option) in cases {
+        let out = run_with_timeout(
+            redlock(&url)
+                .args(&args)
+                .args(["-k", "x", "-n", "--", "true"]),
+            TIMEOUT,
+        );
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(option),
+            "{args:?}: should name {option}: {first}"
+        );
+    }
 }

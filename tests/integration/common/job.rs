@@ -44,6 +44,12 @@ impl Job {
         self
     }
 
+    /// An environment variable for redlock-run (and COMMAND).
+    pub fn env(mut self, name: &str, value: impl AsRef<OsStr>) -> Job {
+        self.cmd.env(name, value);
+        self
+    }
+
     /// COMMAND is `sh -c SCRIPT`.
     pub fn sh(self, script: impl AsRef<OsStr>) -> Command {
         let mut cmd = self.cmd;

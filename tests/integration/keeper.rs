@@ -1,0 +1,522 @@
+//! The job's tree ends with its lock whatever is killed or stopped (issue
+//! 34): the keeper killed or stopped alone, wrapper and keeper killed
+//! together as `pkill` does, the wrapper stopped before it could tell the
+//! keeper anything, a leader that leaves its group, no /proc or a foreign
+//! one, and a child that hands its children over while the keeper counts.
+//! Each runs with the default containment (a cgroup where one can be
+//! made, as here in CI) and with `--contain keeper` (the keeper alone).
+
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// Both containments: the default (a cgroup where one can be made) and
+/// the keeper alone.
+const CONTAIN: [&str; 2] = ["auto", "keeper"];
+
+/// The children of `pid` (its main thread's), from /proc.
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// The keeper of the run `wrapper`: its child named redlock-keeper.
+fn keeper_of(wrapper: i32) -> i32 {
+    let mut found = None;
+    assert!(
+        wait_until(LONG, || {
+            found = children(wrapper)
+                .into_iter()
+                .find(|&c| comm(c) == "redlock-keeper");
+            found.is_some()
+        }),
+        "no child of {wrapper} is named redlock-keeper: {:?}",
+        children(wrapper)
+            .into_iter()
+            .map(|c| (c, comm(c)))
+            .collect::<Vec<_>>()
+    );
+    found.unwrap()
+}
+
+/// A script for a worker started with `setsid` (another session, another
+/// group): it writes its pid to `name` in `dir`, then ticks.
+fn escaped_worker(dir: &TestDir, name: &str) -> String {
+    let script = dir.file(&format!("{name}.sh"));
+    std::fs::write(
+        &script,
+        format!(
+            "echo $$ > '{pid}'; while :; do sleep 0.05; done\n",
+            pid = dir.file(name).display()
+        ),
+    )
+    .unwrap();
+    format!("setsid sh {} &", script.display())
+}
+
+#[test]
+fn a_keeper_killed_alone_takes_the_job_with_it_before_the_release() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("keeper-killed-{contain}");
+        // The job kills its own parent, the keeper.
+        let script = format!(
+            "{w} while [ ! -s '{pid}' ]; do sleep 0.02; done; kill -9 $PPID; sleep 30",
+            w = escaped_worker(&dir, "w"),
+            pid = dir.file("w").display(),
+        );
+        let mut run =
+            spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
+        let worker = read_pid(&dir, "w", LONG);
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(70), "{contain}: {out:?}");
+        assert!(
+            out.stderr.contains("keeper process") && out.stderr.contains("was killed"),
+            "{contain}: {}",
+            out.stderr
+        );
+        // Stopped before the release: dead by the time the run exits.
+        assert!(
+            !process_alive(worker),
+            "{contain}: the job's worker runs on after the release"
+        );
+        let held: Option<String> = redis::cmd("GET")
+            .arg(format!("redlock:{{{key}}}"))
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(held, None, "{contain}: the lock was not released");
+    }
+}
+
+#[test]
+fn pkill_patterns_for_the_wrapper_do_not_select_the_keeper() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("pkill-{contain}-{}", std::process::id());
+        let script = format!("{w} wait", w = escaped_worker(&dir, "w"));
+        let run = spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
+        let worker = read_pid(&dir, "w", LONG);
+        let keeper = keeper_of(run.pid());
+        // `pkill redlock-run` and `killall redlock-run` match the name;
+        // `pkill -f 'redlock-run .* -k KEY'` the command line.
+        assert_ne!(comm(keeper), "redlock-run", "{contain}");
+        assert!(
+            !cmdline(keeper).contains("redlock-run") && !cmdline(keeper).contains(&key),
+            "{contain}: the keeper's command line is {:?}",
+            cmdline(keeper)
+        );
+        // The pattern selects the wrapper alone (the key is this test's).
+        let pattern = format!("redlock-run .*{key}");
+        let selected = Command::new("pgrep")
+            .args(["-f", &pattern])
+            .output()
+            .expect("pgrep (procps)");
+        let selected: Vec<i32> = String::from_utf8_lossy(&selected.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        assert_eq!(selected, vec![run.pid()], "{contain}");
+        let status = Command::new("pkill")
+            .args(["-9", "-f", &pattern])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(
+            wait_until(LONG, || !process_alive(worker)),
+            "{contain}: the worker runs on after pkill -9 -f of the wrapper"
+        );
+        assert!(wait_until(LONG, || !process_alive(keeper)), "{contain}");
+    }
+}
+
+#[test]
+fn a_wrapper_stopped_before_it_said_anything_still_has_its_job_killed_at_the_lease_end() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("early-stop-{contain}");
+        let script = format!(
+            "echo $$ > '{pid}'; while :; do sleep 0.05; done",
+            pid = dir.file("pid").display()
+        );
+        let run = spawn_piped(
+            &mut server
+                .job(&key)
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--ttl", "1s"])
+                .sh(&script),
+        );
+        // Stopped as soon as its keeper exists: before it returns from
+        // starting COMMAND, so before it could tell the keeper a lease.
+        // A tight loop: the keeper's fork and COMMAND's exec take about
+        // a millisecond, and the stop must land within it.
+        let until = std::time::Instant::now() + LONG;
+        let children_file = format!("/proc/{0}/task/{0}/children", run.pid());
+        while std::fs::read_to_string(&children_file).is_ok_and(|c| c.trim().is_empty()) {
+            assert!(std::time::Instant::now() < until, "no keeper appeared");
+        }
+        run.signal(Signal::SIGSTOP);
+        let job = read_pid(&dir, "pid", LONG);
+        let other = run_with_timeout(
+            &mut server.job(&key).args(["--wait", "20s"]).sh("echo second"),
+            LONG,
+        );
+        assert_eq!(other.code, Some(0), "{contain}: {other:?}");
+        assert!(
+            !process_alive(job),
+            "{contain}: COMMAND ran beside the second holder"
+        );
+        assert_eq!(process_state(run.pid()), Some('T'), "{contain}");
+        run.signal(Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_stopped_keeper_is_continued_and_the_jobs_own_exit_code_is_kept() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let key = format!("keeper-stopped-{contain}");
+        // The job stops its parent, the keeper, then exits 0: the run
+        // must see that (not refresh for nobody) and exit 0.
+        let out = run_with_timeout(
+            &mut server
+                .job(&key)
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--ttl", "1500ms"])
+                .sh("kill -STOP $PPID; exit 0"),
+            LONG,
+        );
+        assert_eq!(out.code, Some(0), "{contain}: {out:?}");
+        assert!(
+            out.stderr.contains("keeper process") && out.stderr.contains("stopped"),
+            "{contain}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn a_leader_that_leaves_its_group_is_still_stopped() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("leader-leaves-{contain}");
+        // The leader joins the keeper's group (the only other one in its
+        // session it can join), then runs past --max-hold.
+        let script = format!(
+            "import os, time\nos.setpgid(0, os.getpgid(os.getppid()))\ntime.sleep(8)\nopen('{done}', 'w').close()\n",
+            done = dir.file("done").display()
+        );
+        let out = run_with_timeout(
+            &mut server
+                .job(&key)
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--max-hold", "1s", "--kill-after", "500ms"])
+                .exec(["python3", "-c", &script]),
+            LONG,
+        );
+        assert_eq!(out.code, Some(124), "{contain}: {out:?}");
+        assert!(
+            !dir.file("done").exists(),
+            "{contain}: the leader ran its whole course past --max-hold"
+        );
+    }
+}
+
+#[test]
+fn the_on_lost_hook_runs_when_the_keeper_stopped_the_job() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "echo $$ > '{pid}'; while :; do sleep 0.05; done",
+        pid = dir.file("pid").display()
+    );
+    let hook = format!("touch '{}'", dir.file("hook").display());
+    let mut run = spawn_piped(
+        &mut server
+            .job("hook-keeper")
+            .args(["--ttl", "1s", "--on-lost", &hook])
+            .sh(&script),
+    );
+    let job = read_pid(&dir, "pid", LONG);
+    run.signal(Signal::SIGSTOP);
+    assert!(
+        wait_until(LONG, || !process_alive(job)),
+        "the keeper did not act"
+    );
+    run.signal(Signal::SIGCONT);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(
+        wait_for_file(dir.file("hook"), LONG),
+        "--on-lost did not run: {}",
+        out.stderr
+    );
+}
+
+/// A unique `sleep` for a leftover, so that it can be looked for by its
+/// command line whatever PID namespace it runs in.
+fn unique_sleep(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}{:09}.{tag}", 600 + std::process::id() % 100, nanos)
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '.')
+        .collect::<String>()
+        .trim_end_matches('.')
+        .to_string()
+}
+
+fn running(pattern: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_foreign_proc_is_no_proc_and_leftovers_end_before_the_release() {
+    if !can_unshare("leftovers under a foreign /proc") {
+        return;
+    }
+    let server = RedisServer::start();
+    let secs = unique_sleep("1");
+    let dir = TestDir::new();
+    // In a new PID namespace that still sees the host's /proc, under a
+    // shell that outlives the run (so that the namespace does too: its
+    // init's end would kill a leftover, hiding a late stop).
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "sh", "-c"])
+        .arg(format!(
+            "\"$@\"; echo $? > '{rc}'; sleep 20",
+            rc = dir.file("rc").display()
+        ))
+        .arg("sh")
+        .arg(bin())
+        .args([
+            "--redis",
+            &server.url(),
+            "-k",
+            "foreign-proc",
+            "--kill-after",
+            "1s",
+        ])
+        .args(["-c", &format!("setsid sleep {secs} & exit 0")]);
+    let _ns = spawn_piped(&mut cmd);
+    assert!(wait_for_file(dir.file("rc"), LONG));
+    let leftover = running(&format!("^sleep {secs}$"));
+    assert_eq!(dir.read("rc").unwrap_or_default().trim(), "0");
+    assert!(!leftover, "a leftover runs on after the release");
+}
+
+#[test]
+fn without_proc_a_sigkilled_wrapper_still_takes_escaped_workers_with_it() {
+    if !can_unshare("the tree's end without /proc") {
+        return;
+    }
+    let server = RedisServer::start();
+    let secs = unique_sleep("2");
+    let dir = TestDir::new();
+    let job = format!(
+        "setsid sleep {secs} & set -m; sleep {secs} & touch '{ready}'; wait",
+        ready = dir.file("ready").display()
+    );
+    let mut base = redlock(&server.url());
+    base.args(["-k", "no-proc", "-c", &job]);
+    let run = spawn_piped(&mut unshared("umount -l /proc", &base));
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    assert!(running(&format!("^sleep {secs}$")));
+    // The wrapper is the process the unshare shell exec'd.
+    run.signal(Signal::SIGKILL);
+    assert!(
+        wait_until(LONG, || !running(&format!("^sleep {secs}$"))),
+        "escaped workers run on without a lock"
+    );
+}
+
+/// A shared object that makes the keeper's `waitpid(pid, WNOHANG)` of a
+/// child other than the one it starts with slow (a keeper preempted or
+/// throttled between reading its children and reaping them). For
+/// processes named redlock-keeper only.
+const SLOW_WAITPID: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+pid_t waitpid(pid_t pid, int *status, int options) {
+    static pid_t (*real)(pid_t, int *, int);
+    if (!real) real = (pid_t (*)(pid_t, int *, int))dlsym(RTLD_NEXT, "waitpid");
+    char name[16] = {0}, parent[32] = {0}, path[64];
+    prctl(PR_GET_NAME, name);
+    /* Before the keeper had a name of its own: a redlock-run whose
+       parent is a redlock-run. */
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)getppid());
+    FILE *f = fopen(path, "r");
+    if (f) { fgets(parent, sizeof parent, f); fclose(f); }
+    int keeper = strcmp(name, "redlock-keeper") == 0
+        || (strcmp(name, "redlock-run") == 0 && strncmp(parent, "redlock-run", 11) == 0);
+    if (pid > 0 && (options & WNOHANG) && keeper)
+        usleep(700000);
+    return real(pid, status, options);
+}
+"#;
+
+#[test]
+fn a_child_that_hands_its_children_over_while_the_keeper_counts_is_seen() {
+    if !have_tool("gcc", "gcc") {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let source = dir.file("slow.c");
+    std::fs::write(&source, SLOW_WAITPID).unwrap();
+    let shim = dir.file("slow.so");
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&shim)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(built.success());
+    // A dynamically linked build: the shim must be loadable (CI's static
+    // binary is not; cargo's build is).
+    let binary = std::env::var("REDLOCK_TEST_DYNAMIC_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_redlock-run").to_string());
+    for contain in CONTAIN {
+        let secs = unique_sleep(if contain == "auto" { "3" } else { "4" });
+        // The leader leaves C behind and exits; C is alive when the keeper
+        // lists its children, starts G and exits while the keeper's
+        // waitpid is slow: G is handed to the keeper after the list.
+        let job = format!("(sleep 0.2; sleep {secs} & exit 0) & exit 0");
+        let out = run_with_timeout(
+            Command::new(&binary)
+                .env("LD_PRELOAD", &shim)
+                .env("REDLOCK_CONTAIN", contain)
+                .args(["--redis", &server.url()])
+                .args(["-k", &format!("handover-{contain}"), "--kill-after", "1s"])
+                .args(["-c", &job]),
+            LONG,
+        );
+        assert_eq!(out.code, Some(0), "{contain}: {out:?}");
+        assert!(
+            !running(&format!("^sleep {secs}$")),
+            "{contain}: the grandchild runs on after the release"
+        );
+    }
+}
+
+#[test]
+fn the_man_page_says_what_the_safety_model_says_about_the_trees_end() {
+    let safety = source_file("docs/safety.md");
+    let section = safety
+        .split_once("<!-- tree: begin")
+        .and_then(|(_, rest)| rest.split_once("<!-- tree: end -->"))
+        .expect("docs/safety.md marks the section on the tree's end")
+        .0;
+    // Every cell of the table, without Markdown's marks, is in the page.
+    let man = man_page_text();
+    let man = man.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cells = 0;
+    let rows = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains("---"));
+    // The header's first cell names no column of the page's rows.
+    for row in rows.skip(1) {
+        for cell in row.trim_matches('|').split(" | ") {
+            let cell = cell.trim().replace("**", "").replace('`', "");
+            let cell = cell.split_whitespace().collect::<Vec<_>>().join(" ");
+            cells += 1;
+            assert!(man.contains(&cell), "the man page lacks: {cell}");
+        }
+    }
+    assert!(cells >= 30, "{cells} cells");
+}
+
+/// Whether this host lets a run make a cgroup: cgroup v2 with
+/// `cgroup.kill` where root may write (as in CI).
+fn cgroups_here() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let v2 = [
+        "/sys/fs/cgroup/cgroup.controllers",
+        "/sys/fs/cgroup/unified/cgroup.controllers",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
+    root && v2
+}
+
+#[test]
+fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut server.job("said").args(["-v"]).sh("exit 0"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let doctor = run_with_timeout(
+        redlock(&server.url()).args(["doctor", "--key", "said"]),
+        LONG,
+    );
+    let tree = doctor
+        .stdout
+        .lines()
+        .find(|l| l.contains(" tree "))
+        .unwrap_or_else(|| panic!("doctor says nothing of the tree: {}", doctor.stdout));
+    if cgroups_here() {
+        assert!(
+            out.stderr
+                .contains("COMMAND's tree is held by a cgroup of its own"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            tree.starts_with("PASS") && tree.contains("cgroup"),
+            "{tree}"
+        );
+    } else {
+        assert!(out.stderr.contains("keeper process only"), "{}", out.stderr);
+        assert!(tree.starts_with("WARN"), "{tree}");
+    }
+    let keeper = run_with_timeout(
+        &mut server
+            .job("said")
+            .env("REDLOCK_CONTAIN", "keeper")
+            .args(["-v"])
+            .sh("exit 0"),
+        LONG,
+    );
+    assert!(
+        keeper
+            .stderr
+            .contains("keeper process only (no cgroup: --contain keeper)"),
+        "{}",
+        keeper.stderr
+    );
+}
