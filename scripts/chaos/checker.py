@@ -187,7 +187,38 @@ def late_stops(plan, faults, sections):
     return found
 
 
-def outlived(runs, sections):
+def host_windows(plan, runs, faults):
+    """Runs whose job may run on after its run ended, by docs/safety.md's
+    table of the tree's end (the documented host-side windows), with why:
+
+    - wrapper and keeper both SIGKILLed by pid (kill-both, mode pid): in
+      every containment "the leader dies; the rest runs on";
+    - the keeper alone without a usable /proc (a no-proc run, or a
+      foreign-proc run without a delegated cgroup: what the harness gives
+      it), a job that escaped its group (setsid, a double fork, a leader
+      that moved its helper's group), and a run that did not end as its
+      job did (killed, stopped past its lease, lock lost): only COMMAND's
+      group and its leader are reached, "processes that left the group run
+      on".
+
+    `pkill -9 redlock-run` is in the model: it selects the wrapper alone.
+    """
+    exempt = {}
+    for f in faults:
+        if f["kind"] == "kill-both" and f.get("mode") == "pid" and f.get("run") and not f.get("skipped"):
+            exempt[f["run"]] = "wrapper and keeper both SIGKILLed by pid"
+    delegated = plan.get("cgroups") == "delegated"
+    for r in runs:
+        env = r.get("env", "host")
+        blind = env == "no-proc" or (env == "foreign-proc" and not delegated)
+        left_group = r.get("escape") in ("setsid", "doublefork", "setpgid")
+        if blind and left_group and r["rc"] != r["job_exit"]:
+            exempt.setdefault(r["run"], f"the keeper alone without /proc ({env}), a job that left "
+                                        f"its group ({r['escape']}), exit {r['rc']}")
+    return exempt
+
+
+def outlived(runs, sections, exempt=()):
     """Runs whose job ran on after the run ended and the lock moved on:
     a record more than SLACK after the wrapper exited, later than the start
     of a section that began after that exit."""
@@ -195,7 +226,7 @@ def outlived(runs, sections):
     starts = sorted((s["start"], s["run"]) for s in sections.values())
     for r in runs:
         s = sections.get(r["run"])
-        if s is None:
+        if s is None or r["run"] in exempt:
             continue
         ended = r["t1"]
         late = [t for t in s["records"] if t > ended + SLACK_NS]
@@ -302,13 +333,21 @@ def check(workdir):
     # wrapper's lease runs on for up to a TTL.)
     ttl_ns = plan["ttl_ms"] * 1_000_000
     ended = {r["run"]: r["t1"] + SLACK_NS + (ttl_ns if r["rc"] == -9 else 0) for r in runs}
+    exempt = {run: why for run, why in host_windows(plan, runs, faults).items() if run in sections}
     for i, s in enumerate(ordered):
         others = [o for o in ordered[:i] if o["last"] > s["start"]]
         if len(others) >= limit:
             where, why = classify(s["start"], windows)
+            # A job in a documented host-side window runs unguarded by the
+            # model's own words: what overlaps it is out of the model (not
+            # whatever else overlaps too).
+            gone = [o["run"] for o in others if o["run"] in exempt]
+            if gone and len(others) - len(gone) < limit:
+                where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
             if where == "in" and len(others) < redlock_bound:
                 where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
-            orphans = [o["run"] for o in others if ended.get(o["run"], s["start"]) < s["start"]]
+            orphans = [o["run"] for o in others
+                       if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
             if orphans:
                 where, why = "in", f"{', '.join(orphans)} ran on after its run ended"
             out[f"overlaps_{where}"] += 1
@@ -357,7 +396,7 @@ def check(workdir):
         if top is None or mine > top[0]:
             newest[w["key"]] = (mine, w["run"], w["fence"])
 
-    for msg in late_stops(plan, faults, sections):
+    for msg in late_stops(plan, faults, {k: v for k, v in sections.items() if k not in exempt}):
         out["late"] += 1
         d.append(msg)
 
@@ -376,9 +415,11 @@ def check(workdir):
             d.append(f"unexpected exit: {r['run']} exited 70 (lock lost) after its job ended by itself; "
                      "its keeper was stopped, and no fault near it could have cost it the lock")
 
-    for msg in outlived(runs, sections):
+    for msg in outlived(runs, sections, exempt):
         out["outlived"] += 1
         d.append(msg)
+    d += [f"note (not counted): {run} in a documented host-side window: {why}"
+          for run, why in sorted(exempt.items())]
 
     if left is None:
         out["leftovers"] += 1
