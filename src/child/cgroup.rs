@@ -130,11 +130,12 @@ impl Cgroup {
         found
     }
 
-    /// Remove the cgroup once the job is gone (a kill is not instant:
-    /// a few tries).
+    /// Remove the cgroup once the job is gone (a kill is not instant: a
+    /// few tries), with any the job made below it (a nested run killed
+    /// before it removed its own).
     pub fn remove(&self) {
         for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+            if remove_tree(&self.dir, 0) || !self.dir.exists() {
                 return;
             }
             if self.populated() == Some(true) {
@@ -143,6 +144,22 @@ impl Cgroup {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+}
+
+/// Remove the (empty) cgroup `dir` and the cgroups below it, deepest
+/// first; whether `dir` is gone.
+fn remove_tree(dir: &Path, depth: usize) -> bool {
+    if fs::remove_dir(dir).is_ok() {
+        return true;
+    }
+    if depth < 16 {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path(), depth + 1);
+            }
+        }
+    }
+    fs::remove_dir(dir).is_ok()
 }
 
 /// Write "1" to a `cgroup.kill` descriptor; nothing if it is -1.

@@ -562,3 +562,45 @@ fn in_a_pid_namespace_the_job_cannot_kill_its_keeper_and_sees_its_own_pid() {
     assert_eq!(out.code, Some(5), "{out:?}");
     assert_eq!(out.stdout.trim(), "pid 2 parent 1", "{out:?}");
 }
+
+/// The cgroups of runs of `pid` left in the cgroup v2 hierarchy.
+fn cgroups_of(pid: i32) -> Vec<String> {
+    let mut found = Vec::new();
+    for mount in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let Ok(out) = Command::new("find")
+            .args([mount, "-maxdepth", "4", "-type", "d", "-name"])
+            .arg(format!("redlock-run.{pid}.*"))
+            .output()
+        else {
+            continue;
+        };
+        found.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from),
+        );
+    }
+    found
+}
+
+#[test]
+fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
+    if !cgroups_here() {
+        assert!(!tools_required(), "no cgroup v2 for root here");
+        eprintln!(
+            "\n!!!!! SKIPPED: no cgroup v2 for root here: cgroup clean-up is NOT tested !!!!!\n"
+        );
+        return;
+    }
+    let server = RedisServer::start();
+    // The job makes a cgroup below its own (as a nested run killed before
+    // it cleaned up would leave one).
+    let job = "cg=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+               for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do \
+               [ -e \"$m$cg/cgroup.procs\" ] && mkdir \"$m$cg/below\" && exit 0; done; exit 9";
+    let mut run = spawn_piped(&mut server.job("cg-left").sh(job));
+    let pid = run.pid();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(cgroups_of(pid), Vec::<String>::new());
+}
