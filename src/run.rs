@@ -120,6 +120,9 @@ fn run_recorded(
     if let Some(sig) = random_delay(cfg, &signals, log) {
         return Ok(Exit::Signaled(sig));
     }
+    // Before anything is written: a --contain this host cannot give is
+    // refused first, and a waiter's cgroup is ready when the lock is.
+    let containment = contain(cfg)?;
     let mut main = quorum();
     let mut token = uuid::Uuid::new_v4().to_string();
     let started = Instant::now();
@@ -159,6 +162,7 @@ fn run_recorded(
         signals: &signals,
         token: &token,
         acquired,
+        containment: std::cell::Cell::new(Some(containment)),
     };
     held.run(&mut main, quorum, record, subscription)
 }
@@ -254,6 +258,8 @@ struct Held<'a> {
     signals: &'a Signals,
     token: &'a str,
     acquired: Acquired,
+    /// Made before the wait, so that a hand-over does not wait for it.
+    containment: std::cell::Cell<Option<Containment>>,
 }
 
 impl Held<'_> {
@@ -410,7 +416,13 @@ impl Held<'_> {
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
-        spawn(self.cfg, &env, Some(self.acquired.valid_until), self.log).inspect_err(|_| {
+        let containment = self
+            .containment
+            .take()
+            .map_or_else(|| contain(self.cfg), Ok);
+        let lease = Some(self.acquired.valid_until);
+        let spawned = containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log));
+        spawned.inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
         })
@@ -635,7 +647,7 @@ fn run_without_lease(
     log: &Log,
 ) -> Result<Exit, Failure> {
     child::become_subreaper();
-    let job = spawn(cfg, env, None, log)?;
+    let job = spawn(cfg, env, None, contain(cfg)?, log)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
         .warn(cfg.warning, None)
@@ -647,18 +659,24 @@ fn run_without_lease(
     })
 }
 
-/// Start COMMAND, its tree held as `--contain` says (said under `-v`).
+/// How COMMAND's tree will be held, as `--contain` asks: a local failure
+/// (exit 71) when it asks for more than this host allows.
+fn contain(cfg: &RunConfig) -> Result<Containment, Failure> {
+    Containment::choose(cfg.contain).map_err(|why| Failure {
+        exit: Exit::LocalFailure,
+        error: anyhow::anyhow!("{why}; COMMAND did not run"),
+    })
+}
+
+/// Start COMMAND, its tree held by `containment` (said under `-v`).
 /// `lease_end`: the lease as acquired, for the keeper's watchdog.
 fn spawn(
     cfg: &RunConfig,
     env: &[(&str, &str)],
     lease_end: Option<Instant>,
+    containment: Containment,
     log: &Log,
 ) -> Result<Job, Failure> {
-    let containment = Containment::choose(cfg.contain).map_err(|why| Failure {
-        exit: Exit::LocalFailure,
-        error: anyhow::anyhow!("{why}; COMMAND did not run"),
-    })?;
     log.emit(
         Ev::Contained,
         format!("COMMAND's tree is held by {}", containment.describe()),

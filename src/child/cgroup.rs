@@ -146,6 +146,14 @@ impl Cgroup {
     }
 }
 
+impl Drop for Cgroup {
+    /// Never used (a run that did not get its lock) or done with: gone.
+    /// A job still in it is killed: nothing of it may outlive its lock.
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// Remove the (empty) cgroup `dir` and the cgroups below it, deepest
 /// first; whether `dir` is gone.
 fn remove_tree(dir: &Path, depth: usize) -> bool {
