@@ -59,13 +59,20 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 
 /// How long the liveness key of a waiter in line that Redis sees
 /// subscribed lasts untouched: a stopped waiter (or one on a host that
-/// died with its connection open) leaves the line within this.
-const LIVENESS: Duration = Duration::from_secs(60);
+/// died with its connection open) leaves the line within this. Six of its
+/// refresh periods (a minute with the defaults: what a stopped holder
+/// would cost, twice), within these bounds.
+fn liveness(refresh: Duration) -> Duration {
+    (refresh * 6).clamp(LIVENESS_MIN, LIVENESS_MAX)
+}
+const LIVENESS_MIN: Duration = Duration::from_secs(3);
+const LIVENESS_MAX: Duration = Duration::from_secs(60);
 
 /// How often such a waiter pushes its liveness key back (one PEXPIRE):
-/// at least twice within LIVENESS.
-const STAY_MIN: Duration = Duration::from_secs(20);
-const STAY_MAX: Duration = Duration::from_secs(25);
+/// at least twice within its liveness (20-25 s of a minute).
+fn stay_within(liveness: Duration) -> (Duration, Duration) {
+    (liveness / 3, liveness * 5 / 12)
+}
 
 /// The last-resort retry of such a waiter, in case a wake-up was missed
 /// (the first in line and the holder died together): every waiter waits
@@ -201,6 +208,11 @@ enum Next {
 }
 
 impl Waiter<'_> {
+    /// Our liveness key's life in line (see [`liveness`]).
+    fn liveness(&self) -> Duration {
+        liveness(Duration::from_millis(self.holder.refresh_ms))
+    }
+
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let info = match self.attempt(quorum) {
@@ -247,7 +259,8 @@ impl Waiter<'_> {
                 .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
             let delay = self.delay(&info, place);
             let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
-            let stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
+            let (min, max) = stay_within(self.liveness());
+            let stay = place.map(|_| now + jitter(min, max));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
@@ -268,7 +281,7 @@ impl Waiter<'_> {
     /// One try. The first does not queue: the uncontended path stays one
     /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
     fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
-        let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+        let liveness = self.wakeups.as_ref().map(|_| self.liveness());
         let queued = !self.first_busy;
         // A split's give-back wakes no one only if we try again soon
         // (time is left, and this is not one split too many in a row).
@@ -342,8 +355,9 @@ impl Waiter<'_> {
                 Woke::Timer => {
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
-                    stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
-                    if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                    let (min, max) = stay_within(self.liveness());
+                    stay = Some(Instant::now() + jitter(min, max));
+                    if !matches!(quorum.stay_in_line(&self.token, self.liveness()), Ok(true)) {
                         break;
                     }
                 }
@@ -621,4 +635,26 @@ fn pace(members: u64) -> Duration {
     let per = PACE_PER_MEMBER.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX));
     let low = per.clamp(PACE_MIN, PACE_MAX);
     jitter(low, low * 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiters_liveness_is_six_refresh_periods_within_bounds() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        for (refresh, expected) in [
+            (s(10), s(60)), // the defaults: --ttl 30s
+            (s(100), s(60)),
+            (s(2), s(12)),
+            (ms(500), s(3)),
+            (ms(133), s(3)),
+        ] {
+            assert_eq!(liveness(refresh), expected, "{refresh:?}");
+            let (min, max) = stay_within(expected);
+            assert!(min < max && max * 2 < expected, "{refresh:?}");
+        }
+    }
 }

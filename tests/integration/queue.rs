@@ -386,12 +386,15 @@ fn a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first() {
             .query(&mut server.conn())
             .unwrap()
     };
-    let mut a = spawn_piped(&mut server.job("order").sh("true"));
+    // --ttl 3s: a waiter's liveness in line is six refresh periods, 6 s
+    // (a minute with the defaults).
+    let mut a = spawn_piped(&mut server.job("order").args(["--ttl", "3s"]).sh("true"));
     assert!(wait_until(LONG, || line().len() == 1), "a never queued");
     let b_ran = dir.file("b-ran");
     let mut b = spawn_piped(
         &mut server
             .job("order")
+            .args(["--ttl", "3s"])
             .sh(format!("touch '{}'", b_ran.display())),
     );
     assert!(wait_until(LONG, || line().len() == 2), "b never queued");
