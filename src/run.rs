@@ -291,10 +291,13 @@ impl Held<'_> {
             self.cfg.on_lost.as_ref().map(|line| {
                 OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
             });
-        let ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
+        let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
+        // Its rmdir after the release: the next holder need not wait.
+        let cgroup = ended.cgroup.take();
         let exit = self.finish(main, ended, lease.valid_until());
+        drop(cgroup);
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {
             hook.finish();

@@ -146,6 +146,12 @@ impl Cgroup {
     }
 }
 
+impl std::fmt::Debug for Cgroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Cgroup").field(&self.dir).finish()
+    }
+}
+
 impl Drop for Cgroup {
     /// Never used (a run that did not get its lock) or done with: gone.
     /// A job still in it is killed: nothing of it may outlive its lock.

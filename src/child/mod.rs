@@ -326,6 +326,13 @@ impl Job {
         Some(found.len())
     }
 
+    /// The job's cgroup, empty once the job is reaped: removed when it is
+    /// dropped, which the caller may leave until after the release (its
+    /// `rmdir` need not delay the next holder).
+    pub fn take_cgroup(&mut self) -> Option<Cgroup> {
+        self.cgroup.take()
+    }
+
     /// Whether the keeper was killed before the leader ended (the leader
     /// died with it).
     pub fn keeper_killed(&self) -> bool {
@@ -383,9 +390,6 @@ impl Job {
         }
         let exit = self.keeper.wait_exit();
         self.keeper.finish();
-        if let Some(c) = &self.cgroup {
-            c.remove();
-        }
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
