@@ -1300,10 +1300,14 @@ class Episode:
             elif kind == "kill-both":
                 # As an operator would: every wrapper of the episode (and
                 # whatever else is called redlock-run).
-                rec["runs"] = sorted(r[0] for r in self.current.values())
+                # Every run alive at any moment of it may have been killed
+                # (pkill reads /proc first: on a loaded machine that takes
+                # a while).
+                runs = {r[0] for r in self.current.values()}
                 rec["t0"] = mono()
                 subprocess.run(["pkill", "-9", "redlock-run"], check=False)
                 rec["t1"] = mono()
+                rec["runs"] = sorted(runs | {r[0] for r in self.current.values()})
             elif kind == "wrapper-kill":
                 os.kill(wrapper, signal.SIGKILL)
                 rec[prefix + "t0"] = rec[prefix + "t1"] = mono()
