@@ -66,7 +66,7 @@ KINDS = {
     # tree. Inside the model: nothing of a job may run beside the next
     # holder, whatever is killed or stopped (docs/safety.md).
     "keeper-kill": "in",
-    "kill-both": "in",
+    "kill-both": "in/out",  # out by pid (the rest of the job runs on: docs/safety.md)
     "wrapper-freeze": "in",
     "keeper-stop": "in",
     "escape": "in",
