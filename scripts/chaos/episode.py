@@ -1165,12 +1165,17 @@ class Episode:
         time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
         for w in range(self.plan["workers"]):
             treat = self.treat.setdefault(w, {})
+
+            def extend(name, value):
+                # Two windows at once: the later end holds (the environment:
+                # the later fault's).
+                treat[name] = (max(until, treat.get(name, (0, None))[0]), value)
             if f.get("escape"):
-                treat["escape"] = (until, True)
+                extend("escape", True)
             if kind in ("no-proc", "foreign-proc"):
-                treat["env"] = (until, kind)
+                extend("env", kind)
             if f.get("loaded"):
-                treat["nice"] = (until, 10)
+                extend("nice", 10)
         time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         if kind == "cpu-starve":
             # Busy processes on every core, at the jobs' own priority.
