@@ -66,7 +66,7 @@ KINDS = {
     # tree. Inside the model: nothing of a job may run beside the next
     # holder, whatever is killed or stopped (docs/safety.md).
     "keeper-kill": "in",
-    "kill-both": "in",
+    "kill-both": "in/out",  # out by pid (the rest of the job runs on: docs/safety.md)
     "wrapper-freeze": "in",
     "keeper-stop": "in",
     "escape": "in",
@@ -1165,12 +1165,17 @@ class Episode:
         time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
         for w in range(self.plan["workers"]):
             treat = self.treat.setdefault(w, {})
+
+            def extend(name, value):
+                # Two windows at once: the later end holds (the environment:
+                # the later fault's).
+                treat[name] = (max(until, treat.get(name, (0, None))[0]), value)
             if f.get("escape"):
-                treat["escape"] = (until, True)
+                extend("escape", True)
             if kind in ("no-proc", "foreign-proc"):
-                treat["env"] = (until, kind)
+                extend("env", kind)
             if f.get("loaded"):
-                treat["nice"] = (until, 10)
+                extend("nice", 10)
         time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         if kind == "cpu-starve":
             # Busy processes on every core, at the jobs' own priority.
@@ -1300,10 +1305,14 @@ class Episode:
             elif kind == "kill-both":
                 # As an operator would: every wrapper of the episode (and
                 # whatever else is called redlock-run).
-                rec["runs"] = sorted(r[0] for r in self.current.values())
+                # Every run alive at any moment of it may have been killed
+                # (pkill reads /proc first: on a loaded machine that takes
+                # a while).
+                runs = {r[0] for r in self.current.values()}
                 rec["t0"] = mono()
                 subprocess.run(["pkill", "-9", "redlock-run"], check=False)
                 rec["t1"] = mono()
+                rec["runs"] = sorted(runs | {r[0] for r in self.current.values()})
             elif kind == "wrapper-kill":
                 os.kill(wrapper, signal.SIGKILL)
                 rec[prefix + "t0"] = rec[prefix + "t1"] = mono()

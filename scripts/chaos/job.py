@@ -1,12 +1,12 @@
 """The critical section every chaos run executes as redlock-run's COMMAND.
 
-It logs its start, a heartbeat after every store write and its end to the
-sections log, each with CLOCK_MONOTONIC (system-wide on Linux, so the
+It logs its start, each store write as it sends it, a heartbeat after
+every store write and its end to the sections log, each with CLOCK_MONOTONIC (system-wide on Linux, so the
 checker compares it with the harness's and the store's), and writes to the
 fenced store with its REDLOCK_FENCE while it runs. It never reads anything
 redlock-run prints. A SIGTERM or SIGKILL simply ends it: the checker takes
-a section's span from its first to its last record (and store attempt), in
-whichever of the job's processes it was written.
+a section's span from its first to its last record, in whichever of the
+job's processes it was written.
 
 A job may also start a helper that escapes the way real jobs do
 (CHAOS_ESCAPE), and the helper logs and writes under the same run id and
@@ -47,6 +47,9 @@ def work(env, log, run, fence, end, tag):
     resource = env.get("CHAOS_RESOURCE", "r")
     while True:
         if store is not None:
+            # Logged before it is sent: the store may decide it later (a
+            # loaded machine), when this process is gone.
+            os.write(log, f"W {now()} {run} {tag}\n".encode())
             store.sendall(f"W {resource} {fence} {run}\n".encode())
             reader.readline()
         t = now()
