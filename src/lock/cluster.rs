@@ -35,9 +35,14 @@ pub fn connect(
     if let Some(certificates) = tls {
         builder = builder.certs(certificates.0.clone());
     }
-    builder
-        .build()?
-        .get_connection()
+    // redis-rs connects to the seeds and then to every node the slots
+    // name, one after the other: a deadline for each, roughly.
+    let limit = timeout.saturating_mul(
+        u32::try_from(seeds.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(2),
+    );
+    super::deadline::within(limit, || builder.build()?.get_connection())
         .map_err(|e| explain(seeds, timeout, e))
 }
 
@@ -70,8 +75,9 @@ fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisEr
         if left.is_zero() {
             break;
         }
-        let answer = super::dial::connect(seed, left)
-            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+        let answer = super::dial::connect(seed, left).and_then(|mut conn| {
+            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, left)
+        });
         match answer {
             Ok(_) => return None,
             Err(e) if !e.is_io_error() => return Some(Ok(e)),
@@ -103,8 +109,9 @@ pub struct Primary {
 pub fn primaries(seeds: &[ConnectionInfo], timeout: Duration) -> Result<Vec<Primary>, RedisError> {
     let mut last = RedisError::from(std::io::Error::other("no seed node"));
     for seed in seeds {
-        let reply = super::dial::connect(seed, timeout)
-            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+        let reply = super::dial::connect(seed, timeout).and_then(|mut conn| {
+            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, timeout)
+        });
         match reply {
             Ok(slots) => return Ok(parse_slots(seed, slots)),
             Err(e) if e.is_io_error() => last = e,

@@ -136,13 +136,16 @@ impl Node {
         cmd: &redis::Cmd,
         slot: Option<u16>,
     ) -> Result<T, Failed> {
+        let timeout = self.timeout;
+        // One deadline for the whole reply (see `deadline`); a Cluster's
+        // may follow a MOVED and an ASK on the way.
         let reply = match self.connect()? {
-            Link::Plain(conn) => cmd.query::<T>(conn),
-            Link::Cluster(conn) => match slot {
+            Link::Plain(conn) => super::deadline::within(timeout, || cmd.query::<T>(conn)),
+            Link::Cluster(conn) => super::deadline::within(timeout * 2, || match slot {
                 Some(slot) => super::cluster::on_primary(conn, cmd, slot)
                     .and_then(|v| T::from_redis_value(v).map_err(RedisError::from)),
                 None => cmd.query::<T>(conn.as_mut()),
-            },
+            }),
         };
         reply.map_err(Failed::Redis)
     }
@@ -516,7 +519,10 @@ impl Node {
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
         match other.conn.take() {
-            Some(Link::Plain(conn)) => Ok(Wakeups { conn }),
+            Some(Link::Plain(conn)) => Ok(Wakeups {
+                conn,
+                timeout: self.timeout,
+            }),
             _ => Err(NodeError {
                 fault: Fault::Dropped,
                 error: anyhow!("{}: not connected", self.shown()),
@@ -597,6 +603,9 @@ fn is_readonly(e: &RedisError) -> bool {
 /// lock's connection stays free for commands.
 pub struct Wakeups {
     conn: Connection,
+    /// The per-node timeout: how long a message may take to come whole
+    /// once the wait for one is over.
+    timeout: Duration,
 }
 
 impl Wakeups {
@@ -609,15 +618,21 @@ impl Wakeups {
     /// [`Wakeups::wait`], with the message's payload (empty if not text).
     pub fn message(&mut self, d: Duration) -> anyhow::Result<Option<String>> {
         let mut pubsub = self.conn.as_pubsub();
+        // Each read waits up to `d`; a message trickled a byte at a time
+        // must not hold us longer than that and the per-node timeout.
+        let armed = super::deadline::Armed::new(d.saturating_add(self.timeout));
         let got = pubsub
             .set_read_timeout(Some(d))
             .and_then(|()| pubsub.get_message());
+        let overrun = armed.disarm();
         // Dropping a PubSub unsubscribes: a round trip that could block on a
         // dead server. The subscription ends with the connection instead.
         // Nothing leaks: its queue only fills while a command awaits a reply.
         std::mem::forget(pubsub);
         match got {
             Ok(msg) => Ok(Some(msg.get_payload::<String>().unwrap_or_default())),
+            // Cut in the middle of a message: the connection is no use.
+            Err(_) if overrun => Err(describe(super::deadline::overrun(d + self.timeout))),
             Err(e) if e.is_timeout() => Ok(None),
             // A signal: a read with a timeout is never restarted (signal(7)),
             // which is what lets the caller notice it at once.
