@@ -520,3 +520,54 @@ fn a_late_give_back_of_a_failed_attempt_never_deletes_a_later_lock() {
     let out = child.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// A holder with 2 of 3 nodes, seen from a host that cannot reach one of
+/// them: the lock is not free (only a majority can say so). `status` says
+/// unknown (69, JSON `held: null`), `wait` keeps waiting and ends with 69,
+/// never 0; once the node answers again, both see the holder.
+#[test]
+fn a_node_that_does_not_answer_is_not_a_node_that_does_not_hold() {
+    let servers = RedisServer::many(3);
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let _holder = hold.spawn(
+        &mut Job::using(nodes(&servers), "migrate").sh(hold_until_go(&dir)),
+        LONG,
+    );
+    let token = token(&dir);
+    // The third node loses the key: the holder keeps 2 of 3.
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:{migrate}")
+        .query(&mut servers[2].conn())
+        .unwrap();
+    assert_eq!(holding(&servers, "redlock:{migrate}", &token), 2);
+    // This host reaches the second node through a proxy that hangs.
+    let proxy = Proxy::start(servers[1].port());
+    let observer = || redlock_on([servers[0].url(), proxy.url(), servers[2].url()]);
+    proxy.pause();
+    let out = run_with_timeout(observer().args(["status", "migrate"]), LONG);
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stdout
+            .starts_with("migrate  unknown (held on 1 of 3 nodes; 1 did not answer"),
+        "{out:?}"
+    );
+    let out = run_with_timeout(observer().args(["status", "migrate", "--json"]), LONG);
+    assert!(out.stdout.contains(r#""held":null"#), "{out:?}");
+    let out = run_with_timeout(
+        observer().args(["wait", "migrate", "--timeout", "3s"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(69), "not free, so not 0: {out:?}");
+    assert!(
+        out.stderr.contains("may hold the lock's majority"),
+        "{out:?}"
+    );
+    proxy.resume();
+    let out = run_with_timeout(observer().args(["status", "migrate"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("on 2 of 3 nodes"), "{out:?}");
+    let out = run_with_timeout(observer().args(["wait", "migrate", "--timeout", "0"]), LONG);
+    assert_eq!(out.code, Some(75), "held: {out:?}");
+    hold.go();
+}
