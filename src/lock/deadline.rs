@@ -40,7 +40,8 @@ pub fn within<T>(
     let result = exchange();
     let fired = armed.disarm();
     match result {
-        Err(e) if fired && e.is_io_error() => Err(overrun(limit)),
+        // A timeout of its own (a name lookup's) says more.
+        Err(e) if fired && e.is_io_error() && !e.is_timeout() => Err(overrun(limit)),
         other => other,
     }
 }
