@@ -79,6 +79,19 @@ pub struct Released {
     pub errors: Vec<anyhow::Error>,
 }
 
+impl Released {
+    /// Whether the lock was really lost while held: so many of the `nodes`
+    /// were found holding another token or none (`replaced`, `gone`) that
+    /// fewer than `needed` can have been ours. Another token on a node of
+    /// a majority that held (a rival's minority, left by a rival that
+    /// died, on a node that lost our key) lost nothing. Nodes that did not
+    /// answer may still have been ours.
+    pub fn majority_lost(&self, nodes: usize, needed: usize) -> bool {
+        let not_ours = self.replaced + self.gone;
+        nodes.saturating_sub(not_ours) < needed
+    }
+}
+
 /// Whether a call that failed this way may still have been carried out
 /// (the request may have reached the server): not when the server
 /// refused it, a Cluster slot was moving, or this host ran out of
@@ -1021,6 +1034,28 @@ pub fn join_node_errors(errors: Vec<NodeError>, nodes: usize) -> anyhow::Error {
 
 #[cfg(test)]
 mod tests {
+    use super::Released;
+
+    #[test]
+    fn a_rivals_minority_on_a_node_of_ours_is_no_lost_majority() {
+        let found = |ours, replaced, gone| Released {
+            ours,
+            replaced,
+            gone,
+            ..Released::default()
+        };
+        // 3 nodes: one taken by a rival, two ours: held throughout.
+        assert!(!found(2, 1, 0).majority_lost(3, 2));
+        // Two of three taken or gone: lost.
+        assert!(found(1, 1, 1).majority_lost(3, 2));
+        assert!(found(1, 2, 0).majority_lost(3, 2));
+        // One node: another token there is the lock lost.
+        assert!(found(0, 1, 0).majority_lost(1, 1));
+        // Nodes that did not answer may have been ours.
+        assert!(!found(0, 1, 0).majority_lost(3, 2));
+        // 5 nodes: two taken, three ours.
+        assert!(!found(3, 2, 0).majority_lost(5, 3));
+    }
     use super::*;
 
     fn quorum(n: usize) -> Quorum {
