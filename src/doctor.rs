@@ -56,6 +56,11 @@ struct Doctor {
     keys: LockKeys,
     timeout: Duration,
     checks: Vec<Check>,
+    /// The `run_id` of the last data server checked (INFO).
+    run_id: Option<String>,
+    /// Each plain or Sentinel endpoint's server by its `run_id`: one
+    /// server under two names would be two Redlock nodes.
+    run_ids: Vec<(String, String)>,
 }
 
 impl Doctor {
@@ -89,9 +94,12 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         timeout: timing::node_timeout(opts.ttl),
         opts,
         checks: Vec::new(),
+        run_id: None,
+        run_ids: Vec::new(),
     };
     for endpoint in &conn.endpoints {
         let shown = endpoint.shown.clone();
+        doctor.run_id = None;
         match probe::layout(endpoint) {
             Layout::Plain(server) => {
                 let needed = doctor.needed(false);
@@ -102,9 +110,17 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
                 service,
                 data,
             } => doctor.sentinel(&sentinels, &service, &data, &shown),
-            Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
+            // Many servers: the run does not compare them either.
+            Layout::Cluster(seeds) => {
+                doctor.cluster(&seeds, &shown);
+                doctor.run_id = None;
+            }
+        }
+        if let Some(id) = doctor.run_id.take() {
+            doctor.run_ids.push((shown, id));
         }
     }
+    doctor.same_server();
     let text: String = doctor
         .checks
         .iter()
@@ -200,6 +216,7 @@ impl Doctor {
         };
         match &info {
             Some(info) => {
+                self.run_id = info.get("run_id").filter(|id| !id.is_empty()).cloned();
                 self.kind(info, node);
                 self.role(info, node, needed);
                 self.eviction(info, node);
@@ -490,10 +507,18 @@ impl Doctor {
     }
 
     /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
-    /// Lua is a module; Garnet's Lua is off by default).
+    /// Lua is a module; Garnet's Lua is off by default); and they may
+    /// write (see [`Doctor::writes`]).
     fn scripting(&mut self, link: &mut Link, node: &str) {
         match link.call(&["EVAL", "return 1", "0"]) {
-            Ok(Reply::Int(1)) => self.pass("scripting", node, "EVAL runs Lua scripts".into()),
+            Ok(Reply::Int(1)) => match self.writes(link) {
+                Ok(()) => self.pass(
+                    "scripting",
+                    node,
+                    "EVAL runs Lua scripts, and they may write".into(),
+                ),
+                Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
+            },
             Ok(other) => self.bad(
                 Status::Fail,
                 "scripting",
@@ -511,6 +536,62 @@ impl Doctor {
                 "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
                  the Lua module must be loaded)",
             ),
+        }
+    }
+
+    /// A script's write, as every lock script makes: a DEL of a key of
+    /// the lock's that nothing uses (it changes nothing). A server that
+    /// cannot persist (MISCONF: a failed RDB snapshot with
+    /// stop-writes-on-bgsave-error, a failed AOF write) or is out of
+    /// memory (OOM) refuses it, and every run's acquire with the same
+    /// words (exit 77). Not allowed to the user: the rights line says so.
+    fn writes(&mut self, link: &mut Link) -> Result<(), (String, &'static str)> {
+        let probe = format!("{}:doctor", self.keys.lock);
+        let script = "return redis.call('DEL', KEYS[1])";
+        match link.call(&["EVAL", script, "1", &probe]) {
+            // A replica, or a primary that does not serve the lock's slot:
+            // the role and lock-slot lines say so.
+            Err(Failed::Refused { code, .. }) if elsewhere(&code) => Ok(()),
+            Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => {
+                let fix = match code.as_str() {
+                    "MISCONF" => {
+                        "the server cannot persist: see its log (a failed RDB snapshot or AOF \
+                         write: disk full, permissions), fix the disk, then BGSAVE"
+                    }
+                    "OOM" => "free memory, or raise maxmemory (policy noeviction)",
+                    _ => "see the server's words: every lock write fails the same way",
+                };
+                Err((
+                    format!(
+                        "a script's write was refused, so every run is too (Redis refused, \
+                         exit 77): {message}"
+                    ),
+                    fix,
+                ))
+            }
+            Err(Failed::Io(why)) => Err((
+                format!("the connection broke while checking: {why}"),
+                "check the server",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One server under two names (a port and a unix socket): the run
+    /// refuses it (exit 2), in the same words.
+    fn same_server(&mut self) {
+        let ids = std::mem::take(&mut self.run_ids);
+        for (i, (node, id)) in ids.iter().enumerate() {
+            if let Some((first, _)) = ids[..i].iter().find(|(_, other)| other == id) {
+                let detail = format!(
+                    "'{node}' names the same server as '{first}' (run_id {}): each Redlock \
+                     node must be an independent server",
+                    untrusted(id)
+                );
+                let fix = "give each server once: as a port and as a unix socket it would \
+                           count as two nodes, and every run exits 2";
+                self.bad(Status::Fail, "same-server", node, detail, fix);
+            }
         }
     }
 
@@ -633,13 +714,7 @@ impl Doctor {
             Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
         });
         let Some(server) = server else {
-            return self.bad(
-                Status::Warn,
-                "clock",
-                node,
-                "TIME did not answer: the clock offset is unknown".into(),
-                "grant +time to the Redis user (the scripts call TIME)",
-            );
+            return self.no_time(link, node);
         };
         let offset = server - (before + after) / 2;
         let beyond = offset
@@ -674,6 +749,27 @@ impl Doctor {
         } else {
             self.pass("clock", node, detail);
         }
+    }
+
+    /// TIME did not answer: a FAIL when it fails inside a script too (it
+    /// is renamed or disabled, and the lock scripts call it), else a
+    /// WARN (refused to the user: the rights line fails already).
+    fn no_time(&mut self, link: &mut Link, node: &str) {
+        if let Some(words) = time_fails_in_scripts(link) {
+            let detail = format!(
+                "TIME fails in a script, and the lock scripts call it: every run is refused \
+                 (Redis refused, exit 77): {words}"
+            );
+            let fix = "give the server its TIME back (a rename-command TIME in its configuration)";
+            return self.bad(Status::Fail, "clock", node, detail, fix);
+        }
+        self.bad(
+            Status::Warn,
+            "clock",
+            node,
+            "TIME did not answer: the clock offset is unknown".into(),
+            "grant +time to the Redis user (the scripts call TIME)",
+        );
     }
 
     /// A Sentinel service: every sentinel answers and names the same
@@ -948,6 +1044,30 @@ impl Doctor {
 
 /// The commands `rights` checks: those redlock-run sends and those its
 /// scripts call, on the lock's keys and channel (INFO and WAIT if `wait`).
+/// A refusal for want of a right (NOPERM; Valkey words it inside a
+/// script without the code).
+fn is_noperm(code: &str, message: &str) -> bool {
+    code == "NOPERM" || message.contains("NOPERM") || message.contains("no permissions")
+}
+
+/// A write refused because it belongs elsewhere: a replica's READONLY, a
+/// Cluster's redirections.
+fn elsewhere(code: &str) -> bool {
+    matches!(
+        code,
+        "READONLY" | "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"
+    )
+}
+
+/// The server's words when TIME fails inside a script for another reason
+/// than a right (renamed or disabled): what the acquire script meets.
+fn time_fails_in_scripts(link: &mut Link) -> Option<String> {
+    match link.call(&["EVAL", "return redis.call('TIME')", "0"]) {
+        Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => Some(message),
+        _ => None,
+    }
+}
+
 fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec<&'a str>> {
     let mut commands: Vec<Vec<&str>> = vec![
         vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
