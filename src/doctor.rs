@@ -61,6 +61,19 @@ struct Doctor {
     /// Each plain or Sentinel endpoint's server by its `run_id`: one
     /// server under two names would be two Redlock nodes.
     run_ids: Vec<(String, String)>,
+    /// The kind of endpoint being checked: it adds the rights a run
+    /// needs there.
+    topology: Topology,
+}
+
+/// What a data server is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    Plain,
+    /// Behind sentinels: the master is checked with ROLE.
+    Sentinel,
+    /// A Cluster: PING and CLUSTER SLOTS to find the slots.
+    Cluster,
 }
 
 impl Doctor {
@@ -96,12 +109,14 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         checks: Vec::new(),
         run_id: None,
         run_ids: Vec::new(),
+        topology: Topology::Plain,
     };
     for endpoint in &conn.endpoints {
         let shown = endpoint.shown.clone();
         doctor.run_id = None;
         match probe::layout(endpoint) {
             Layout::Plain(server) => {
+                doctor.topology = Topology::Plain;
                 let needed = doctor.needed(false);
                 doctor.server(&server, &shown, needed);
             }
@@ -109,9 +124,13 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
                 sentinels,
                 service,
                 data,
-            } => doctor.sentinel(&sentinels, &service, &data, &shown),
+            } => {
+                doctor.topology = Topology::Sentinel;
+                doctor.sentinel(&sentinels, &service, &data, &shown);
+            }
             // Many servers: the run does not compare them either.
             Layout::Cluster(seeds) => {
+                doctor.topology = Topology::Cluster;
                 doctor.cluster(&seeds, &shown);
                 doctor.run_id = None;
             }
@@ -602,7 +621,7 @@ impl Doctor {
         let k = self.keys.clone();
         let channel = k.wake_channel("doctor");
         let wait = needed != Some(0);
-        let commands = rights_commands(&k, &channel, wait);
+        let commands = rights_commands(&k, &channel, wait, self.topology);
         let user = link
             .call(&["ACL", "WHOAMI"])
             .ok()
@@ -617,7 +636,7 @@ impl Doctor {
             asked.extend(command.iter().copied());
             match link.call(&asked) {
                 Ok(Reply::Text(ok)) if ok == "OK" => {}
-                Ok(_) => missing.push(command[0].to_lowercase()),
+                Ok(_) => missing.push(right(command)),
                 Err(Failed::Refused { .. }) => {
                     dry = false;
                     missing = self.tried(server, link, &commands);
@@ -660,7 +679,14 @@ impl Doctor {
             };
             return self.pass("rights", node, detail);
         }
-        let plus: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        // A subcommand's right (`+cluster|slots`) is quoted for the shell.
+        let plus: Vec<String> = missing
+            .iter()
+            .map(|c| match c.contains('|') {
+                true => format!("'+{c}'"),
+                false => format!("+{c}"),
+            })
+            .collect();
         let how = match dry {
             true => "ACL DRYRUN",
             false => "trying them",
@@ -686,7 +712,9 @@ impl Doctor {
         for command in commands {
             let name = command[0];
             let result = match name {
-                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" => link.call(command),
+                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" | "ROLE" | "PING" | "CLUSTER" => {
+                    link.call(command)
+                }
                 "SUBSCRIBE" => server
                     .connect(self.timeout)
                     .and_then(|mut other| other.call(command)),
@@ -694,7 +722,7 @@ impl Doctor {
             };
             if let Err(Failed::Refused { code, .. }) = result {
                 if code == "NOPERM" {
-                    missing.push(name.to_lowercase());
+                    missing.push(right(command));
                 }
             }
         }
@@ -954,6 +982,13 @@ impl Doctor {
     fn cluster(&mut self, seeds: &[Server], node: &str) {
         let primaries = match probe::primaries(seeds, self.timeout) {
             Ok(p) => p,
+            // The right is missing, not the seeds: say which, as `rights`.
+            Err(Failed::Refused { code, message }) if is_noperm(&code, &message) => {
+                let user = seeds.first().and_then(Server::user);
+                let user = untrusted(&user.unwrap_or_else(|| "default".into()));
+                let missing = ["cluster|slots".to_string()];
+                return self.rights_verdict(node, &user, &missing, false, false);
+            }
             Err(e) => {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
                 let fix =
@@ -1068,7 +1103,22 @@ fn time_fails_in_scripts(link: &mut Link) -> Option<String> {
     }
 }
 
-fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec<&'a str>> {
+/// The ACL right a command needs: its name, or `name|sub` for a command
+/// with subcommands that the documented line grants one by one.
+fn right(command: &[&str]) -> String {
+    match command {
+        ["CLUSTER", sub, ..] => format!("cluster|{}", sub.to_lowercase()),
+        [name, ..] => name.to_lowercase(),
+        [] => String::new(),
+    }
+}
+
+fn rights_commands<'a>(
+    k: &'a LockKeys,
+    channel: &'a str,
+    wait: bool,
+    topology: Topology,
+) -> Vec<Vec<&'a str>> {
     let mut commands: Vec<Vec<&str>> = vec![
         vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
         vec!["GET", &k.lock],
@@ -1091,6 +1141,16 @@ fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec
     if wait {
         commands.push(vec!["INFO", "replication"]);
         commands.push(vec!["WAIT", "0", "0"]);
+    }
+    match topology {
+        Topology::Plain => {}
+        // The master a sentinel names is checked with ROLE.
+        Topology::Sentinel => commands.push(vec!["ROLE"]),
+        // redis-rs finds the slots with CLUSTER SLOTS and checks nodes with PING.
+        Topology::Cluster => {
+            commands.push(vec!["PING"]);
+            commands.push(vec!["CLUSTER", "SLOTS"]);
+        }
     }
     commands
 }

@@ -64,9 +64,10 @@ pub fn explain(seeds: &[ConnectionInfo], timeout: Duration, e: RedisError) -> Re
     }
 }
 
-/// Ask the seeds ourselves (a connection and `CLUSTER SLOTS`), within one
-/// `timeout` for all: `Ok` with the first refusal; `Err` with the last
-/// I/O error when no seed answered; `None` when one answered well.
+/// Ask the seeds ourselves (a connection, `CLUSTER SLOTS` and the `PING`
+/// redis-rs checks each node with), within one `timeout` for all: `Ok`
+/// with the first refusal; `Err` with the last I/O error when no seed
+/// answered; `None` when one answered well.
 fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisError, RedisError>> {
     let deadline = Instant::now() + timeout;
     let mut last = None;
@@ -76,7 +77,8 @@ fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisEr
             break;
         }
         let answer = super::dial::connect(seed, left).and_then(|mut conn| {
-            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, left)
+            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, left)?;
+            super::deadline::query::<Value>(&redis::cmd("PING"), &mut conn, left)
         });
         match answer {
             Ok(_) => return None,
