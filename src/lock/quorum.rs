@@ -835,7 +835,8 @@ impl Quorum {
     /// back short, ask once how many replicas there are: fewer than N will
     /// never do, however long one waits. With `auto` (the default on
     /// Sentinel and Cluster endpoints), one replica when the primary has
-    /// any connected, none when it has none (also after a short WAIT).
+    /// any acknowledging (see `node::acknowledging`), none when it has
+    /// none (also after a short WAIT).
     fn confirm_replicas(&mut self) -> Result<(), Short> {
         let (replicas, limit) = (self.replicas, self.timeout / 2);
         let none = matches!(replicas, Replicas::Default | Replicas::Exactly(0));
@@ -975,18 +976,22 @@ fn replicas_confirm(
         Replicas::Auto => true,
         Replicas::Default => node.is_topology(),
     };
+    // Auto: one replica, if any is really acknowledging (a stopped one
+    // stays "connected" for repl-timeout and would fail every WAIT).
     let wanted = match replicas {
         Replicas::Exactly(n) => n,
         _ if !auto => return Ok(None),
-        _ => u32::from(node.connected_replicas(keys)? > 0),
+        _ => u32::from(node.acknowledging_replicas(keys)? > 0),
     };
     if wanted == 0 {
         return Ok(None);
     }
     let confirmed = node.wait_replicas(keys, wanted, limit)?;
-    let connected = match confirmed < i64::from(wanted) {
-        true => Some(node.connected_replicas(keys)?),
-        false => None,
+    let connected = match (confirmed < i64::from(wanted), auto) {
+        (false, _) => None,
+        // Auto: none acknowledging now (it stopped during the WAIT).
+        (true, true) => Some(node.acknowledging_replicas(keys)?),
+        (true, false) => Some(node.connected_replicas(keys)?),
     };
     let known = match connected.is_some_and(|n| n < u64::from(wanted)) {
         true => node.known_replicas(),
