@@ -44,7 +44,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --limit 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N'
             cand --random-delay 'Sleep a random time below DURATION before the first attempt'
             cand --on-unavailable 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning'
-            cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any'
+            cand --replicas 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any acknowledging (a hung replica is not waited for)'
             cand --warn-signal 'Send SIG (USR1, TERM, a number...) to COMMAND''s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time'
             cand --warn-before 'How long before the planned SIGTERM --warn-signal is sent'
             cand --on-lost 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s'

@@ -49,7 +49,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let u
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l random-delay -d 'Sleep a random time below DURATION before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-unavailable -d 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning' -r -f -a "fail\t'Exit 69; COMMAND does not run'
 run\t'Run COMMAND without a lock, after a warning'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'After acquiring and after each refresh, require N replicas to confirm the write (WAIT); `auto`: one when the primary has any acknowledging (a hung replica is not waited for)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-signal -d 'Send SIG (USR1, TERM, a number...) to COMMAND\'s process group --warn-before ahead of a planned stop: a lease that refreshes fail to renew, or --max-hold; not sent when there is no time' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l warn-before -d 'How long before the planned SIGTERM --warn-signal is sent' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-lost -d 'Run LINE with `sh -c` once after the lock was lost, as COMMAND is being stopped (REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_LOST_REASON set); killed after 10s' -r

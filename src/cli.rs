@@ -410,6 +410,7 @@ pub struct RunArgs {
 
     /// After acquiring and after each refresh, require N replicas to
     /// confirm the write (WAIT); `auto`: one when the primary has any
+    /// acknowledging (a hung replica is not waited for)
     ///
     /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(

@@ -525,14 +525,22 @@ impl Held<'_> {
     /// Release on every node and say so if anything was not as expected.
     fn release(&self, main: &mut Quorum) {
         let key = &self.cfg.key;
+        let released = main.release(self.token, 3);
+        let lost = released.majority_lost(main.nodes(), main.needed());
         let Released {
             ours,
             replaced,
             gone,
             unanswered,
             errors,
-        } = main.release(self.token, 3);
-        if replaced > 0 {
+        } = released;
+        if replaced > 0 && !lost {
+            self.log.info(format!(
+                "lock '{key}' was held by another token on {replaced} of {} nodes at release \
+                 (a minority: a majority still held it)",
+                main.nodes()
+            ));
+        } else if replaced > 0 {
             self.log.emit(
                 Ev::ReleaseFailed,
                 format!(

@@ -459,6 +459,50 @@ fn a_holder_notices_a_restart_without_persistence_at_once() {
     );
 }
 
+/// Two waiters saw the holder when Redis restarts without persistence:
+/// the one whose try starts the fence counter anew must not be the only
+/// one to wait out the holder's lease; the other, whose own try finds the
+/// counter, must not take the lock beside the old job either.
+#[test]
+fn every_waiter_that_saw_a_holder_waits_out_its_lease_after_a_restart() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let pid = dir.file("pid");
+    // Its job takes 2 s to stop after SIGTERM (it has 3).
+    let holder = format!(
+        "echo $$ > '{pid}'; trap 'sleep 2; exit 0' TERM; while :; do sleep 0.05; done",
+        pid = pid.display()
+    );
+    let slow = ["--ttl", "6s", "--kill-after", "3s"];
+    let mut holder = spawn_piped(&mut server.job("restarted").args(slow).sh(&holder));
+    let holder_pid = read_pid(&dir, "pid", LONG);
+    // Each waiter's job says whether the holder's job still ran when it began.
+    let waiter = |name: &str| {
+        let job = format!(
+            "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
+            log = dir.file(name).display()
+        );
+        spawn_waiting(
+            &mut server.job("restarted").args(["--ttl", "3s", "-v"]).sh(&job),
+            LONG,
+        )
+    };
+    let mut first = waiter("first");
+    let mut second = waiter("second");
+    server.restart();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    for (name, run) in [("first", &mut first), ("second", &mut second)] {
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{name}: {out:?}");
+        assert_eq!(
+            dir.read(name).as_deref(),
+            Some("alone\n"),
+            "{name}: {out:?}"
+        );
+    }
+}
+
 #[test]
 fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
     let server = RedisServer::start();
