@@ -212,7 +212,7 @@ _redlock__run() {
                     return 0
                     ;;
                 --contain)
-                    COMPREPLY=($(compgen -W "auto cgroup keeper" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "auto cgroup keeper pid-namespace" -- "${cur}"))
                     return 0
                     ;;
                 --label)

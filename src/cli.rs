@@ -410,6 +410,7 @@ pub struct RunArgs {
 
     /// After acquiring and after each refresh, require N replicas to
     /// confirm the write (WAIT); `auto`: one when the primary has any
+    /// acknowledging (a hung replica is not waited for)
     ///
     /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(
@@ -458,7 +459,10 @@ pub struct RunArgs {
     /// How the end of COMMAND's whole tree is held: `auto` puts it in a
     /// cgroup of its own where one can be made (cgroup v2, root or a
     /// delegated subtree), else leaves it to the keeper process; `cgroup`
-    /// requires one (exit 71 without); `keeper` never makes one
+    /// requires one (exit 71 without); `keeper` never makes one;
+    /// `pid-namespace` adds a PID namespace whose init is the keeper, so
+    /// that the kernel ends the tree even when redlock-run and its keeper
+    /// are killed together (root only; COMMAND sees its pid as 2)
     ///
     /// [default: auto, else $REDLOCK_CONTAIN]
     #[arg(
@@ -654,6 +658,10 @@ pub enum Contain {
     Cgroup,
     /// The keeper alone.
     Keeper,
+    /// A cgroup where one can be made, and a PID namespace whose init is
+    /// the keeper (the kernel ends the job when the keeper dies, whoever
+    /// killed it); COMMAND sees its own pid as 2. Exit 71 without one.
+    PidNamespace,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.

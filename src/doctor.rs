@@ -63,6 +63,24 @@ struct Doctor {
     keys: LockKeys,
     timeout: Duration,
     checks: Vec<Check>,
+    /// The `run_id` of the last data server checked (INFO).
+    run_id: Option<String>,
+    /// Each plain or Sentinel endpoint's server by its `run_id`: one
+    /// server under two names would be two Redlock nodes.
+    run_ids: Vec<(String, String)>,
+    /// The kind of endpoint being checked: it adds the rights a run
+    /// needs there.
+    topology: Topology,
+}
+
+/// What a data server is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    Plain,
+    /// Behind sentinels: the master is checked with ROLE.
+    Sentinel,
+    /// A Cluster: PING and CLUSTER SLOTS to find the slots.
+    Cluster,
 }
 
 impl Doctor {
@@ -120,17 +138,47 @@ impl Doctor {
     }
 }
 
+impl Doctor {
+    /// How a run on this host would hold COMMAND's tree (docs/safety.md,
+    /// "The tree's end"): a cgroup where one can be made, else the keeper
+    /// alone, which cannot end a tree that escaped its group without /proc.
+    fn tree(&mut self) {
+        let (cgroup, line) = crate::child::Containment::probe();
+        let node = "this host";
+        if cgroup {
+            self.pass(
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+            );
+        } else {
+            self.bad(
+                Status::Warn,
+                "tree",
+                node,
+                format!("COMMAND's tree would be held by {line}"),
+                "run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+            );
+        }
+    }
+}
+
 pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
     let mut doctor = Doctor {
         keys: LockKeys::new(&conn.prefix, &opts.key),
         timeout: timing::node_timeout(opts.ttl),
         opts,
         checks: Vec::new(),
+        run_id: None,
+        run_ids: Vec::new(),
+        topology: Topology::Plain,
     };
     for endpoint in &conn.endpoints {
         let shown = endpoint.shown.clone();
+        doctor.run_id = None;
         match probe::layout(endpoint) {
             Layout::Plain(server) => {
+                doctor.topology = Topology::Plain;
                 let needed = doctor.needed(false);
                 doctor.server(&server, &shown, needed);
             }
@@ -138,10 +186,23 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
                 sentinels,
                 service,
                 data,
-            } => doctor.sentinel(&sentinels, &service, &data, &shown),
-            Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
+            } => {
+                doctor.topology = Topology::Sentinel;
+                doctor.sentinel(&sentinels, &service, &data, &shown);
+            }
+            // Many servers: the run does not compare them either.
+            Layout::Cluster(seeds) => {
+                doctor.topology = Topology::Cluster;
+                doctor.cluster(&seeds, &shown);
+                doctor.run_id = None;
+            }
+        }
+        if let Some(id) = doctor.run_id.take() {
+            doctor.run_ids.push((shown, id));
         }
     }
+    doctor.same_server();
+    doctor.tree();
     let exit = doctor.exit();
     let text: String = match doctor.opts.json {
         true => doctor
@@ -315,6 +376,7 @@ impl Doctor {
         };
         match &info {
             Some(info) => {
+                self.run_id = info.get("run_id").filter(|id| !id.is_empty()).cloned();
                 self.kind(info, node);
                 self.role(info, node, needed);
                 self.eviction(info, node);
@@ -619,10 +681,18 @@ impl Doctor {
     }
 
     /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
-    /// Lua is a module; Garnet's Lua is off by default).
+    /// Lua is a module; Garnet's Lua is off by default); and they may
+    /// write (see [`Doctor::writes`]).
     fn scripting(&mut self, link: &mut Link, node: &str) {
         match link.call(&["EVAL", "return 1", "0"]) {
-            Ok(Reply::Int(1)) => self.pass("scripting", node, "EVAL runs Lua scripts".into()),
+            Ok(Reply::Int(1)) => match self.writes(link) {
+                Ok(()) => self.pass(
+                    "scripting",
+                    node,
+                    "EVAL runs Lua scripts, and they may write".into(),
+                ),
+                Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
+            },
             Ok(other) => self.bad(
                 Status::Fail,
                 "scripting",
@@ -643,6 +713,62 @@ impl Doctor {
         }
     }
 
+    /// A script's write, as every lock script makes: a DEL of a key of
+    /// the lock's that nothing uses (it changes nothing). A server that
+    /// cannot persist (MISCONF: a failed RDB snapshot with
+    /// stop-writes-on-bgsave-error, a failed AOF write) or is out of
+    /// memory (OOM) refuses it, and every run's acquire with the same
+    /// words (exit 77). Not allowed to the user: the rights line says so.
+    fn writes(&mut self, link: &mut Link) -> Result<(), (String, &'static str)> {
+        let probe = format!("{}:doctor", self.keys.lock);
+        let script = "return redis.call('DEL', KEYS[1])";
+        match link.call(&["EVAL", script, "1", &probe]) {
+            // A replica, or a primary that does not serve the lock's slot:
+            // the role and lock-slot lines say so.
+            Err(Failed::Refused { code, .. }) if elsewhere(&code) => Ok(()),
+            Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => {
+                let fix = match code.as_str() {
+                    "MISCONF" => {
+                        "the server cannot persist: see its log (a failed RDB snapshot or AOF \
+                         write: disk full, permissions), fix the disk, then BGSAVE"
+                    }
+                    "OOM" => "free memory, or raise maxmemory (policy noeviction)",
+                    _ => "see the server's words: every lock write fails the same way",
+                };
+                Err((
+                    format!(
+                        "a script's write was refused, so every run is too (Redis refused, \
+                         exit 77): {message}"
+                    ),
+                    fix,
+                ))
+            }
+            Err(Failed::Io(why)) => Err((
+                format!("the connection broke while checking: {why}"),
+                "check the server",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One server under two names (a port and a unix socket): the run
+    /// refuses it (exit 2), in the same words.
+    fn same_server(&mut self) {
+        let ids = std::mem::take(&mut self.run_ids);
+        for (i, (node, id)) in ids.iter().enumerate() {
+            if let Some((first, _)) = ids[..i].iter().find(|(_, other)| other == id) {
+                let detail = format!(
+                    "'{node}' names the same server as '{first}' (run_id {}): each Redlock \
+                     node must be an independent server",
+                    untrusted(id)
+                );
+                let fix = "give each server once: as a port and as a unix socket it would \
+                           count as two nodes, and every run exits 2";
+                self.bad(Status::Fail, "same-server", node, detail, fix);
+            }
+        }
+    }
+
     /// The commands redlock-run sends, and those its scripts call, for
     /// the connection's user: by `ACL DRYRUN` where the server has it and
     /// lets us, else by sending the harmless ones.
@@ -650,7 +776,7 @@ impl Doctor {
         let k = self.keys.clone();
         let channel = k.wake_channel("doctor");
         let wait = needed != Some(0);
-        let commands = rights_commands(&k, &channel, wait);
+        let commands = rights_commands(&k, &channel, wait, self.topology);
         let user = link
             .call(&["ACL", "WHOAMI"])
             .ok()
@@ -665,7 +791,7 @@ impl Doctor {
             asked.extend(command.iter().copied());
             match link.call(&asked) {
                 Ok(Reply::Text(ok)) if ok == "OK" => {}
-                Ok(_) => missing.push(command[0].to_lowercase()),
+                Ok(_) => missing.push(right(command)),
                 Err(Failed::Refused { .. }) => {
                     dry = false;
                     missing = self.tried(server, link, &commands);
@@ -708,7 +834,14 @@ impl Doctor {
             };
             return self.pass("rights", node, detail);
         }
-        let plus: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        // A subcommand's right (`+cluster|slots`) is quoted for the shell.
+        let plus: Vec<String> = missing
+            .iter()
+            .map(|c| match c.contains('|') {
+                true => format!("'+{c}'"),
+                false => format!("+{c}"),
+            })
+            .collect();
         let how = match dry {
             true => "ACL DRYRUN",
             false => "trying them",
@@ -734,7 +867,9 @@ impl Doctor {
         for command in commands {
             let name = command[0];
             let result = match name {
-                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" => link.call(command),
+                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" | "ROLE" | "PING" | "CLUSTER" => {
+                    link.call(command)
+                }
                 "SUBSCRIBE" => server
                     .connect(self.timeout)
                     .and_then(|mut other| other.call(command)),
@@ -742,7 +877,7 @@ impl Doctor {
             };
             if let Err(Failed::Refused { code, .. }) = result {
                 if code == "NOPERM" {
-                    missing.push(name.to_lowercase());
+                    missing.push(right(command));
                 }
             }
         }
@@ -762,13 +897,7 @@ impl Doctor {
             Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
         });
         let Some(server) = server else {
-            return self.bad(
-                Status::Warn,
-                "clock",
-                node,
-                "TIME did not answer: the clock offset is unknown".into(),
-                "grant +time to the Redis user (the scripts call TIME)",
-            );
+            return self.no_time(link, node);
         };
         let offset = server - (before + after) / 2;
         let beyond = offset
@@ -803,6 +932,27 @@ impl Doctor {
         } else {
             self.pass("clock", node, detail);
         }
+    }
+
+    /// TIME did not answer: a FAIL when it fails inside a script too (it
+    /// is renamed or disabled, and the lock scripts call it), else a
+    /// WARN (refused to the user: the rights line fails already).
+    fn no_time(&mut self, link: &mut Link, node: &str) {
+        if let Some(words) = time_fails_in_scripts(link) {
+            let detail = format!(
+                "TIME fails in a script, and the lock scripts call it: every run is refused \
+                 (Redis refused, exit 77): {words}"
+            );
+            let fix = "give the server its TIME back (a rename-command TIME in its configuration)";
+            return self.bad(Status::Fail, "clock", node, detail, fix);
+        }
+        self.bad(
+            Status::Warn,
+            "clock",
+            node,
+            "TIME did not answer: the clock offset is unknown".into(),
+            "grant +time to the Redis user (the scripts call TIME)",
+        );
     }
 
     /// A Sentinel service: every sentinel answers and names the same
@@ -987,6 +1137,13 @@ impl Doctor {
     fn cluster(&mut self, seeds: &[Server], node: &str) {
         let primaries = match probe::primaries(seeds, self.timeout) {
             Ok(p) => p,
+            // The right is missing, not the seeds: say which, as `rights`.
+            Err(Failed::Refused { code, message }) if is_noperm(&code, &message) => {
+                let user = seeds.first().and_then(Server::user);
+                let user = untrusted(&user.unwrap_or_else(|| "default".into()));
+                let missing = ["cluster|slots".to_string()];
+                return self.rights_verdict(node, &user, &missing, false, false);
+            }
             Err(e) => {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
                 let fix =
@@ -1077,7 +1234,46 @@ impl Doctor {
 
 /// The commands `rights` checks: those redlock-run sends and those its
 /// scripts call, on the lock's keys and channel (INFO and WAIT if `wait`).
-fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec<&'a str>> {
+/// A refusal for want of a right (NOPERM; Valkey words it inside a
+/// script without the code).
+fn is_noperm(code: &str, message: &str) -> bool {
+    code == "NOPERM" || message.contains("NOPERM") || message.contains("no permissions")
+}
+
+/// A write refused because it belongs elsewhere: a replica's READONLY, a
+/// Cluster's redirections.
+fn elsewhere(code: &str) -> bool {
+    matches!(
+        code,
+        "READONLY" | "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"
+    )
+}
+
+/// The server's words when TIME fails inside a script for another reason
+/// than a right (renamed or disabled): what the acquire script meets.
+fn time_fails_in_scripts(link: &mut Link) -> Option<String> {
+    match link.call(&["EVAL", "return redis.call('TIME')", "0"]) {
+        Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => Some(message),
+        _ => None,
+    }
+}
+
+/// The ACL right a command needs: its name, or `name|sub` for a command
+/// with subcommands that the documented line grants one by one.
+fn right(command: &[&str]) -> String {
+    match command {
+        ["CLUSTER", sub, ..] => format!("cluster|{}", sub.to_lowercase()),
+        [name, ..] => name.to_lowercase(),
+        [] => String::new(),
+    }
+}
+
+fn rights_commands<'a>(
+    k: &'a LockKeys,
+    channel: &'a str,
+    wait: bool,
+    topology: Topology,
+) -> Vec<Vec<&'a str>> {
     let mut commands: Vec<Vec<&str>> = vec![
         vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
         vec!["GET", &k.lock],
@@ -1100,6 +1296,16 @@ fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec
     if wait {
         commands.push(vec!["INFO", "replication"]);
         commands.push(vec!["WAIT", "0", "0"]);
+    }
+    match topology {
+        Topology::Plain => {}
+        // The master a sentinel names is checked with ROLE.
+        Topology::Sentinel => commands.push(vec!["ROLE"]),
+        // redis-rs finds the slots with CLUSTER SLOTS and checks nodes with PING.
+        Topology::Cluster => {
+            commands.push(vec!["PING"]);
+            commands.push(vec!["CLUSTER", "SLOTS"]);
+        }
     }
     commands
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::exit::{Exit, Failure};
 use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
-use crate::lock::{Attempt, BusyInfo, Holder, Lease, Place, Quorum, Wakeups};
+use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals as SignalRelay;
 
@@ -59,13 +59,20 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 
 /// How long the liveness key of a waiter in line that Redis sees
 /// subscribed lasts untouched: a stopped waiter (or one on a host that
-/// died with its connection open) leaves the line within this.
-const LIVENESS: Duration = Duration::from_secs(60);
+/// died with its connection open) leaves the line within this. Six of its
+/// refresh periods (a minute with the defaults: what a stopped holder
+/// would cost, twice), within these bounds.
+fn liveness(refresh: Duration) -> Duration {
+    (refresh * 6).clamp(LIVENESS_MIN, LIVENESS_MAX)
+}
+const LIVENESS_MIN: Duration = Duration::from_secs(3);
+const LIVENESS_MAX: Duration = Duration::from_secs(60);
 
 /// How often such a waiter pushes its liveness key back (one PEXPIRE):
-/// at least twice within LIVENESS.
-const STAY_MIN: Duration = Duration::from_secs(20);
-const STAY_MAX: Duration = Duration::from_secs(25);
+/// at least twice within its liveness (20-25 s of a minute).
+fn stay_within(liveness: Duration) -> (Duration, Duration) {
+    (liveness / 3, liveness * 5 / 12)
+}
 
 /// The last-resort retry of such a waiter, in case a wake-up was missed
 /// (the first in line and the holder died together): every waiter waits
@@ -162,6 +169,7 @@ pub fn acquire(
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
+        longest_pttl: Duration::ZERO,
         was_subscribed: false,
         resubscribe_at: None,
         warned_unseen: false,
@@ -210,6 +218,9 @@ struct Waiter<'a> {
     retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
+    /// The longest lease left we saw a holder have: about its TTL, which
+    /// each of its refreshes renews (see [`lost_holder_until`]).
+    longest_pttl: Duration,
     /// We had a subscription once: make it again if it is lost.
     was_subscribed: bool,
     /// Not before this.
@@ -230,6 +241,11 @@ enum Next {
 }
 
 impl Waiter<'_> {
+    /// Our liveness key's life in line (see [`liveness`]).
+    fn liveness(&self) -> Duration {
+        liveness(Duration::from_millis(self.holder.refresh_ms))
+    }
+
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let info = match self.attempt(quorum) {
@@ -244,10 +260,11 @@ impl Waiter<'_> {
                     info
                 }
                 Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
-                    if let Some(sig) = self.wait_out_lost_holder(quorum) {
-                        return Ok(Waited::Signaled(sig));
+                    match self.wait_out_lost_holder(quorum) {
+                        LostHolder::Over => continue,
+                        LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
+                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
                     }
-                    continue;
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
@@ -260,6 +277,7 @@ impl Waiter<'_> {
             let now = Instant::now();
             if let Some(left) = info.pttl {
                 self.holder_until = Some(now + left);
+                self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() {
                 return Ok(Waited::Busy(Box::new(info)));
@@ -277,7 +295,8 @@ impl Waiter<'_> {
                 .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
             let delay = self.delay(&info, place);
             let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
-            let stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
+            let (min, max) = stay_within(self.liveness());
+            let stay = place.map(|_| now + jitter(min, max));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
@@ -298,7 +317,7 @@ impl Waiter<'_> {
     /// One try. The first does not queue: the uncontended path stays one
     /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
     fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
-        let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+        let liveness = self.wakeups.as_ref().map(|_| self.liveness());
         let queued = !self.first_busy;
         // A split's give-back wakes no one only if we try again soon
         // (time is left, and this is not one split too many in a row).
@@ -446,8 +465,9 @@ impl Waiter<'_> {
                     }
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
-                    stay = Some(now + jitter(STAY_MIN, STAY_MAX));
-                    if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                    let (min, max) = stay_within(self.liveness());
+                    stay = Some(now + jitter(min, max));
+                    if !matches!(quorum.stay_in_line(&self.token, self.liveness()), Ok(true)) {
                         break;
                     }
                 }
@@ -510,26 +530,58 @@ impl Waiter<'_> {
     /// without persistence, FLUSHALL) under that holder, which may still be
     /// running until its next refresh tells it.
     fn data_was_lost(&self, lease: &Lease) -> bool {
-        lease.reset
-            && self
-                .holder_until
-                .is_some_and(|until| Instant::now() < until)
+        let now = Instant::now();
+        lease.reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()
     }
 
-    /// Give the lock back and wait until the lost holder's lease would have
-    /// ended (by then it has stopped its job), then try again.
-    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> Option<i32> {
-        quorum.release(&self.token, 1);
-        let until = self.holder_until.take()?;
+    /// Wait until the lost holder's lease would have ended (by then it has
+    /// stopped its job), then try again. Meanwhile the lock stays ours,
+    /// renewed to last that long, standing in for the lost lease: every
+    /// other waiter that saw the holder (its own try does not find the
+    /// counter started anew: ours did) and every newcomer finds it busy.
+    /// It is given back when the wait is over; after a signal or at
+    /// `--wait`'s end it is left to expire then, for the same reason.
+    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> LostHolder {
+        let now = Instant::now();
+        let seen = self.holder_until.take();
+        let Some(until) = lost_holder_until(seen, self.longest_pttl, now) else {
+            quorum.release(&self.token, 1);
+            return LostHolder::Over;
+        };
+        let left = until.saturating_duration_since(now);
+        let kept = matches!(
+            quorum.extend_for(&self.token, left, None),
+            Extend::Extended(_)
+        );
+        if !kept {
+            quorum.release(&self.token, 1);
+        }
         self.log.warn(format!(
             "lock '{}': the data in Redis was lost (its fence counter started anew) while \
              another holder had it; waiting {} until that holder's lease would have ended",
             self.key,
-            crate::log::show(until.saturating_duration_since(Instant::now()))
+            crate::log::show(left)
         ));
-        let until = self.give_up.map_or(until, |end| end.min(until));
-        self.signals
-            .sleep(until.saturating_duration_since(Instant::now()))
+        let end = self.give_up.map_or(until, |end| end.min(until));
+        if let Some(sig) = self
+            .signals
+            .sleep(end.saturating_duration_since(Instant::now()))
+        {
+            return LostHolder::Signaled(sig);
+        }
+        if end < until && kept {
+            // --wait ran out first: busy, with our stand-in.
+            return LostHolder::TimedOut(Box::new(BusyInfo {
+                pttl: Some(until.saturating_duration_since(Instant::now())),
+                host: self.holder.host.clone(),
+                pid: self.holder.pid.to_string(),
+                ..BusyInfo::default()
+            }));
+        }
+        if kept {
+            quorum.release(&self.token, 1);
+        }
+        LostHolder::Over
     }
 
     fn timed_out(&self) -> bool {
@@ -677,6 +729,26 @@ fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
     }
 }
 
+/// How waiting out a holder whose lock Redis lost ended.
+enum LostHolder {
+    /// Its lease is over: try again.
+    Over,
+    Signaled(i32),
+    /// `--wait` ran out first.
+    TimedOut(Box<BusyInfo>),
+}
+
+/// Until when a holder we saw may still run after Redis lost its lock,
+/// found at `now`; `None` when we saw none. Its lease ran at least until
+/// `seen` (what its lock had left when we last looked), and it may have
+/// renewed it since, at any time up to the loss, which came before `now`:
+/// for about its TTL from then, of which the longest lease we saw it
+/// have, `longest`, is our measure. (The fence counter never expires: a
+/// counter started anew after we saw a holder is always lost data.)
+fn lost_holder_until(seen: Option<Instant>, longest: Duration, now: Instant) -> Option<Instant> {
+    seen.map(|seen| seen.max(now + longest))
+}
+
 /// Why a wait ended.
 enum Woke {
     /// The lock was released (a message on its channel).
@@ -734,4 +806,48 @@ fn pace(members: u64) -> Duration {
     let per = PACE_PER_MEMBER.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX));
     let low = per.clamp(PACE_MIN, PACE_MAX);
     jitter(low, low * 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiters_liveness_is_six_refresh_periods_within_bounds() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        for (refresh, expected) in [
+            (s(10), s(60)), // the defaults: --ttl 30s
+            (s(100), s(60)),
+            (s(2), s(12)),
+            (ms(500), s(3)),
+            (ms(133), s(3)),
+        ] {
+            assert_eq!(liveness(refresh), expected, "{refresh:?}");
+            let (min, max) = stay_within(expected);
+            assert!(min < max && max * 2 < expected, "{refresh:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_holder_is_waited_out_as_if_it_had_just_renewed() {
+        let now = Instant::now();
+        let s = Duration::from_secs(1);
+        assert_eq!(lost_holder_until(None, 30 * s, now), None);
+        // Seen with 5 s left, 30 s at most: it may have renewed just now.
+        assert_eq!(
+            lost_holder_until(Some(now + 5 * s), 30 * s, now),
+            Some(now + 30 * s)
+        );
+        // Its lease as we last saw it outlasts that.
+        assert_eq!(
+            lost_holder_until(Some(now + 40 * s), 30 * s, now),
+            Some(now + 40 * s)
+        );
+        // Seen long ago: it may still have renewed up to the loss.
+        assert_eq!(
+            lost_holder_until(Some(now), 9 * s, now + 60 * s),
+            Some(now + 69 * s)
+        );
+    }
 }

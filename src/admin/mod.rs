@@ -40,8 +40,7 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
         Task::Status { keys, json } => {
             let views = view::status(&mut quorum(), prefix, keys, &log)?;
             show(&views, *json, Shape::Status)?;
-            let all_held = views.iter().all(|v| v.held);
-            Ok(if all_held { Exit::Success } else { Exit::No })
+            Ok(status_exit(&views))
         }
         Task::List { json } => {
             let views = view::list(&mut quorum(), prefix, &log)?;
@@ -71,6 +70,18 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
             timeout,
             busy_exit,
         } => wait::run(conn, key, *timeout, *busy_exit),
+    }
+}
+
+/// `status`: 0 when every key is held, 1 when any is free; else some key
+/// is neither (nodes that did not answer may hold it): 69.
+fn status_exit(views: &[view::LockView]) -> Exit {
+    if views.iter().all(|v| v.held) {
+        Exit::Success
+    } else if views.iter().any(|v| !v.held && !v.undecided) {
+        Exit::No
+    } else {
+        Exit::Unavailable
     }
 }
 

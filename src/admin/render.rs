@@ -28,6 +28,15 @@ fn lock_text(view: &LockView, now: SystemTime) -> String {
     if view.held {
         return format!("{key}  {}", describe(view, true, now));
     }
+    if view.undecided {
+        let silent = view.nodes.saturating_sub(view.answered);
+        return format!(
+            "{key}  unknown (held on {} of {} nodes; {silent} did not answer, and with them \
+             it may have a majority)",
+            view.most_holding(),
+            view.nodes,
+        );
+    }
     let mut why = match view.fence {
         0 => "never acquired".to_string(),
         fence => format!("last fence {fence}"),
@@ -200,7 +209,8 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
 #[derive(Serialize)]
 struct JsonView<'a> {
     fence: i64,
-    held: bool,
+    /// `None` (null): unknown, nodes that did not answer may hold it.
+    held: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holder: Option<JsonHolder>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -315,7 +325,7 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
     let several = (view.nodes > 1).then_some(view.nodes);
     let mut out = JsonView {
         fence: view.fence,
-        held: view.held,
+        held: (!view.undecided).then_some(view.held),
         holder: None,
         holders: None,
         key: &view.key,

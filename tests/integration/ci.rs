@@ -323,19 +323,29 @@ fn labels_are_checked_when_given_and_escaped_when_shown() {
         }
         let _: () = hset.query(&mut conn).unwrap();
     }
+    let status = |key: &str| {
+        let out = run_with_timeout(redlock(&server.url()).args(["status", key]), LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout
+    };
+    let odd = status("odd");
+    assert!(
+        odd.starts_with("odd  held by web1 pid 42 (ci) [\\u{1b}[31mred], expires in "),
+        "{odd}"
+    );
+    assert!(!odd.contains('\u{1b}'), "{odd}");
+    let old = status("old");
+    assert!(
+        old.starts_with("old  held by web1 pid 42 (ci), expires in "),
+        "{old}"
+    );
+    // The table escapes it too, and shows "-" for the older record.
     let out = run_with_timeout(redlock(&server.url()).args(["status", "odd", "old"]), LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(
-        out.stdout
-            .starts_with("odd  held by web1 pid 42 (ci) [\\u{1b}[31mred], expires in "),
-        "{out:?}"
-    );
-    assert!(
-        out.stdout
-            .contains("\nold  held by web1 pid 42 (ci), expires in "),
-        "{out:?}"
-    );
     assert!(!out.stdout.contains('\u{1b}'), "{out:?}");
+    let rows: Vec<&str> = out.stdout.lines().collect();
+    assert!(rows[1].contains("  \\u{1b}[31mred  "), "{out:?}");
+    assert!(rows[2].contains("(ci)  -  "), "{out:?}");
     let out = run_with_timeout(
         redlock(&server.url()).args(["status", "odd", "old", "--json"]),
         LONG,

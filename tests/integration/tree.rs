@@ -262,7 +262,7 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     tmux.suspend(&dir);
     for pid in workers {
         assert!(
-            wait_until(LONG, || process_state(pid) == Some('T')),
+            wait_until(LONG, || job_stopped(pid)),
             "worker {pid} runs on while the job is suspended ({:?})",
             process_state(pid)
         );

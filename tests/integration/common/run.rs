@@ -117,6 +117,23 @@ pub fn process_state(pid: i32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// Whether the process `pid` is stopped: in state `T`, or blocked in a
+/// `vfork` (state `D`) behind a child that is stopped before its exec (a
+/// shell starting `sleep` when the stop came: a stop signal to the group
+/// stops the child, and the shell waits for it, stopped as well as the
+/// job is; it shows `D`, not `T`).
+pub fn job_stopped(pid: i32) -> bool {
+    match process_state(pid) {
+        Some('T') => true,
+        Some('D') => std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .any(|c| process_state(c) == Some('T')),
+        _ => false,
+    }
+}
+
 /// kill(pid, 0) succeeds and the process is not a zombie.
 pub fn process_alive(pid: i32) -> bool {
     if kill(Pid::from_raw(pid), None).is_err() {
