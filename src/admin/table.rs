@@ -87,9 +87,12 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
             .collect();
     }
     if !view.held {
-        let state = match view.holding {
-            0 => "free",
-            _ => "free (no majority)",
+        // Unknown: held on some nodes, and those that did not answer
+        // could make it a majority (the sentence says so in full).
+        let state = match (view.undecided, view.holding) {
+            (true, _) => "unknown",
+            (false, 0) => "free",
+            (false, _) => "free (no majority)",
         };
         let fence = match view.fence {
             0 => "-".to_string(),
@@ -100,7 +103,7 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
         row[1] = state.to_string();
         row[6] = fence;
         row[7] = waiters;
-        row[8] = nodes(view.holding, view.nodes);
+        row[8] = nodes(view.most_holding(), view.nodes);
         return vec![row.map(dash)];
     }
     let state = match (view.revoked, &view.holder.ended_at) {
@@ -292,5 +295,10 @@ mod tests {
         assert!(lines[1].contains("  2/3    job"), "{lines:?}");
         let one = table(&[held("job", 9, None)], now());
         assert!(!one[0].contains("NODES"), "{one:?}");
+        // 2 of 3 answered, one holds it: unknown, not free.
+        let view = LockView::merge("job", 3, [copy(), Inspected::default()].iter());
+        let lines = table(&[view], now());
+        assert!(lines[1].starts_with("job  unknown  -  "), "{lines:?}");
+        assert!(lines[1].contains("  1/3    -"), "{lines:?}");
     }
 }
