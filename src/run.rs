@@ -130,7 +130,7 @@ fn run_recorded(
         &mut main,
         &mut token,
         &crate::holder::record(cfg),
-        cfg.wait,
+        wait::Patience::of(cfg),
         &cfg.key,
         &signals,
         log,
@@ -154,6 +154,7 @@ fn run_recorded(
             field("fence", acquired.fence),
             ms("wait_ms", started.elapsed()),
             ms("ttl_ms", cfg.timing.ttl),
+            crate::holder::label_of(&cfg.label),
         ],
     );
     let held = Held {
@@ -221,7 +222,10 @@ fn not_acquired(
             log.emit(
                 ev,
                 format!("lock '{}' {holder}; {outcome}", cfg.key),
-                &[field("holder", holder.clone())],
+                &[
+                    field("holder", holder.clone()),
+                    crate::holder::label_field(&info),
+                ],
             );
             Ok(Exit::Busy(cfg.conflict_exit_code))
         }
@@ -490,8 +494,9 @@ impl Held<'_> {
         let held = || self.acquired.acquired_at.elapsed();
         let rest = || plan::min_hold_rest(self.cfg.min_hold, held(), max_hold);
         let mut pauses = MIN_HOLD_RETRIES.iter();
+        let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         while let Some(rest) = rest() {
-            let error = match main.extend_for(self.token, rest) {
+            let error = match main.extend_for(self.token, rest, Some(&ended)) {
                 Extend::Extended(_) => {
                     self.log.emit(
                         Ev::MinHold,

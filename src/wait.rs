@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant};
 
 use crate::exit::{Exit, Failure};
-use crate::holder::describe_holder;
+use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
 use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
@@ -39,8 +39,8 @@ pub enum Waited {
     /// With the subscription, if we waited: closing it is left until
     /// COMMAND has started (see `run.rs`).
     Acquired(Lease, Option<Wakeups>),
-    /// Still busy when `--wait` ran out.
-    Busy(BusyInfo),
+    /// Still busy when `--wait` ran out (boxed: large, and rare).
+    Busy(Box<BusyInfo>),
     /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
     Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
@@ -117,7 +117,27 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 /// 20,000 times a second with 50 ms slices: 40% of a core).
 const SLICE: Duration = Duration::from_millis(500);
 
-/// Try to take the lock, waiting up to `wait` (`None`: forever).
+/// How long a run waits for a busy lock, and how often it says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// `None`: forever.
+    pub wait: Option<Duration>,
+    /// Say "still waiting" this often (zero: only when it starts).
+    pub progress: Duration,
+}
+
+impl Patience {
+    /// The run's `--wait` and `--progress`.
+    pub fn of(cfg: &crate::config::RunConfig) -> Patience {
+        Patience {
+            wait: cfg.wait,
+            progress: cfg.progress,
+        }
+    }
+}
+
+/// Try to take the lock, waiting up to `patience.wait` (`None`: forever),
+/// and saying so (see [`Waiter::tell`]).
 /// `token` may be replaced: with several nodes (Redlock), an attempt that
 /// failed (a timeout, or a minority given back) is followed by one with a
 /// fresh token, so that a command of the earlier attempt that
@@ -128,7 +148,7 @@ pub fn acquire(
     quorum: &mut Quorum,
     token: &mut String,
     holder: &Holder,
-    wait: Option<Duration>,
+    patience: Patience,
     key: &str,
     signals: &SignalRelay,
     log: &Log,
@@ -136,7 +156,11 @@ pub fn acquire(
     let mut waiter = Waiter {
         token: token.clone(),
         holder,
-        give_up: wait.map(|w| Instant::now() + w),
+        started: Instant::now(),
+        give_up: patience.wait.map(|w| Instant::now() + w),
+        every: patience.progress,
+        told: None,
+        tell_at: None,
         key,
         signals,
         log,
@@ -157,11 +181,9 @@ pub fn acquire(
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
         // Out of the line already: the newer waiter took us out.
-        Ok(Waited::Busy(BusyInfo {
-            replaced_by: Some((host, pid)),
-            ..
-        })) => {
+        Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
             quorum.give_back_owed(token);
+            let (host, pid) = info.replaced_by.unwrap_or_default();
             Ok(Waited::Replaced(host, pid))
         }
         other => {
@@ -177,7 +199,14 @@ pub fn acquire(
 struct Waiter<'a> {
     token: String,
     holder: &'a Holder,
+    started: Instant,
     give_up: Option<Instant>,
+    /// `--progress`: say "still waiting" this often (zero: never).
+    every: Duration,
+    /// The last busy answer, once "waiting" was said.
+    told: Option<BusyInfo>,
+    /// When to say "still waiting" next.
+    tell_at: Option<Instant>,
     key: &'a str,
     signals: &'a SignalRelay,
     log: &'a Log,
@@ -234,7 +263,7 @@ impl Waiter<'_> {
                     match self.wait_out_lost_holder(quorum) {
                         LostHolder::Over => continue,
                         LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
-                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
+                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(Box::new(info))),
                     }
                 }
                 other => match self.settle(other, quorum)? {
@@ -251,11 +280,12 @@ impl Waiter<'_> {
                 self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() {
-                return Ok(Waited::Busy(info));
+                return Ok(Waited::Busy(Box::new(info)));
             }
-            if self.first_busy && self.start_waiting(quorum, &info) {
+            if self.first_busy && self.start_waiting(quorum) {
                 continue;
             }
+            self.tell(&info);
             if self.resubscribe(quorum, &info) {
                 continue;
             }
@@ -303,19 +333,82 @@ impl Waiter<'_> {
         attempt
     }
 
-    /// The first busy answer: say we wait, and subscribe. True: look
-    /// again before blocking.
-    fn start_waiting(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+    /// The first busy answer: subscribe. True: look again before
+    /// blocking (that look also puts us in line, so "waiting" can say
+    /// where we stand).
+    fn start_waiting(&mut self, quorum: &Quorum) -> bool {
         self.first_busy = false;
-        let (key, holder) = (self.key, describe_holder(info));
-        self.log.emit(
-            Ev::Waiting,
-            format!("lock '{key}' {holder}; waiting"),
-            &[field("holder", holder.clone())],
-        );
         // A release between the busy answer and the subscription
         // was not heard: look again before blocking.
         self.subscribe(quorum)
+    }
+
+    /// Say that we wait, once, with who holds the lock, for how long and
+    /// where we stand in line; then "still waiting" every `--progress`.
+    fn tell(&mut self, info: &BusyInfo) {
+        let first = self.told.is_none();
+        self.told = Some(info.clone());
+        if !first {
+            return self.tell_if_due();
+        }
+        self.tell_at = (!self.every.is_zero()).then(|| Instant::now() + self.every);
+        let (key, holder) = (self.key, describe_holder(info));
+        let place = match info.place {
+            Some(Place {
+                first: true,
+                members: 0..=1,
+                ..
+            }) => " (first in line)".to_string(),
+            Some(Place {
+                first: true,
+                members,
+                ..
+            }) => format!(" (first of {members} in line)"),
+            Some(Place { members, .. }) => format!(" ({members} in line, this run included)"),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::Waiting,
+            format!("lock '{key}' {holder}; waiting{place}"),
+            &[
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
+    }
+
+    /// "Still waiting", if it is time: who holds the lock (as the last
+    /// try, made for this, found it), and how long we have waited.
+    fn tell_if_due(&mut self) {
+        let now = Instant::now();
+        let (Some(at), Some(info)) = (self.tell_at, &self.told) else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.tell_at = Some(now + self.every);
+        let holder = describe_holder(info);
+        let waited = now.saturating_duration_since(self.started);
+        let line = match info.place {
+            Some(place) => format!(", {} in line", place.members),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::StillWaiting,
+            format!(
+                "lock '{}' {holder}; still waiting ({} so far{line})",
+                self.key,
+                crate::log::short(waited)
+            ),
+            &[
+                crate::log::ms("wait_ms", waited),
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
     }
 
     /// How long to sleep before the next try, at most.
@@ -352,17 +445,28 @@ impl Waiter<'_> {
         mut stay: Option<Instant>,
     ) -> Option<i32> {
         loop {
-            let wake = stay.map_or(until, |at| at.min(until));
+            let wake = [stay, self.tell_at]
+                .into_iter()
+                .flatten()
+                .fold(until, Instant::min);
             match self.block(wake) {
                 Woke::Signaled(sig) => return Some(sig),
                 Woke::Released => break,
                 Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
-                Woke::Timer if Instant::now() >= until => break,
                 Woke::Timer => {
+                    // Time to say "still waiting": look first, so that it
+                    // says who holds the lock now and how many wait.
+                    let now = Instant::now();
+                    if now >= until || self.tell_at.is_some_and(|at| now >= at) {
+                        break;
+                    }
+                    if stay.is_none_or(|at| now < at) {
+                        continue;
+                    }
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
                     let (min, max) = stay_within(self.liveness());
-                    stay = Some(Instant::now() + jitter(min, max));
+                    stay = Some(now + jitter(min, max));
                     if !matches!(quorum.stay_in_line(&self.token, self.liveness()), Ok(true)) {
                         break;
                     }
@@ -445,7 +549,10 @@ impl Waiter<'_> {
             return LostHolder::Over;
         };
         let left = until.saturating_duration_since(now);
-        let kept = matches!(quorum.extend_for(&self.token, left), Extend::Extended(_));
+        let kept = matches!(
+            quorum.extend_for(&self.token, left, None),
+            Extend::Extended(_)
+        );
         if !kept {
             quorum.release(&self.token, 1);
         }
@@ -550,7 +657,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
+            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(Box::new(info)))),
         }
     }
 
@@ -605,15 +712,17 @@ fn failure(key: &str, exit: Exit, error: anyhow::Error, why: &str) -> Failure {
     }
 }
 
-/// The fence counter was started anew: say so with `-v`. A new key looks
-/// the same as lost data, so this is no warning (cron would mail it).
+/// The fence counter was started: say so plainly with `-v`. It is the
+/// first acquisition of a key, as far as the server knows; data lost
+/// under a holder we saw is told loudly elsewhere (`data_was_lost`), and
+/// `doctor` says whether the server keeps its data over a restart.
 fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
     if lease.reset {
         log.emit(
             Ev::FenceReset,
             format!(
-                "lock '{key}': new fence counter, started from the server's clock (a new key, or \
-             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+                "lock '{key}' is new on this server: its fence counter starts from the \
+                 server's clock, in microseconds, so fences only grow"
             ),
             &[],
         );
@@ -682,6 +791,13 @@ impl Waiter<'_> {
             }
         }
     }
+}
+
+/// How many stand in line (this waiter included, and any that left from
+/// the middle), as a JSON event's `in_line` field (absent without a line).
+fn in_line(info: &BusyInfo) -> crate::log::Field {
+    let members = info.place.map(|p| serde_json::Value::from(p.members));
+    ("in_line", members.unwrap_or(serde_json::Value::Null))
 }
 
 /// The last-resort retry of a waiter that Redis sees subscribed in a
