@@ -263,7 +263,7 @@ impl Waiter<'_> {
                     match self.wait_out_lost_holder(quorum) {
                         LostHolder::Over => continue,
                         LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
-                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(Box::new(info))),
+                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
                     }
                 }
                 other => match self.settle(other, quorum)? {
@@ -571,12 +571,12 @@ impl Waiter<'_> {
         }
         if end < until && kept {
             // --wait ran out first: busy, with our stand-in.
-            return LostHolder::TimedOut(BusyInfo {
+            return LostHolder::TimedOut(Box::new(BusyInfo {
                 pttl: Some(until.saturating_duration_since(Instant::now())),
                 host: self.holder.host.clone(),
                 pid: self.holder.pid.to_string(),
                 ..BusyInfo::default()
-            });
+            }));
         }
         if kept {
             quorum.release(&self.token, 1);
@@ -735,7 +735,7 @@ enum LostHolder {
     Over,
     Signaled(i32),
     /// `--wait` ran out first.
-    TimedOut(BusyInfo),
+    TimedOut(Box<BusyInfo>),
 }
 
 /// Until when a holder we saw may still run after Redis lost its lock,
