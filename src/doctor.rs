@@ -141,23 +141,21 @@ impl Doctor {
 impl Doctor {
     /// How a run on this host would hold COMMAND's tree (docs/safety.md,
     /// "The tree's end"): a cgroup where one can be made, else the keeper
-    /// alone, which cannot end a tree that escaped its group without /proc.
+    /// alone (a WARN only without /proc: then it cannot find a process
+    /// that left COMMAND's group).
     fn tree(&mut self) {
         let (cgroup, line) = crate::child::Containment::probe();
         let node = "this host";
-        if cgroup {
-            self.pass(
-                "tree",
-                node,
-                format!("COMMAND's tree would be held by {line}"),
-            );
+        let detail = format!("COMMAND's tree would be held by {line}");
+        if cgroup || crate::child::proc_is_ours() {
+            self.pass("tree", node, detail);
         } else {
             self.bad(
                 Status::Warn,
                 "tree",
                 node,
-                format!("COMMAND's tree would be held by {line}"),
-                "run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+                format!("{detail}, without a usable /proc: processes that leave COMMAND's group cannot be found"),
+                "mount /proc, or run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
             );
         }
     }
