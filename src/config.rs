@@ -346,16 +346,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             timing::check(option, value).map_err(invalid)?;
         }
     }
-    let metrics = match args.metrics_textfile {
-        Some(dir) => metrics(Some(&dir), &key, "--metrics-textfile <DIR>")?,
-        None => metrics(
-            env_os("REDLOCK_METRICS_DIR")
-                .map(std::path::PathBuf::from)
-                .as_deref(),
-            &key,
-            "$REDLOCK_METRICS_DIR",
-        )?,
-    };
+    let metrics = metrics_of(args.metrics_textfile, &key)?;
     let min_hold = period(args.period, args.random_delay)?.or(args.min_hold);
     let wait = match (args.no_wait || args.period.is_some(), args.wait) {
         (true, _) => Some(Duration::ZERO),
@@ -589,6 +580,23 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
         )));
     }
     Ok(queue)
+}
+
+/// `--metrics-textfile DIR`, else `$REDLOCK_METRICS_DIR`, opened for KEY.
+fn metrics_of(
+    given: Option<std::path::PathBuf>,
+    key: &str,
+) -> Result<Option<Metrics>, clap::Error> {
+    match given {
+        Some(dir) => metrics(Some(&dir), key, "--metrics-textfile <DIR>"),
+        None => metrics(
+            env_os("REDLOCK_METRICS_DIR")
+                .map(std::path::PathBuf::from)
+                .as_deref(),
+            key,
+            "$REDLOCK_METRICS_DIR",
+        ),
+    }
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.
