@@ -458,3 +458,33 @@ fn a_waiting_run_says_so_and_again_at_a_low_rate_unless_quiet() {
         "--progress 0: {out:?}"
     );
 }
+
+/// `wait KEY` says once, without -v, that it waits and for whom; -q says
+/// nothing.
+#[test]
+fn wait_key_says_once_that_it_waits_unless_quiet() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, &dir, "migrate", "30s");
+    let mut said = spawn_piped(redlock(&server.url()).args(["wait", "migrate"]));
+    let mut quiet = spawn_piped(redlock(&server.url()).args(["wait", "migrate", "-q"]));
+    assert!(
+        wait_until(LONG, || said
+            .stderr_now()
+            .contains("; waiting until it is free")),
+        "{}",
+        said.stderr_now()
+    );
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let out = said.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("redlock-run: lock 'migrate' is held by "),
+        "{out:?}"
+    );
+    let out = quiet.wait_timeout(LONG);
+    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
+}
