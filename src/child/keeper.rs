@@ -362,6 +362,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
+    // A keeper stopped when redlock-run dies is continued by the kernel,
+    // to find its pipe closed and end the tree (nobody else would).
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT);
     retitle(start.title);
     // Our own SIGCHLD handler (redlock-run's would write to its pipe).
     let mut action: libc::sigaction = std::mem::zeroed();

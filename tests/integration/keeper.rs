@@ -609,3 +609,25 @@ fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(cgroups_of(pid), Vec::<String>::new());
 }
+
+#[test]
+fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("stopped-keeper-killed-wrapper-{contain}");
+        let script = format!("{w} wait", w = escaped_worker(&dir, "w"));
+        let run = spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
+        let worker = read_pid(&dir, "w", LONG);
+        let keeper = keeper_of(run.pid());
+        let keeper_pid = nix::unistd::Pid::from_raw(keeper);
+        nix::sys::signal::kill(keeper_pid, Signal::SIGSTOP).unwrap();
+        assert!(wait_until(LONG, || process_state(keeper) == Some('T')));
+        // Nobody continues the keeper: the kernel does, as redlock-run dies.
+        run.signal(Signal::SIGKILL);
+        assert!(
+            wait_until(LONG, || !process_alive(worker)),
+            "{contain}: the job runs on under a stopped keeper after redlock-run died"
+        );
+    }
+}
