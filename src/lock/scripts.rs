@@ -224,7 +224,15 @@ end
 /// liveness hash becomes `replaced_by_host replaced_by_pid` for 60 s, and
 /// it is woken on its own channel; its next try answers `{-2, host, pid}`
 /// (replaced by that waiter) and never takes the lock (a newcomer that
-/// takes a free lock at once replaces them too). A waiter in line takes a
+/// takes a free lock at once replaces them too: queue = '4', a newest-wins
+/// run's first try). Every newest-wins run joining the line ('5', its
+/// first try in line; then as '3'), or taking a free lock at once ('4')
+/// where such a record exists, records itself as the newest arrival in
+/// `P{K}:waiters:newest` (token, host, pid; 7 days); a try in line ('3')
+/// by any other run answers
+/// `{-2, host, pid}` of the newest, whatever became of its mark (it lapses
+/// after 60 s: a waiter stopped longer would otherwise come back as a
+/// newcomer and replace the newer one). A waiter in line takes a
 /// free lock only when no live waiter stands before it (one of the first
 /// 100), so the line's order holds even against a waiter whose fallback
 /// poll comes first; a newcomer of '2' or '3' stands before them all.
@@ -249,8 +257,17 @@ pub const ACQUIRE: &str = concat!(
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
+-- newest-wins: '4' is a run's first try (not in line), '5' its first
+-- try in line; both make it the newest arrival.
+local first_try, arriving = mode == '4', mode == '5'
+if first_try then mode = '0' elseif arriving then mode = '3' end
 local queued = mode == '1' or mode == '2' or mode == '3'
 local alive = KEYS[6] .. ':' .. ARGV[1]
+local newest = KEYS[6] .. ':newest'
+local function arrive()
+  redis.call('HSET', newest, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4])
+  redis.call('PEXPIRE', newest, 604800000)
+end
 -- newest-wins: every other waiter leaves the line, told by whom.
 local function replace_others()
   for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
@@ -264,6 +281,18 @@ local function replace_others()
       end
       redis.call('ZREM', KEYS[6], old)
     end
+  end
+end
+if arriving then
+  arrive()
+elseif mode == '3' then
+  -- A newer run arrived since we did (our mark may have lapsed while we
+  -- were stopped): we are replaced, whatever the line says now.
+  local n = redis.call('HMGET', newest, 'token', 'host', 'pid')
+  if n[1] and n[1] ~= ARGV[1] then
+    redis.call('ZREM', KEYS[6], ARGV[1])
+    redis.call('DEL', alive)
+    return {-2, n[2] or '', n[3] or ''}
   end
 end
 local ahead, found = false, false
@@ -293,6 +322,12 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
+  elseif first_try then
+    -- A newcomer that finds the lock free runs first: the older waiters
+    -- are replaced, not served after it. No record of a newest arrival:
+    -- no newest-wins run waited here lately, so none can come back.
+    if redis.call('EXISTS', newest) == 1 then arrive() end
+    replace_others()
   end
   local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
