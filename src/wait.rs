@@ -289,7 +289,8 @@ impl Waiter<'_> {
             .give_up
             .is_none_or(|end| Instant::now() + SPLIT_MAX < end);
         quorum.quiet_splits(time_left && self.splits < SPLITS_IN_A_ROW);
-        let attempt = quorum.try_acquire(&self.token, self.holder, waiting, liveness);
+        let at = self.wakeups.as_ref().and_then(Wakeups::at);
+        let attempt = quorum.try_acquire(&self.token, self.holder, waiting, liveness, at);
         let answered = matches!(attempt, Attempt::Busy(_) | Attempt::Acquired(_));
         self.joined |= waiting != LineTry::First && answered;
         self.splits = match &attempt {

@@ -56,6 +56,7 @@ impl LockKind {
             liveness,
             floor,
             run_id,
+            at,
         } = how;
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -95,6 +96,7 @@ impl LockKind {
             if floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
             run_id.unwrap_or_default(),
+            at.unwrap_or_default(),
         ]);
         eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }
@@ -210,6 +212,9 @@ pub struct How<'a> {
     /// Redlock: the `run_id` an earlier run found at this node, for the
     /// script to check (`scripts::server_lib`).
     pub run_id: Option<&'a str>,
+    /// In line and subscribed: the `run_id` of the server subscribed on,
+    /// where the lock may move (see `Wakeups::at`).
+    pub at: Option<&'a str>,
 }
 
 /// Run an acquire script with `args`; with `checks` the script may answer

@@ -409,6 +409,7 @@ impl Quorum {
         holder: &Holder,
         waiting: LineTry,
         liveness: Option<Duration>,
+        at: Option<&str>,
     ) -> Attempt {
         let (ttl, kind) = (self.ttl, self.kind);
         let line = self.queues_waiters();
@@ -432,6 +433,7 @@ impl Quorum {
                 liveness,
                 floor,
                 run_id,
+                at,
             };
             kind.acquire(node, keys, token, ttl, holder, how)
         };

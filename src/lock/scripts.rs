@@ -104,14 +104,33 @@ local function subscribed(token)
   if type(n) ~= 'table' or n.err then return nil end
   return (tonumber(n[2]) or 0) > 0
 end
+-- This server's run_id (INFO server, once per script; '' when refused).
+local here = nil
+local function this_server()
+  if here == nil then
+    local info = redis.pcall('INFO', 'server')
+    here = type(info) == 'string' and string.match(info, '\nrun_id:(%w+)') or ''
+  end
+  return here
+end
+-- Whether a waiter's subscription is on another server than this one
+-- (`at`: the run_id of the server it subscribed on): after a failover
+-- or a resharding of a Cluster, or a Sentinel failover, the lock's keys
+-- are here and its subscription there, and PUBSUB NUMSUB, which counts
+-- this server's subscribers only, cannot see it.
+local function elsewhere_sub(at)
+  return at ~= nil and at ~= false and at ~= '' and at ~= this_server()
+end
 -- A waiter in line is live while its liveness key exists and, if it was
--- subscribed when it last tried (sub 1), while it still is.
+-- subscribed when it last tried (sub 1), while it still is (where this
+-- server cannot tell, its liveness key alone says).
 local function live(token)
   local alive = KEYS[6] .. ':' .. token
   if redis.call('EXISTS', alive) == 0 then return false end
   -- Not a hash (an older version's '1'): live while it exists.
-  local sub = redis.pcall('HMGET', alive, 'sub')
+  local sub = redis.pcall('HMGET', alive, 'sub', 'at')
   if type(sub) ~= 'table' or sub.err or sub[1] ~= '1' then return true end
+  if elsewhere_sub(sub[2]) then return true end
   return subscribed(token) ~= false
 end
 "#
@@ -210,7 +229,10 @@ end
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`), run_id (see `server_lib`). With queue = '1' the caller
+/// screen (see `eviction_lib`), run_id (see `server_lib`), at (in line
+/// and subscribed behind sentinels or on a Cluster: the `run_id` of the
+/// server subscribed on, kept in the liveness hash; see `line_lib`'s
+/// `elsewhere_sub`). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -360,13 +382,16 @@ if queued then
   -- 5-10 s, see `wait.rs`). A failover can lose a leaving waiter's ZREM
   -- (the old primary took it), so this bounds what a dead line leaves.
   redis.call('PEXPIRE', KEYS[6], math.max(tonumber(ARGV[12]) or 0, 60000))
-  local ms = 3000
+  local ms, sub_flag = 3000, 0
   if ARGV[11] == '1' then
     local sub = subscribed(ARGV[1])
     if sub then seen, ms = 1, tonumber(ARGV[12]) or 60000 elseif sub == nil then seen = -1 end
+    -- Subscribed on another server (see `elsewhere_sub`): it keeps its
+    -- place by its liveness key, and is told (seen 0) to subscribe here.
+    if not sub and elsewhere_sub(ARGV[16]) then ms, sub_flag = tonumber(ARGV[12]) or 60000, 1 end
   end
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
-    'sub', tostring(math.max(seen, 0)))
+    'sub', tostring(math.max(seen, sub_flag)), 'at', ARGV[16] or '')
   redis.call('PEXPIRE', alive, ms)
   if not ahead then first = 1 end
   -- The members, from the scores (ZCARD is no plain lock's permission):
