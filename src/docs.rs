@@ -86,6 +86,7 @@ fn man() -> std::io::Result<Vec<u8>> {
             "@EXIT_ROWS@" => out += &ours(exit_rows),
             "@EVENTS@" => out += &ours(events),
             "@ACL@" => out += &ours(|r| verbatim(r, &acl_command())),
+            "@TREE@" => out += &ours(tree),
             text => {
                 out += &text.replace("@DEFAULT_URL@", DEFAULT_URL);
                 out.push('\n');
@@ -164,6 +165,65 @@ fn item(r: &mut Roff, term: impl Into<Vec<Inline>>, text: &str) {
     r.control("TP", []);
     r.text(term);
     r.text([roman(text)]);
+}
+
+/// docs/safety.md's section on the tree's end, between its markers: the
+/// man page says the same words (paragraphs, bullets, and the table as
+/// one tagged paragraph a row, a line a column).
+const SAFETY_MD: &str = include_str!("../docs/safety.md");
+
+fn tree(r: &mut Roff) {
+    let text = SAFETY_MD
+        .split_once("<!-- tree: begin")
+        .and_then(|(_, rest)| rest.split_once("-->"))
+        .and_then(|(_, rest)| rest.split_once("<!-- tree: end -->"))
+        .map_or("", |(section, _)| section);
+    let mut header: Vec<String> = Vec::new();
+    for block in text.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
+        if block.starts_with('|') {
+            for row in block.lines() {
+                if row.chars().all(|c| c == '|' || c == '-') {
+                    continue;
+                }
+                let cells: Vec<String> = row
+                    .trim_matches('|')
+                    .split(" | ")
+                    .map(|c| plain(c.trim()))
+                    .collect();
+                if cells.iter().all(|c| c.chars().all(|ch| ch == '-')) {
+                    continue;
+                }
+                if header.is_empty() {
+                    header = cells;
+                    continue;
+                }
+                r.control("TP", []);
+                r.text([bold(cells[0].as_str())]);
+                for (name, cell) in header.iter().zip(&cells).skip(1) {
+                    r.text([italic(format!("{name}: ").as_str()), roman(cell.as_str())]);
+                    r.control("br", []);
+                }
+            }
+        } else if block.starts_with("- ") {
+            for bullet in block.split("\n- ") {
+                let body = bullet.trim_start_matches("- ");
+                r.control("IP", ["\\(bu", "2"]);
+                r.text([roman(plain(&unwrap(body)).as_str())]);
+            }
+        } else {
+            para(r, &plain(&unwrap(block)));
+        }
+    }
+}
+
+/// Markdown lines joined into one line of text.
+fn unwrap(block: &str) -> String {
+    block.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+/// Markdown's emphasis and code marks dropped.
+fn plain(text: &str) -> String {
+    text.replace("**", "").replace('`', "")
 }
 
 /// Lines shown verbatim, indented.

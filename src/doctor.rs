@@ -1,7 +1,10 @@
 //! `redlock-run doctor`: every setting of the servers that weakens a lock,
-//! checked before any job runs. One line per check, `PASS`, `WARN` or
-//! `FAIL` with the fix; `--json`, one object per check. Exit 0 when
-//! nothing fails, [`Exit::DoctorFail`] (78) when something does.
+//! checked before any job runs. Each server's URL once, then one line per
+//! check under it, `PASS`, `WARN` or `FAIL`, wrapped at 80 columns with
+//! the fix on a line of its own, and a summary line; `--json`, one object
+//! per check. Exit as the rest of the tool does for a server it cannot
+//! reach (69) or that refuses us (77); else [`Exit::DoctorFail`] (78) for
+//! a FAIL, 0 without one.
 //!
 //! Behaviour is read from what a server says it has (`INFO` fields,
 //! whether a command answers), never from `redis_version`: Valkey says
@@ -48,6 +51,10 @@ struct Check {
     detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     fix: Option<String>,
+    /// The exit this finding means beyond a FAIL: the server could not be
+    /// reached (69) or refused us (77), as for every other subcommand.
+    #[serde(skip)]
+    exit: Option<Exit>,
 }
 
 /// Where the verdicts go, and what each server is checked against.
@@ -86,6 +93,7 @@ impl Doctor {
             node: escaped(node),
             detail: escaped(&detail),
             fix: None,
+            exit: None,
         });
     }
 
@@ -97,6 +105,58 @@ impl Doctor {
         self.add(status, check, node, detail);
         if let Some(last) = self.checks.last_mut() {
             last.fix = Some(fix.to_string());
+        }
+    }
+
+    /// A FAIL that means what `exit` means elsewhere: the server could not
+    /// be reached (69), or it refused us (77).
+    fn out_of_reach(
+        &mut self,
+        exit: Exit,
+        check: &'static str,
+        node: &str,
+        detail: String,
+        fix: &str,
+    ) {
+        self.bad(Status::Fail, check, node, detail, fix);
+        if let Some(last) = self.checks.last_mut() {
+            last.exit = Some(exit);
+        }
+    }
+
+    /// 69 if a server could not be reached, else 77 if one refused us,
+    /// else 78 if a check failed, else 0.
+    fn exit(&self) -> Exit {
+        let meant = |exit: Exit| self.checks.iter().any(|c| c.exit == Some(exit));
+        let failed = self.checks.iter().any(|c| c.status == Status::Fail);
+        match () {
+            () if meant(Exit::Unavailable) => Exit::Unavailable,
+            () if meant(Exit::Refused) => Exit::Refused,
+            () if failed => Exit::DoctorFail,
+            () => Exit::Success,
+        }
+    }
+}
+
+impl Doctor {
+    /// How a run on this host would hold COMMAND's tree (docs/safety.md,
+    /// "The tree's end"): a cgroup where one can be made, else the keeper
+    /// alone (a WARN only without /proc: then it cannot find a process
+    /// that left COMMAND's group).
+    fn tree(&mut self) {
+        let (cgroup, line) = crate::child::Containment::probe();
+        let node = "this host";
+        let detail = format!("COMMAND's tree would be held by {line}");
+        if cgroup || crate::child::proc_is_ours() {
+            self.pass("tree", node, detail);
+        } else {
+            self.bad(
+                Status::Warn,
+                "tree",
+                node,
+                format!("{detail}, without a usable /proc: processes that leave COMMAND's group cannot be found"),
+                "mount /proc, or run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+            );
         }
     }
 }
@@ -140,38 +200,107 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         }
     }
     doctor.same_server();
-    let text: String = doctor
-        .checks
-        .iter()
-        .map(|c| match doctor.opts.json {
-            true => serde_json::to_string(c).unwrap_or_default() + "\n",
-            false => line(c),
-        })
-        .collect();
+    doctor.tree();
+    let exit = doctor.exit();
+    let text: String = match doctor.opts.json {
+        true => doctor
+            .checks
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap_or_default() + "\n")
+            .collect(),
+        false => report(&doctor.checks, exit, conn.endpoints.len()),
+    };
     crate::log::to_stdout(text.as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
-    Ok(
-        match doctor.checks.iter().any(|c| c.status == Status::Fail) {
-            true => Exit::DoctorFail,
-            false => Exit::Success,
-        },
-    )
+    Ok(exit)
 }
 
-/// `PASS  check  node: detail`, and for the others `; fix: ...`.
-fn line(c: &Check) -> String {
+/// The width the text report is wrapped at.
+const WIDTH: usize = 80;
+
+/// Where a check's text starts: after `  STATUS  check-name   `.
+const INDENT: usize = 21;
+
+/// The text report: each node once, its checks under it (wrapped at
+/// [`WIDTH`], the fix on a line of its own), then the summary line.
+fn report(checks: &[Check], exit: Exit, servers: usize) -> String {
+    let mut out = String::new();
+    let mut node: Option<&str> = None;
+    for c in checks {
+        if node != Some(c.node.as_str()) {
+            node = Some(&c.node);
+            out.push_str(&c.node);
+            out.push('\n');
+        }
+        out.push_str(&check_lines(c));
+    }
+    out + &summary(checks, exit, servers)
+}
+
+/// `  PASS  check        detail`, wrapped, and `fix: ...` under it.
+fn check_lines(c: &Check) -> String {
     let status = match c.status {
         Status::Pass => "PASS",
         Status::Warn => "WARN",
         Status::Fail => "FAIL",
     };
-    match &c.fix {
-        Some(fix) => format!(
-            "{status}  {:<12} {}: {}; fix: {fix}\n",
-            c.check, c.node, c.detail
-        ),
-        None => format!("{status}  {:<12} {}: {}\n", c.check, c.node, c.detail),
+    let head = format!("  {status}  {:<12} ", c.check);
+    let mut out = wrap(&head, &c.detail);
+    if let Some(fix) = &c.fix {
+        out.push_str(&wrap(&" ".repeat(INDENT), &format!("fix: {fix}")));
     }
+    out
+}
+
+/// `text` after `head`, wrapped at [`WIDTH`] with its continuation lines
+/// indented to [`INDENT`]; a word longer than a line (a URL) stays whole.
+fn wrap(head: &str, text: &str) -> String {
+    let mut out = String::new();
+    let mut line = head.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let fits = line.chars().count() + 1 + word.chars().count() <= WIDTH;
+        if !empty && !fits {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(INDENT);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+/// "summary: 7 PASS, 1 WARN, 0 FAIL (1 server): usable, with warnings;
+/// exit 0", within [`WIDTH`].
+fn summary(checks: &[Check], exit: Exit, servers: usize) -> String {
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let (pass, warn, fail) = (
+        count(Status::Pass),
+        count(Status::Warn),
+        count(Status::Fail),
+    );
+    let servers = match servers {
+        1 => "1 server".to_string(),
+        n => format!("{n} servers"),
+    };
+    let verdict = match exit {
+        Exit::Unavailable => "a server is unreachable",
+        Exit::Refused => "a server refused us",
+        Exit::DoctorFail => "a setting breaks locks",
+        _ if warn > 0 => "usable, with warnings",
+        _ => "ready for locks",
+    };
+    format!(
+        "summary: {pass} PASS, {warn} WARN, {fail} FAIL ({servers}): {verdict}; exit {}\n",
+        exit.code()
+    )
 }
 
 /// A measured duration: milliseconds with two decimals below a second.
@@ -220,10 +349,20 @@ impl Doctor {
         let mut link = match server.connect(self.timeout) {
             Ok(link) => link,
             Err(e) => {
-                let fix = "check the URL, the network and the password; \
-                           the server must answer within the per-node timeout";
+                let (exit, fix) = match &e {
+                    Failed::Refused { .. } => (
+                        Exit::Refused,
+                        "give the user and password in the URL \
+                         (redis://[USER]:PASSWORD@HOST:PORT), or --password-file",
+                    ),
+                    Failed::Io(_) => (
+                        Exit::Unavailable,
+                        "check the host and port in the URL, that the server runs, and that \
+                         the network lets this host reach it within the per-node timeout",
+                    ),
+                };
                 let detail = format!("cannot connect to {}: {e}", server.address);
-                return self.bad(Status::Fail, "connect", node, detail, fix);
+                return self.out_of_reach(exit, "connect", node, detail, fix);
             }
         };
         if !self.round_trip(&mut link, node) {
@@ -272,25 +411,7 @@ impl Doctor {
                 other => other,
             };
             if let Err(e) = answer {
-                let detail = match &e {
-                    Failed::Io(why) if why == "timed out" => format!(
-                        "PING got no answer within the per-node timeout of {} (--ttl {})",
-                        show(self.timeout),
-                        show(self.opts.ttl)
-                    ),
-                    _ => format!("PING failed: {e}"),
-                };
-                let fix = match &e {
-                    Failed::Refused { .. } => {
-                        "give the user and password in the URL (redis://[USER]:PASSWORD@HOST:PORT)"
-                    }
-                    Failed::Io(why) if why == "timed out" => {
-                        "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
-                         or use a server closer to this host"
-                    }
-                    _ => "check the URL, the network and the password",
-                };
-                self.bad(Status::Fail, "round-trip", node, detail, fix);
+                self.ping_failed(&e, node);
                 return false;
             }
             slowest = slowest.max(sent.elapsed());
@@ -311,6 +432,38 @@ impl Doctor {
             self.pass("round-trip", node, detail);
         }
         true
+    }
+
+    /// A PING that got no answer, or an error. Too slow for this TTL is a
+    /// finding (a longer --ttl fixes it); a refusal or a broken connection
+    /// is what it is elsewhere (77, 69).
+    fn ping_failed(&mut self, e: &Failed, node: &str) {
+        let timed_out = matches!(e, Failed::Io(why) if why == "timed out");
+        let detail = match timed_out {
+            true => format!(
+                "PING got no answer within the per-node timeout of {} (--ttl {})",
+                show(self.timeout),
+                show(self.opts.ttl)
+            ),
+            false => format!("PING failed: {e}"),
+        };
+        let fix = match e {
+            Failed::Refused { .. } => {
+                "give the user and password in the URL (redis://[USER]:PASSWORD@HOST:PORT)"
+            }
+            Failed::Io(_) if timed_out => {
+                "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
+                 or use a server closer to this host"
+            }
+            Failed::Io(_) => "check the URL and the network",
+        };
+        match e {
+            Failed::Io(_) if timed_out => self.bad(Status::Fail, "round-trip", node, detail, fix),
+            Failed::Io(_) => self.out_of_reach(Exit::Unavailable, "round-trip", node, detail, fix),
+            Failed::Refused { .. } => {
+                self.out_of_reach(Exit::Refused, "round-trip", node, detail, fix)
+            }
+        }
     }
 
     /// Which server this is, by the fields its `INFO` has.
@@ -887,7 +1040,7 @@ impl Doctor {
                 ),
             };
             let fix = "check the sentinels' addresses and the service name in the URL";
-            self.bad(Status::Fail, "sentinels", node, detail, fix);
+            self.out_of_reach(Exit::Unavailable, "sentinels", node, detail, fix);
             return None;
         }
         if distinct.len() > 1 {
@@ -993,7 +1146,7 @@ impl Doctor {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
                 let fix =
                     "check the seed addresses in the URL (and that the nodes run in cluster mode)";
-                return self.bad(Status::Fail, "cluster", node, detail, fix);
+                return self.out_of_reach(Exit::Unavailable, "cluster", node, detail, fix);
             }
         };
         self.slots_served(&primaries, node);

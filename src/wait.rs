@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant};
 
 use crate::exit::{Exit, Failure};
-use crate::holder::describe_holder;
+use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
 use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, LineTry, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
@@ -39,8 +39,8 @@ pub enum Waited {
     /// With the subscription, if we waited: closing it is left until
     /// COMMAND has started (see `run.rs`).
     Acquired(Lease, Option<Wakeups>),
-    /// Still busy when `--wait` ran out.
-    Busy(BusyInfo),
+    /// Still busy when `--wait` ran out (boxed: large, and rare).
+    Busy(Box<BusyInfo>),
     /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
     Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
@@ -59,13 +59,20 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 
 /// How long the liveness key of a waiter in line that Redis sees
 /// subscribed lasts untouched: a stopped waiter (or one on a host that
-/// died with its connection open) leaves the line within this.
-const LIVENESS: Duration = Duration::from_secs(60);
+/// died with its connection open) leaves the line within this. Six of its
+/// refresh periods (a minute with the defaults: what a stopped holder
+/// would cost, twice), within these bounds.
+fn liveness(refresh: Duration) -> Duration {
+    (refresh * 6).clamp(LIVENESS_MIN, LIVENESS_MAX)
+}
+const LIVENESS_MIN: Duration = Duration::from_secs(3);
+const LIVENESS_MAX: Duration = Duration::from_secs(60);
 
 /// How often such a waiter pushes its liveness key back (one PEXPIRE):
-/// at least twice within LIVENESS.
-const STAY_MIN: Duration = Duration::from_secs(20);
-const STAY_MAX: Duration = Duration::from_secs(25);
+/// at least twice within its liveness (20-25 s of a minute).
+fn stay_within(liveness: Duration) -> (Duration, Duration) {
+    (liveness / 3, liveness * 5 / 12)
+}
 
 /// The last-resort retry of such a waiter, in case a wake-up was missed
 /// (the first in line and the holder died together): every waiter waits
@@ -110,7 +117,27 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 /// 20,000 times a second with 50 ms slices: 40% of a core).
 const SLICE: Duration = Duration::from_millis(500);
 
-/// Try to take the lock, waiting up to `wait` (`None`: forever).
+/// How long a run waits for a busy lock, and how often it says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// `None`: forever.
+    pub wait: Option<Duration>,
+    /// Say "still waiting" this often (zero: only when it starts).
+    pub progress: Duration,
+}
+
+impl Patience {
+    /// The run's `--wait` and `--progress`.
+    pub fn of(cfg: &crate::config::RunConfig) -> Patience {
+        Patience {
+            wait: cfg.wait,
+            progress: cfg.progress,
+        }
+    }
+}
+
+/// Try to take the lock, waiting up to `patience.wait` (`None`: forever),
+/// and saying so (see [`Waiter::tell`]).
 /// `token` may be replaced: with several nodes (Redlock), an attempt that
 /// failed (a timeout, or a minority given back) is followed by one with a
 /// fresh token, so that a command of the earlier attempt that
@@ -121,7 +148,7 @@ pub fn acquire(
     quorum: &mut Quorum,
     token: &mut String,
     holder: &Holder,
-    wait: Option<Duration>,
+    patience: Patience,
     key: &str,
     signals: &SignalRelay,
     log: &Log,
@@ -129,7 +156,11 @@ pub fn acquire(
     let mut waiter = Waiter {
         token: token.clone(),
         holder,
-        give_up: wait.map(|w| Instant::now() + w),
+        started: Instant::now(),
+        give_up: patience.wait.map(|w| Instant::now() + w),
+        every: patience.progress,
+        told: None,
+        tell_at: None,
         key,
         signals,
         log,
@@ -151,11 +182,9 @@ pub fn acquire(
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
         // Out of the line already: the newer waiter took us out.
-        Ok(Waited::Busy(BusyInfo {
-            replaced_by: Some((host, pid)),
-            ..
-        })) => {
+        Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
             quorum.give_back_owed(token);
+            let (host, pid) = info.replaced_by.unwrap_or_default();
             Ok(Waited::Replaced(host, pid))
         }
         other => {
@@ -171,7 +200,14 @@ pub fn acquire(
 struct Waiter<'a> {
     token: String,
     holder: &'a Holder,
+    started: Instant,
     give_up: Option<Instant>,
+    /// `--progress`: say "still waiting" this often (zero: never).
+    every: Duration,
+    /// The last busy answer, once "waiting" was said.
+    told: Option<BusyInfo>,
+    /// When to say "still waiting" next.
+    tell_at: Option<Instant>,
     key: &'a str,
     signals: &'a SignalRelay,
     log: &'a Log,
@@ -208,6 +244,11 @@ enum Next {
 }
 
 impl Waiter<'_> {
+    /// Our liveness key's life in line (see [`liveness`]).
+    fn liveness(&self) -> Duration {
+        liveness(Duration::from_millis(self.holder.refresh_ms))
+    }
+
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let info = match self.attempt(quorum) {
@@ -242,11 +283,12 @@ impl Waiter<'_> {
                 self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() {
-                return Ok(Waited::Busy(info));
+                return Ok(Waited::Busy(Box::new(info)));
             }
-            if self.first_busy && self.start_waiting(quorum, &info) {
+            if self.first_busy && self.start_waiting(quorum) {
                 continue;
             }
+            self.tell(&info);
             if self.resubscribe(quorum, &info) {
                 continue;
             }
@@ -256,7 +298,8 @@ impl Waiter<'_> {
                 .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
             let delay = self.delay(&info, place);
             let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
-            let stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
+            let (min, max) = stay_within(self.liveness());
+            let stay = place.map(|_| now + jitter(min, max));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
@@ -277,7 +320,7 @@ impl Waiter<'_> {
     /// One try. The first does not queue: the uncontended path stays one
     /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
     fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
-        let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+        let liveness = self.wakeups.as_ref().map(|_| self.liveness());
         let waiting = match (self.first_busy, self.joined) {
             (true, _) => LineTry::First,
             (false, false) => LineTry::Joining,
@@ -300,19 +343,82 @@ impl Waiter<'_> {
         attempt
     }
 
-    /// The first busy answer: say we wait, and subscribe. True: look
-    /// again before blocking.
-    fn start_waiting(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+    /// The first busy answer: subscribe. True: look again before
+    /// blocking (that look also puts us in line, so "waiting" can say
+    /// where we stand).
+    fn start_waiting(&mut self, quorum: &Quorum) -> bool {
         self.first_busy = false;
-        let (key, holder) = (self.key, describe_holder(info));
-        self.log.emit(
-            Ev::Waiting,
-            format!("lock '{key}' {holder}; waiting"),
-            &[field("holder", holder.clone())],
-        );
         // A release between the busy answer and the subscription
         // was not heard: look again before blocking.
         self.subscribe(quorum)
+    }
+
+    /// Say that we wait, once, with who holds the lock, for how long and
+    /// where we stand in line; then "still waiting" every `--progress`.
+    fn tell(&mut self, info: &BusyInfo) {
+        let first = self.told.is_none();
+        self.told = Some(info.clone());
+        if !first {
+            return self.tell_if_due();
+        }
+        self.tell_at = (!self.every.is_zero()).then(|| Instant::now() + self.every);
+        let (key, holder) = (self.key, describe_holder(info));
+        let place = match info.place {
+            Some(Place {
+                first: true,
+                members: 0..=1,
+                ..
+            }) => " (first in line)".to_string(),
+            Some(Place {
+                first: true,
+                members,
+                ..
+            }) => format!(" (first of {members} in line)"),
+            Some(Place { members, .. }) => format!(" ({members} in line, this run included)"),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::Waiting,
+            format!("lock '{key}' {holder}; waiting{place}"),
+            &[
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
+    }
+
+    /// "Still waiting", if it is time: who holds the lock (as the last
+    /// try, made for this, found it), and how long we have waited.
+    fn tell_if_due(&mut self) {
+        let now = Instant::now();
+        let (Some(at), Some(info)) = (self.tell_at, &self.told) else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.tell_at = Some(now + self.every);
+        let holder = describe_holder(info);
+        let waited = now.saturating_duration_since(self.started);
+        let line = match info.place {
+            Some(place) => format!(", {} in line", place.members),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::StillWaiting,
+            format!(
+                "lock '{}' {holder}; still waiting ({} so far{line})",
+                self.key,
+                crate::log::short(waited)
+            ),
+            &[
+                crate::log::ms("wait_ms", waited),
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
     }
 
     /// How long to sleep before the next try, at most.
@@ -349,17 +455,29 @@ impl Waiter<'_> {
         mut stay: Option<Instant>,
     ) -> Option<i32> {
         loop {
-            let wake = stay.map_or(until, |at| at.min(until));
+            let wake = [stay, self.tell_at]
+                .into_iter()
+                .flatten()
+                .fold(until, Instant::min);
             match self.block(wake) {
                 Woke::Signaled(sig) => return Some(sig),
                 Woke::Released => break,
                 Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
-                Woke::Timer if Instant::now() >= until => break,
                 Woke::Timer => {
+                    // Time to say "still waiting": look first, so that it
+                    // says who holds the lock now and how many wait.
+                    let now = Instant::now();
+                    if now >= until || self.tell_at.is_some_and(|at| now >= at) {
+                        break;
+                    }
+                    if stay.is_none_or(|at| now < at) {
+                        continue;
+                    }
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
-                    stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
-                    if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                    let (min, max) = stay_within(self.liveness());
+                    stay = Some(now + jitter(min, max));
+                    if !matches!(quorum.stay_in_line(&self.token, self.liveness()), Ok(true)) {
                         break;
                     }
                 }
@@ -441,7 +559,10 @@ impl Waiter<'_> {
             return LostHolder::Over;
         };
         let left = until.saturating_duration_since(now);
-        let kept = matches!(quorum.extend_for(&self.token, left), Extend::Extended(_));
+        let kept = matches!(
+            quorum.extend_for(&self.token, left, None),
+            Extend::Extended(_)
+        );
         if !kept {
             quorum.release(&self.token, 1);
         }
@@ -460,12 +581,12 @@ impl Waiter<'_> {
         }
         if end < until && kept {
             // --wait ran out first: busy, with our stand-in.
-            return LostHolder::TimedOut(BusyInfo {
+            return LostHolder::TimedOut(Box::new(BusyInfo {
                 pttl: Some(until.saturating_duration_since(Instant::now())),
                 host: self.holder.host.clone(),
                 pid: self.holder.pid.to_string(),
                 ..BusyInfo::default()
-            });
+            }));
         }
         if kept {
             quorum.release(&self.token, 1);
@@ -546,7 +667,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
+            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(Box::new(info)))),
         }
     }
 
@@ -601,15 +722,17 @@ fn failure(key: &str, exit: Exit, error: anyhow::Error, why: &str) -> Failure {
     }
 }
 
-/// The fence counter was started anew: say so with `-v`. A new key looks
-/// the same as lost data, so this is no warning (cron would mail it).
+/// The fence counter was started: say so plainly with `-v`. It is the
+/// first acquisition of a key, as far as the server knows; data lost
+/// under a holder we saw is told loudly elsewhere (`data_was_lost`), and
+/// `doctor` says whether the server keeps its data over a restart.
 fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
     if lease.reset {
         log.emit(
             Ev::FenceReset,
             format!(
-                "lock '{key}': new fence counter, started from the server's clock (a new key, or \
-             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+                "lock '{key}' is new on this server: its fence counter starts from the \
+                 server's clock, in microseconds, so fences only grow"
             ),
             &[],
         );
@@ -622,7 +745,7 @@ enum LostHolder {
     Over,
     Signaled(i32),
     /// `--wait` ran out first.
-    TimedOut(BusyInfo),
+    TimedOut(Box<BusyInfo>),
 }
 
 /// Until when a holder we saw may still run after Redis lost its lock,
@@ -680,6 +803,13 @@ impl Waiter<'_> {
     }
 }
 
+/// How many stand in line (this waiter included, and any that left from
+/// the middle), as a JSON event's `in_line` field (absent without a line).
+fn in_line(info: &BusyInfo) -> crate::log::Field {
+    let members = info.place.map(|p| serde_json::Value::from(p.members));
+    ("in_line", members.unwrap_or(serde_json::Value::Null))
+}
+
 /// The last-resort retry of a waiter that Redis sees subscribed in a
 /// line of `members` (see PACE_PER_MEMBER).
 fn pace(members: u64) -> Duration {
@@ -691,6 +821,23 @@ fn pace(members: u64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_waiters_liveness_is_six_refresh_periods_within_bounds() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        for (refresh, expected) in [
+            (s(10), s(60)), // the defaults: --ttl 30s
+            (s(100), s(60)),
+            (s(2), s(12)),
+            (ms(500), s(3)),
+            (ms(133), s(3)),
+        ] {
+            assert_eq!(liveness(refresh), expected, "{refresh:?}");
+            let (min, max) = stay_within(expected);
+            assert!(min < max && max * 2 < expected, "{refresh:?}");
+        }
+    }
 
     #[test]
     fn a_lost_holder_is_waited_out_as_if_it_had_just_renewed() {

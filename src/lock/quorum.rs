@@ -383,7 +383,7 @@ impl Tally {
                         info.acquired_at.clone(),
                     );
                     tally.holders.push(who);
-                    tally.busy.get_or_insert(info);
+                    tally.busy.get_or_insert(*info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {
                     tally.mismatch.get_or_insert(limit);
@@ -807,14 +807,15 @@ impl Quorum {
 
     /// Refresh the lock for another TTL.
     pub fn extend(&mut self, token: &str) -> Extend {
-        self.extend_for(token, self.ttl)
+        self.extend_for(token, self.ttl, None)
     }
 
-    /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it).
-    pub fn extend_for(&mut self, token: &str, ttl: Duration) -> Extend {
+    /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it,
+    /// saying when COMMAND `ended`, RFC 3339, in the holder record).
+    pub fn extend_for(&mut self, token: &str, ttl: Duration, ended: Option<&str>) -> Extend {
         let start = Instant::now();
         let kind = self.kind;
-        let answers = self.each(|node, keys| kind.extend(node, keys, token, ttl));
+        let answers = self.each(|node, keys| kind.extend(node, keys, token, ttl, ended));
         let valid_until = timing::valid_until(start, ttl);
         let mut ours = 0;
         let mut lost = Vec::new();

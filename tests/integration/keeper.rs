@@ -434,3 +434,177 @@ fn a_child_that_hands_its_children_over_while_the_keeper_counts_is_seen() {
         );
     }
 }
+
+#[test]
+fn the_man_page_says_what_the_safety_model_says_about_the_trees_end() {
+    let safety = source_file("docs/safety.md");
+    let section = safety
+        .split_once("<!-- tree: begin")
+        .and_then(|(_, rest)| rest.split_once("<!-- tree: end -->"))
+        .expect("docs/safety.md marks the section on the tree's end")
+        .0;
+    // Every cell of the table, without Markdown's marks, is in the page.
+    let man = man_page_text();
+    let man = man.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cells = 0;
+    let rows = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains("---"));
+    // The header's first cell names no column of the page's rows.
+    for row in rows.skip(1) {
+        for cell in row.trim_matches('|').split(" | ") {
+            let cell = cell.trim().replace("**", "").replace('`', "");
+            let cell = cell.split_whitespace().collect::<Vec<_>>().join(" ");
+            cells += 1;
+            assert!(man.contains(&cell), "the man page lacks: {cell}");
+        }
+    }
+    assert!(cells >= 30, "{cells} cells");
+}
+
+/// Whether this host lets a run make a cgroup: cgroup v2 with
+/// `cgroup.kill` where root may write (as in CI).
+fn cgroups_here() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let v2 = [
+        "/sys/fs/cgroup/cgroup.controllers",
+        "/sys/fs/cgroup/unified/cgroup.controllers",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
+    root && v2
+}
+
+#[test]
+fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut server.job("said").args(["-v"]).sh("exit 0"), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let doctor = run_with_timeout(
+        redlock(&server.url()).args(["doctor", "--key", "said"]),
+        LONG,
+    );
+    let tree = doctor
+        .stdout
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.contains(" tree "))
+        .unwrap_or_else(|| panic!("doctor says nothing of the tree: {}", doctor.stdout));
+    if cgroups_here() {
+        assert!(
+            out.stderr
+                .contains("COMMAND's tree is held by a cgroup of its own"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            tree.starts_with("PASS") && tree.contains("cgroup"),
+            "{tree}"
+        );
+    } else {
+        assert!(out.stderr.contains("keeper process only"), "{}", out.stderr);
+        assert!(
+            tree.starts_with("PASS") && tree.contains("keeper"),
+            "{tree}"
+        );
+    }
+    let keeper = run_with_timeout(
+        &mut server
+            .job("said")
+            .env("REDLOCK_CONTAIN", "keeper")
+            .args(["-v"])
+            .sh("exit 0"),
+        LONG,
+    );
+    assert!(
+        keeper
+            .stderr
+            .contains("keeper process only (no cgroup: --contain keeper)"),
+        "{}",
+        keeper.stderr
+    );
+}
+
+#[test]
+fn in_a_pid_namespace_killing_wrapper_and_keeper_together_takes_the_tree() {
+    let server = RedisServer::start();
+    let secs = unique_sleep("5");
+    let dir = TestDir::new();
+    // The worker's pid is its namespace's: it is looked for by name.
+    let job = format!(
+        "setsid sleep {secs} & set -m; sleep {secs} & touch '{ready}'; wait",
+        ready = dir.file("ready").display()
+    );
+    let run = spawn_piped(
+        &mut server
+            .job("pidns-both")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .line(&job),
+    );
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    let keeper = keeper_of(run.pid());
+    assert!(running(&format!("^sleep {secs}$")));
+    // As `kill -9 WRAPPER KEEPER`, or a pattern naming both.
+    run.signal(Signal::SIGKILL);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), Signal::SIGKILL).unwrap();
+    assert!(
+        wait_until(LONG, || !running(&format!("^sleep {secs}$"))),
+        "the job's workers run on after wrapper and keeper were killed"
+    );
+}
+
+#[test]
+fn in_a_pid_namespace_the_job_cannot_kill_its_keeper_and_sees_its_own_pid() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut server
+            .job("pidns-self")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .sh("echo \"pid $$ parent $PPID\"; kill -9 $PPID; exit 5"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout.trim(), "pid 2 parent 1", "{out:?}");
+}
+
+/// The cgroups of runs of `pid` left in the cgroup v2 hierarchy.
+fn cgroups_of(pid: i32) -> Vec<String> {
+    let mut found = Vec::new();
+    for mount in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let Ok(out) = Command::new("find")
+            .args([mount, "-maxdepth", "4", "-type", "d", "-name"])
+            .arg(format!("redlock-run.{pid}.*"))
+            .output()
+        else {
+            continue;
+        };
+        found.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from),
+        );
+    }
+    found
+}
+
+#[test]
+fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
+    if !cgroups_here() {
+        assert!(!tools_required(), "no cgroup v2 for root here");
+        eprintln!(
+            "\n!!!!! SKIPPED: no cgroup v2 for root here: cgroup clean-up is NOT tested !!!!!\n"
+        );
+        return;
+    }
+    let server = RedisServer::start();
+    // The job makes a cgroup below its own (as a nested run killed before
+    // it cleaned up would leave one).
+    let job = "cg=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+               for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do \
+               [ -e \"$m$cg/cgroup.procs\" ] && mkdir \"$m$cg/below\" && exit 0; done; exit 9";
+    let mut run = spawn_piped(&mut server.job("cg-left").sh(job));
+    let pid = run.pid();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(cgroups_of(pid), Vec::<String>::new());
+}

@@ -49,7 +49,7 @@ fn job_control_stops_take_the_job_with_them() {
             "{sig}: the wrapper did not stop"
         );
         assert!(
-            wait_until(LONG, || process_state(child) == Some('T')),
+            wait_until(LONG, || job_stopped(child)),
             "{sig}: COMMAND runs on while the wrapper is stopped ({:?})",
             process_state(child)
         );
@@ -72,7 +72,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     // CI's load).
     let (mut run, child) = ticking_job(&server, &dir, "stopped", "4s");
     run.signal(Signal::SIGTSTP);
-    assert!(wait_until(LONG, || process_state(child) == Some('T')));
+    assert!(wait_until(LONG, || job_stopped(child)));
     // The lock runs out in Redis while both are stopped; another holder
     // takes it.
     let other = run_with_timeout(

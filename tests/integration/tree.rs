@@ -262,7 +262,7 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     tmux.suspend(&dir);
     for pid in workers {
         assert!(
-            wait_until(LONG, || process_state(pid) == Some('T')),
+            wait_until(LONG, || job_stopped(pid)),
             "worker {pid} runs on while the job is suspended ({:?})",
             process_state(pid)
         );
@@ -345,7 +345,9 @@ fn out_of_processes_is_exit_71_with_the_lock_released() {
     );
 
     // Three: redlock-run, its keeper and COMMAND (which execs, forking
-    // nothing); the refresh thread cannot start: the job is stopped.
+    // nothing; an exchange's deadline is a timer, no thread: see
+    // src/lock/deadline.rs); the refresh thread cannot start: the job is
+    // stopped.
     let job = server
         .job("nproc3")
         .args(["--ttl", "30s"])
