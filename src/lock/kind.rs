@@ -49,15 +49,7 @@ impl LockKind {
         holder: &Holder,
         how: How<'_>,
     ) -> NodeResult<Acquire> {
-        let How {
-            queue,
-            first,
-            arriving,
-            liveness,
-            floor,
-            run_id,
-            at,
-        } = how;
+        let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
         // or (--allow-eviction) an INFO of our own.
@@ -80,7 +72,7 @@ impl LockKind {
         // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
         let (script, eighth) = match self {
             LockKind::Plain => {
-                let flag = queue_flag(queue, first, arriving, holder.queue);
+                let flag = queue_flag(how.queue, how.first, how.arriving, holder.queue);
                 (scripts::ACQUIRE, flag.to_string())
             }
             LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
@@ -93,11 +85,11 @@ impl LockKind {
             &kill_after_ms,
             subscribed,
             &liveness_ms,
-            if floor { "1" } else { "0" },
+            if how.floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
             run_id.unwrap_or_default(),
             &holder.label,
-            at.unwrap_or_default(),
+            how.at.unwrap_or_default(),
         ]);
         eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }
