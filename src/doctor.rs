@@ -596,23 +596,34 @@ impl Doctor {
                 node,
                 format!("--replicas {n}: {replicas} replica(s) connected"),
             ),
-            None if replicas == 0 => self.bad(
-                Status::Warn,
-                "replicas",
-                node,
-                "--replicas auto: no replica is connected, so no write is confirmed by \
-                 one and a failover would start from an empty copy"
-                    .into(),
-                "add a replica (or pass --replicas 0 to accept this)",
-            ),
-            None => self.pass(
-                "replicas",
-                node,
-                format!(
-                    "--replicas auto: {replicas} replica(s) connected, one confirms each write"
-                ),
-            ),
+            None => self.auto_replicas(info, replicas, node),
         }
+    }
+
+    /// The `replicas` line of `--replicas auto`: it waits for one replica
+    /// that is acknowledging (see `lock::acknowledging`), if any.
+    fn auto_replicas(&mut self, info: &Info, replicas: u64, node: &str) {
+        let text: String = info.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
+        let acking = crate::lock::acknowledging(&text);
+        let fix = "add a replica (or pass --replicas 0 to accept this)";
+        if replicas == 0 {
+            let detail = "--replicas auto: no replica is connected, so no write is confirmed by \
+                          one and a failover would start from an empty copy";
+            return self.bad(Status::Warn, "replicas", node, detail.into(), fix);
+        }
+        if acking == 0 {
+            let detail = format!(
+                "--replicas auto: {replicas} replica(s) connected, none acknowledging (hung, \
+                 stopped or cut off): writes go unconfirmed until one is back"
+            );
+            let fix = "check the replicas (INFO replication: state=online, lag of 2 s at most)";
+            return self.bad(Status::Warn, "replicas", node, detail, fix);
+        }
+        let detail = format!(
+            "--replicas auto: {replicas} replica(s) connected, {acking} acknowledging; one \
+             confirms each write"
+        );
+        self.pass("replicas", node, detail);
     }
 
     /// `maxmemory` with an evicting policy can drop a lock key early.
