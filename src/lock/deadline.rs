@@ -173,6 +173,9 @@ fn arm(limit: Duration) -> Option<libc::c_int> {
     Some(id)
 }
 
+// `time_t` is deprecated in the libc crate's musl targets only (it becomes
+// 64-bit there); it is the field's type in every target.
+#[allow(deprecated)]
 fn timespec(d: Duration) -> libc::timespec {
     libc::timespec {
         tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
