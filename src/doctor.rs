@@ -734,9 +734,15 @@ impl Doctor {
         match link.call(&["EVAL", script, "1", &probe]) {
             // A replica, or a primary that does not serve the lock's slot:
             // the role and lock-slot lines say so.
-            Err(Failed::Refused { code, .. }) if elsewhere(&code) => Ok(()),
+            Err(Failed::Refused { code, message }) if elsewhere(&code, &message) => Ok(()),
             Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => {
-                let fix = match code.as_str() {
+                // Redis 6.2 wraps a script's error code in its own.
+                let wrapped = |c: &str| code == c || message.contains(&format!("-{c} "));
+                let fix = match ["MISCONF", "OOM"]
+                    .into_iter()
+                    .find(|c| wrapped(c))
+                    .unwrap_or("")
+                {
                     "MISCONF" => {
                         "the server cannot persist: see its log (a failed RDB snapshot or AOF \
                          write: disk full, permissions), fix the disk, then BGSAVE"
@@ -1250,12 +1256,11 @@ fn is_noperm(code: &str, message: &str) -> bool {
 }
 
 /// A write refused because it belongs elsewhere: a replica's READONLY, a
-/// Cluster's redirections.
-fn elsewhere(code: &str) -> bool {
-    matches!(
-        code,
-        "READONLY" | "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"
-    )
+/// Cluster's redirections. Redis 6.2 wraps a script's error in its own
+/// (`ERR Error running script ... -READONLY ...`): its words count too.
+fn elsewhere(code: &str, message: &str) -> bool {
+    const CODES: [&str; 5] = ["READONLY", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
+    CODES.contains(&code) || CODES.iter().any(|c| message.contains(&format!("-{c} ")))
 }
 
 /// The server's words when TIME fails inside a script for another reason
