@@ -730,8 +730,9 @@ fn time_renamed_away_fails_the_clock() {
         .start();
     let run = run_with_timeout(&mut server.job("x").exec(["true"]), T);
     assert_eq!(run.code, Some(77), "{run:?}");
-    // "from script" on Redis 7, "from Lua script" on 6.2.
-    let words = "Unknown Redis command called from";
+    // "Unknown Redis command called from script" (Redis 7), "... from
+    // Lua script" (6.2), "Unknown command called from script" (Valkey).
+    let words = "command called from";
     assert!(run.stderr.contains(words), "{run:?}");
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");

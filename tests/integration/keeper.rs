@@ -621,6 +621,9 @@ fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
         let worker = read_pid(&dir, "w", LONG);
         let keeper = keeper_of(run.pid());
         let keeper_pid = nix::unistd::Pid::from_raw(keeper);
+        // The wrapper first: it would continue a stopped keeper.
+        run.signal(Signal::SIGSTOP);
+        assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
         nix::sys::signal::kill(keeper_pid, Signal::SIGSTOP).unwrap();
         assert!(wait_until(LONG, || process_state(keeper) == Some('T')));
         // Nobody continues the keeper: the kernel does, as redlock-run dies.
