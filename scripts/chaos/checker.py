@@ -220,6 +220,16 @@ def host_windows(plan, runs, faults):
     # before the survivor could act (seed 20261204 episode 779: 0.23 ms apart).
     for run in keeper_killed & wrapper_killed:
         exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (two faults)")
+    # And the keeper killed while its wrapper was stopped: neither can act
+    # until the wrapper is continued (seed 20261205 episode 64).
+    stops = [f for f in faults if not f.get("skipped") and f.get("run")
+             and f["kind"] in ("wrapper-stop", "wrapper-freeze", "wrapper-tstp")]
+    for f in faults:
+        if f["kind"] != "keeper-kill" or f.get("skipped") or not f.get("run"):
+            continue
+        for stop in stops:
+            if stop["run"] == f["run"] and stop.get("t0", 0) <= f.get("t0", 0) <= stop.get("t1", 0):
+                exempt.setdefault(f["run"], "the keeper SIGKILLed while its wrapper was stopped")
     delegated = plan.get("cgroups") == "delegated"
     for r in runs:
         env = r.get("env", "host")
