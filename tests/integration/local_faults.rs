@@ -16,19 +16,20 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// A job of 3 s under a 1 s TTL with `--metrics-textfile m`: the lock must
+/// A job of 5 s under a 2 s TTL with `--metrics-textfile m`: the lock must
 /// stay held (a live PTTL) from COMMAND's start to its end, which needs
-/// the refresher and the supervision loop to run whatever DIR does.
+/// the refresher and the supervision loop to run whatever DIR does (a
+/// stall would lose it twice over; 1 s was lost to a starved machine).
 fn held_throughout(server: &RedisServer, dir: &TestDir, key: &str, m: &Path) -> Output {
     let (started, done) = (dir.file("started"), dir.file("done"));
     let script = format!(
-        "touch '{}'; sleep 3; touch '{}'",
+        "touch '{}'; sleep 5; touch '{}'",
         started.display(),
         done.display()
     );
     let job = server
         .job(key)
-        .args(["--ttl", "1s", "--metrics-textfile"])
+        .args(["--ttl", "2s", "--metrics-textfile"])
         .args([m]);
     let mut run = spawn_piped(&mut job.sh(script));
     assert!(wait_for_file(&started, LONG), "{}", run.stderr_now());
