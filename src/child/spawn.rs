@@ -97,30 +97,8 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
         let end = stack.as_mut_ptr().add(stack.len());
         end.sub(end.addr() % 16)
     };
-    let lease_end = exec.setup.lease_end.map_or(0, |until| {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
-        keeper::monotonic_ns().saturating_add(left).max(1)
-    });
-    // In a PID namespace of its own, the keeper sees the host's /proc.
+    let start = start_for(exec, top);
     let pid_namespace = exec.setup.pid_namespace;
-    let proc_ok = super::proc_is_ours() && !pid_namespace;
-    let start = keeper::Start {
-        entry: enter,
-        arg: (exec as *const Exec).cast_mut().cast(),
-        stack_top: top.cast(),
-        failed: &exec.failed,
-        join_failed: &exec.join_failed,
-        parent: &exec.parent,
-        lease_end,
-        cgroup: exec.setup.cgroup,
-        proc_ok,
-        title: match super::proc_is_ours() {
-            true => command_line(),
-            false => (ptr::null_mut(), 0),
-        },
-        init: pid_namespace,
-    };
     let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
     let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
     let all = SigSet::all();
@@ -153,9 +131,42 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
     if forked < 0 {
         return Err(Failed::Start(fork_error));
     }
-    let mut keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
+    let keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
+    started(keeper, pid_namespace)
+}
+
+/// What the keeper is given: `exec` to clone COMMAND's child with, on the
+/// stack whose top is `top`, and what it must know of its own.
+fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
+    let lease_end = exec.setup.lease_end.map_or(0, |until| {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
+        keeper::monotonic_ns().saturating_add(left).max(1)
+    });
+    // In a PID namespace of its own, the keeper sees the host's /proc.
+    let pid_namespace = exec.setup.pid_namespace;
+    keeper::Start {
+        entry: enter,
+        arg: (exec as *const Exec).cast_mut().cast(),
+        stack_top: top.cast(),
+        failed: &exec.failed,
+        join_failed: &exec.join_failed,
+        parent: &exec.parent,
+        lease_end,
+        cgroup: exec.setup.cgroup,
+        proc_ok: super::proc_is_ours() && !pid_namespace,
+        title: match super::proc_is_ours() {
+            true => command_line(),
+            false => (ptr::null_mut(), 0),
+        },
+        init: pid_namespace,
+    }
+}
+
+/// The keeper's first report: COMMAND's leader (in a PID namespace, found
+/// as the keeper's first child: its pid there, 2, is not ours), or why not.
+fn started(mut keeper: Keeper, pid_namespace: bool) -> Result<(Pid, Keeper), Failed> {
     match keeper.started() {
-        // Its pid in the namespace (2) is not ours: the keeper's first child.
         keeper::Started::Spawned(_) if pid_namespace => match super::first_child(keeper.pid()) {
             Some(pid) => Ok((pid, keeper)),
             None => {
