@@ -90,7 +90,7 @@ stop_redis() {
 runs_jobs_under_a_lock() {
     local what=$1 rc=0 job_pid started
     shift
-    "$@" --version
+    "$@" --version || fail "$what does not run (--version)"
     start_redis
     "$@" --redis "redis://127.0.0.1:$port" -k ci-exit -- sh -c 'exit 7' || rc=$?
     [ "$rc" = 7 ] || fail "$what returned $rc, not the job's 7"
@@ -148,19 +148,19 @@ for arch in x86_64 aarch64; do
 
     section "$arch: the .deb and the tarball"
     # No errors allowed; the warnings that stay are listed in docs/install.md.
-    lintian --fail-on error "$deb"
+    lintian --fail-on error "$deb" || fail "lintian found errors in $deb (see above)"
     root=$scratch/root-$debarch
     mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
     touch "$root/var/lib/dpkg/status"
     dpkg=(dpkg --root="$root" --log="$scratch/dpkg.log" --force-not-root --force-script-chrootless)
     [ "$debarch" = amd64 ] || "${dpkg[@]}" --add-architecture "$debarch"
-    "${dpkg[@]}" -i "$deb" >/dev/null
+    "${dpkg[@]}" -i "$deb" >/dev/null || fail "dpkg could not install $deb into an empty root (see above)"
     [ "$(dpkg-query --root="$root" -W -f='${db:Status-Status}' redlock-run)" = installed ] ||
         fail "$deb did not install into an empty dpkg root"
     echo "release-check: $deb installs into an empty dpkg root (Depends: $(dpkg-deb -f "$deb" Depends))"
     MANWIDTH=80 man -l "$root/usr/share/man/man1/redlock-run.1.gz" >"$scratch/man.txt"
     grep -q '^EXIT STATUS' "$scratch/man.txt" || fail "the packaged man page does not render"
-    tar -C "$scratch" -xzf "$tarball"
+    tar -C "$scratch" -xzf "$tarball" || fail "cannot unpack $tarball"
     bin=$scratch/redlock-run-$version-$musl/redlock-run
     cmp "$bin" "$root/usr/bin/redlock-run" || fail "the tarball's binary is not the .deb's"
     is_static "$bin"
@@ -182,8 +182,9 @@ for arch in x86_64 aarch64; do
     section "$arch: the OCI image"
     layout=$scratch/oci-$debarch
     mkdir -p "$layout"
-    tar -C "$layout" -xf "$oci"
-    umoci unpack --image "$layout:$version" "$scratch/bundle-$debarch" >/dev/null
+    tar -C "$layout" -xf "$oci" || fail "cannot unpack $oci"
+    umoci unpack --image "$layout:$version" "$scratch/bundle-$debarch" >/dev/null ||
+        fail "umoci cannot unpack the image $version from $oci (see above)"
     rootfs=$scratch/bundle-$debarch/rootfs
     (cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort) >"$scratch/files.txt"
     printf '%s\n' ./etc ./etc/ssl ./etc/ssl/certs ./etc/ssl/certs/ca-certificates.crt \

@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
     *) echo "$usage" >&2 && exit 2 ;;
     esac
 done
-if [ -z "$key$unsigned" ] || [ -n "$key" ] && [ -n "$unsigned" ]; then
+if [ -z "$key$unsigned" ] || { [ -n "$key" ] && [ -n "$unsigned" ]; }; then
     echo "release: say how SHA256SUMS is signed: --key SECRET_KEY (minisign) or --unsigned" >&2
     exit 2
 fi
@@ -93,7 +93,8 @@ for arch in "${arches[@]}"; do
     # $target_dir/$musl/release/), gzips the man page, dates every file by
     # SOURCE_DATE_EPOCH. $auto finds no shared library, so no Depends
     # (cargo-deb still writes the field, empty).
-    nice -n 10 cargo deb --quiet --target "$musl" --output dist/ -- --locked
+    nice -n 10 cargo deb --quiet --target "$musl" --output dist/ -- --locked ||
+        { echo "release: cargo deb --target $musl failed (see above)" >&2; exit 1; }
     deb=redlock-run_$version-1_$debarch.deb
     [ -f "dist/$deb" ] || { echo "release: cargo deb wrote no dist/$deb" >&2; exit 1; }
 
@@ -114,7 +115,8 @@ for arch in "${arches[@]}"; do
 
     # One SBOM per artefact: the crates compiled into this target's binary.
     cargo cyclonedx --quiet --format json --target "$musl" --no-build-deps --spec-version 1.5 \
-        --override-filename "redlock-run-sbom-$musl" >/dev/null
+        --override-filename "redlock-run-sbom-$musl" >/dev/null ||
+        { echo "release: cargo cyclonedx --target $musl failed (see above)" >&2; exit 1; }
     for artefact in "$deb" "$name.tar.gz" "$oci"; do
         python3 scripts/sbom.py --cargo-sbom "redlock-run-sbom-$musl.json" --binary "$bin" \
             --artefact "dist/$artefact" --out "dist/$artefact.cdx.json"
