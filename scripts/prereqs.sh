@@ -37,8 +37,8 @@ redlock_prereqs_demo=(
 redlock_prereqs_packages=(
     "redis-tools redis-cli"
     "bsdutils script"            # tests that need a terminal
-    "util-linux flock"           # flock for the benchmark, unshare for namespace tests
-    "procps ps"
+    "util-linux flock"           # flock for the benchmark, unshare for namespace tests and scripts/chaos.sh
+    "procps ps"                  # ps; pkill for scripts/chaos.sh (kill-both)
     "iproute2 ip"
     "openssl openssl"            # TLS test certificates
     "groff-base groff"           # man page checks

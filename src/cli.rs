@@ -410,6 +410,7 @@ pub struct RunArgs {
 
     /// After acquiring and after each refresh, require N replicas to
     /// confirm the write (WAIT); `auto`: one when the primary has any
+    /// acknowledging (a hung replica is not waited for)
     ///
     /// [default: auto for Sentinel and Cluster URLs, else 0]
     #[arg(
@@ -458,7 +459,10 @@ pub struct RunArgs {
     /// How the end of COMMAND's whole tree is held: `auto` puts it in a
     /// cgroup of its own where one can be made (cgroup v2, root or a
     /// delegated subtree), else leaves it to the keeper process; `cgroup`
-    /// requires one (exit 71 without); `keeper` never makes one
+    /// requires one (exit 71 without); `keeper` never makes one;
+    /// `pid-namespace` adds a PID namespace whose init is the keeper, so
+    /// that the kernel ends the tree even when redlock-run and its keeper
+    /// are killed together (root only; COMMAND sees its pid as 2)
     ///
     /// [default: auto, else $REDLOCK_CONTAIN]
     #[arg(
@@ -469,6 +473,32 @@ pub struct RunArgs {
         hide_short_help = true
     )]
     pub contain: Option<Contain>,
+
+    /// A label for this run, shown with it as holder or waiter (status,
+    /// list, busy and waiting lines, JSON): a CI job's URL, a ticket
+    ///
+    /// [default: $REDLOCK_LABEL, else the CI job's URL where GitHub Actions,
+    /// GitLab CI or Jenkins set one; --label '' sets none]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        value_parser = text(),
+        help_heading = "Monitoring",
+        hide_short_help = true
+    )]
+    pub label: Option<String>,
+
+    /// While waiting for a busy lock, say so this often (0: only when it
+    /// starts waiting); -q says nothing
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1m",
+        value_parser = parse_progress,
+        help_heading = "Monitoring",
+        hide_short_help = true
+    )]
+    pub progress: Duration,
 
     /// Write the run's metrics for node_exporter's textfile collector into
     /// DIR (redlock_run_<KEY>.prom)
@@ -498,7 +528,11 @@ pub enum Cmd {
     #[command(flatten)]
     Admin(AdminCmd),
     /// Check the servers for every setting that weakens a lock (eviction,
-    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL
+    /// persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a
+    /// FAIL, 69 when a server cannot be reached, 77 when one refuses us
+    ///
+    /// Each server's URL once, a PASS, WARN or FAIL line per check under it
+    /// with the fix, wrapped at 80 columns, and a summary line.
     Doctor {
         /// The lock whose keys, channels and Cluster slot are checked
         #[arg(short, long, value_name = "KEY", default_value = "doctor", value_parser = lock_name())]
@@ -534,17 +568,31 @@ pub enum Cmd {
 #[derive(Debug, Clone, Subcommand)]
 pub enum AdminCmd {
     /// Show who holds each KEY and for how long
+    ///
+    /// One KEY as a sentence (KEY  held by HOST pid PID (USER) [LABEL] for
+    /// 12s, expires in 18s, fence F: COMMAND), its waiters under it;
+    /// several KEYs, or a semaphore's holders, as a table: KEY, STATE,
+    /// HOLDER, LABEL, HELD FOR, EXPIRES IN, FENCE, WAITERS (NODES) and
+    /// COMMAND. The text is for people; --json is the stable interface.
     Status {
         /// Lock names
         #[arg(required = true, value_name = "KEY", value_parser = lock_name())]
         keys: Vec<String>,
         /// One JSON object per key per line
+        ///
+        /// The stable interface for scripts: key, held, fence, and when
+        /// held ttl_ms, token, label and holder (host, pid, user, label,
+        /// command, acquired_at, held_ms, expires_ms); a semaphore's holders,
+        /// each with its fence, token, ttl_ms and holder; waiters.
         #[arg(long)]
         json: bool,
     },
     /// Show every held lock under the prefix
+    ///
+    /// A table, as status shows several KEYs; when none is held, a line on
+    /// stderr says so (unless -q) and stdout stays empty.
     List {
-        /// One JSON object per lock per line
+        /// One JSON object per lock per line (as status --json)
         #[arg(long)]
         json: bool,
     },
@@ -563,7 +611,8 @@ pub enum AdminCmd {
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
         /// Delete at once, without waiting for a live holder to stop its
-        /// COMMAND first (a waiter may then run beside it)
+        /// COMMAND first (a waiter may then run beside it); a lock that
+        /// --min-hold keeps after its job ended is deleted at once anyway
         #[arg(long)]
         now: bool,
     },
@@ -609,6 +658,10 @@ pub enum Contain {
     Cgroup,
     /// The keeper alone.
     Keeper,
+    /// A cgroup where one can be made, and a PID namespace whose init is
+    /// the keeper (the kernel ends the job when the keeper dies, whoever
+    /// killed it); COMMAND sees its own pid as 2. Exit 71 without one.
+    PidNamespace,
 }
 
 /// What to do when Redis cannot be reached before COMMAND starts.
@@ -648,6 +701,14 @@ fn parse_positive_duration(value: &str) -> Result<Duration, String> {
         return Err("must be longer than zero".into());
     }
     Ok(d)
+}
+
+/// `--progress`: 0 (never again), or at least a second.
+fn parse_progress(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        d if d.is_zero() || d >= Duration::from_secs(1) => Ok(d),
+        _ => Err("must be 0 (say it once) or at least 1s".into()),
+    }
 }
 
 fn parse_wait(value: &str) -> Result<Wait, String> {

@@ -77,6 +77,11 @@ pub struct RunConfig {
     /// `--lease-file`: give COMMAND `REDLOCK_LEASE_FILE`.
     pub lease_file: bool,
     pub contain: crate::cli::Contain,
+    /// `--progress`: while waiting, say so this often (zero: once).
+    pub progress: Duration,
+    /// `--label`, `$REDLOCK_LABEL` or the CI job's URL: shown with this
+    /// run as holder or waiter (empty: none).
+    pub label: String,
 }
 
 /// What an admin subcommand (`status`, `list`, `wait`, `force-release`)
@@ -341,16 +346,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
             timing::check(option, value).map_err(invalid)?;
         }
     }
-    let metrics = match args.metrics_textfile {
-        Some(dir) => metrics(Some(&dir), &key, "--metrics-textfile <DIR>")?,
-        None => metrics(
-            env_os("REDLOCK_METRICS_DIR")
-                .map(std::path::PathBuf::from)
-                .as_deref(),
-            &key,
-            "$REDLOCK_METRICS_DIR",
-        )?,
-    };
+    let metrics = metrics_of(args.metrics_textfile, &key)?;
     let min_hold = period(args.period, args.random_delay)?.or(args.min_hold);
     let wait = match (args.no_wait || args.period.is_some(), args.wait) {
         (true, _) => Some(Duration::ZERO),
@@ -384,7 +380,70 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         on_lost: args.on_lost,
         lease_file: args.lease_file,
         contain: from_env(args.contain, "REDLOCK_CONTAIN")?.unwrap_or(crate::cli::Contain::Auto),
+        progress: args.progress,
+        label: label(args.label)?,
     })
+}
+
+/// The longest label kept; a longer one is cut (like COMMAND in the
+/// holder record).
+const LABEL_MAX: usize = 500;
+
+/// `--label`, else `$REDLOCK_LABEL`, else the URL of the CI job we run
+/// in, else none. `--label ''` sets none, whatever the CI. A label with
+/// control characters is a quoting mistake: exit 2 naming the option or
+/// the variable (a CI's variable holding one is ignored).
+fn label(given: Option<String>) -> Result<String, clap::Error> {
+    let (label, source) = match given {
+        Some(label) => (label, "--label <TEXT>"),
+        None => match env_text("REDLOCK_LABEL")? {
+            Some(label) => (label, "$REDLOCK_LABEL"),
+            None => return Ok(ci_job_url().map(|url| cut(&url)).unwrap_or_default()),
+        },
+    };
+    if let Some(c) = label.chars().find(|c| c.is_control()) {
+        return Err(usage(format!(
+            "invalid value {:?} for '{source}': a label must not contain control characters \
+             (found {c:?})",
+            crate::secrets::untrusted(&label)
+        )));
+    }
+    Ok(cut(label.trim()))
+}
+
+/// The URL of the CI job this run is part of, as the CI system sets it:
+/// GitHub Actions (the workflow run), GitLab CI (the job), Jenkins (the
+/// build).
+fn ci_job_url() -> Option<String> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+    };
+    let github = || {
+        let server = var("GITHUB_SERVER_URL")?;
+        let (repository, run) = (var("GITHUB_REPOSITORY")?, var("GITHUB_RUN_ID")?);
+        Some(format!(
+            "{}/{repository}/actions/runs/{run}",
+            server.trim_end_matches('/')
+        ))
+    };
+    github()
+        .or_else(|| var("CI_JOB_URL"))
+        .or_else(|| var("BUILD_URL"))
+}
+
+/// `text` cut to [`LABEL_MAX`] bytes at a character boundary.
+fn cut(text: &str) -> String {
+    if text.len() <= LABEL_MAX {
+        return text.to_string();
+    }
+    let end = (0..=LABEL_MAX)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &text[..end])
 }
 
 /// The TTL with the refresh period and grace the user gave (or not),
@@ -521,6 +580,23 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
         )));
     }
     Ok(queue)
+}
+
+/// `--metrics-textfile DIR`, else `$REDLOCK_METRICS_DIR`, opened for KEY.
+fn metrics_of(
+    given: Option<std::path::PathBuf>,
+    key: &str,
+) -> Result<Option<Metrics>, clap::Error> {
+    match given {
+        Some(dir) => metrics(Some(&dir), key, "--metrics-textfile <DIR>"),
+        None => metrics(
+            env_os("REDLOCK_METRICS_DIR")
+                .map(std::path::PathBuf::from)
+                .as_deref(),
+            key,
+            "$REDLOCK_METRICS_DIR",
+        ),
+    }
 }
 
 /// `--metrics-textfile DIR`, checked here, before anything is sent to Redis.

@@ -439,11 +439,12 @@ fn events(r: &mut Roff) {
 /// The ACL rules of the man page (and README): tests/acl.rs reads them back
 /// from the man page and checks that they are enough, and that each
 /// command is needed.
-const ACL_RULES: [&str; 4] = [
+const ACL_RULES: [&str; 5] = [
     "resetkeys '~redlock:*' resetchannels '&redlock:*'",
     "-@all +eval +get +pttl +hgetall +hmget +set +del",
     "+incr +hset +pexpire +publish +subscribe +scan",
     "+zadd +zrange +zrem +exists +time +info '+pubsub|numsub'",
+    "+role +wait +ping '+cluster|slots'",
 ];
 
 /// `redis-cli ACL SETUSER ...`, ready to paste into a shell.

@@ -1,7 +1,10 @@
 //! `redlock-run doctor`: every setting of the servers that weakens a lock,
-//! checked before any job runs. One line per check, `PASS`, `WARN` or
-//! `FAIL` with the fix; `--json`, one object per check. Exit 0 when
-//! nothing fails, [`Exit::DoctorFail`] (78) when something does.
+//! checked before any job runs. Each server's URL once, then one line per
+//! check under it, `PASS`, `WARN` or `FAIL`, wrapped at 80 columns with
+//! the fix on a line of its own, and a summary line; `--json`, one object
+//! per check. Exit as the rest of the tool does for a server it cannot
+//! reach (69) or that refuses us (77); else [`Exit::DoctorFail`] (78) for
+//! a FAIL, 0 without one.
 //!
 //! Behaviour is read from what a server says it has (`INFO` fields,
 //! whether a command answers), never from `redis_version`: Valkey says
@@ -48,6 +51,10 @@ struct Check {
     detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     fix: Option<String>,
+    /// The exit this finding means beyond a FAIL: the server could not be
+    /// reached (69) or refused us (77), as for every other subcommand.
+    #[serde(skip)]
+    exit: Option<Exit>,
 }
 
 /// Where the verdicts go, and what each server is checked against.
@@ -56,6 +63,24 @@ struct Doctor {
     keys: LockKeys,
     timeout: Duration,
     checks: Vec<Check>,
+    /// The `run_id` of the last data server checked (INFO).
+    run_id: Option<String>,
+    /// Each plain or Sentinel endpoint's server by its `run_id`: one
+    /// server under two names would be two Redlock nodes.
+    run_ids: Vec<(String, String)>,
+    /// The kind of endpoint being checked: it adds the rights a run
+    /// needs there.
+    topology: Topology,
+}
+
+/// What a data server is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    Plain,
+    /// Behind sentinels: the master is checked with ROLE.
+    Sentinel,
+    /// A Cluster: PING and CLUSTER SLOTS to find the slots.
+    Cluster,
 }
 
 impl Doctor {
@@ -68,6 +93,7 @@ impl Doctor {
             node: escaped(node),
             detail: escaped(&detail),
             fix: None,
+            exit: None,
         });
     }
 
@@ -81,28 +107,55 @@ impl Doctor {
             last.fix = Some(fix.to_string());
         }
     }
+
+    /// A FAIL that means what `exit` means elsewhere: the server could not
+    /// be reached (69), or it refused us (77).
+    fn out_of_reach(
+        &mut self,
+        exit: Exit,
+        check: &'static str,
+        node: &str,
+        detail: String,
+        fix: &str,
+    ) {
+        self.bad(Status::Fail, check, node, detail, fix);
+        if let Some(last) = self.checks.last_mut() {
+            last.exit = Some(exit);
+        }
+    }
+
+    /// 69 if a server could not be reached, else 77 if one refused us,
+    /// else 78 if a check failed, else 0.
+    fn exit(&self) -> Exit {
+        let meant = |exit: Exit| self.checks.iter().any(|c| c.exit == Some(exit));
+        let failed = self.checks.iter().any(|c| c.status == Status::Fail);
+        match () {
+            () if meant(Exit::Unavailable) => Exit::Unavailable,
+            () if meant(Exit::Refused) => Exit::Refused,
+            () if failed => Exit::DoctorFail,
+            () => Exit::Success,
+        }
+    }
 }
 
 impl Doctor {
     /// How a run on this host would hold COMMAND's tree (docs/safety.md,
     /// "The tree's end"): a cgroup where one can be made, else the keeper
-    /// alone, which cannot end a tree that escaped its group without /proc.
+    /// alone (a WARN only without /proc: then it cannot find a process
+    /// that left COMMAND's group).
     fn tree(&mut self) {
         let (cgroup, line) = crate::child::Containment::probe();
         let node = "this host";
-        if cgroup {
-            self.pass(
-                "tree",
-                node,
-                format!("COMMAND's tree would be held by {line}"),
-            );
+        let detail = format!("COMMAND's tree would be held by {line}");
+        if cgroup || crate::child::proc_is_ours() {
+            self.pass("tree", node, detail);
         } else {
             self.bad(
                 Status::Warn,
                 "tree",
                 node,
-                format!("COMMAND's tree would be held by {line}"),
-                "run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
+                format!("{detail}, without a usable /proc: processes that leave COMMAND's group cannot be found"),
+                "mount /proc, or run as root or in a delegated cgroup v2 subtree (Linux 5.14+) for a cgroup of its own",
             );
         }
     }
@@ -114,11 +167,16 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         timeout: timing::node_timeout(opts.ttl),
         opts,
         checks: Vec::new(),
+        run_id: None,
+        run_ids: Vec::new(),
+        topology: Topology::Plain,
     };
     for endpoint in &conn.endpoints {
         let shown = endpoint.shown.clone();
+        doctor.run_id = None;
         match probe::layout(endpoint) {
             Layout::Plain(server) => {
+                doctor.topology = Topology::Plain;
                 let needed = doctor.needed(false);
                 doctor.server(&server, &shown, needed);
             }
@@ -126,43 +184,123 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
                 sentinels,
                 service,
                 data,
-            } => doctor.sentinel(&sentinels, &service, &data, &shown),
-            Layout::Cluster(seeds) => doctor.cluster(&seeds, &shown),
+            } => {
+                doctor.topology = Topology::Sentinel;
+                doctor.sentinel(&sentinels, &service, &data, &shown);
+            }
+            // Many servers: the run does not compare them either.
+            Layout::Cluster(seeds) => {
+                doctor.topology = Topology::Cluster;
+                doctor.cluster(&seeds, &shown);
+                doctor.run_id = None;
+            }
+        }
+        if let Some(id) = doctor.run_id.take() {
+            doctor.run_ids.push((shown, id));
         }
     }
+    doctor.same_server();
     doctor.tree();
-    let text: String = doctor
-        .checks
-        .iter()
-        .map(|c| match doctor.opts.json {
-            true => serde_json::to_string(c).unwrap_or_default() + "\n",
-            false => line(c),
-        })
-        .collect();
+    let exit = doctor.exit();
+    let text: String = match doctor.opts.json {
+        true => doctor
+            .checks
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap_or_default() + "\n")
+            .collect(),
+        false => report(&doctor.checks, exit, conn.endpoints.len()),
+    };
     crate::log::to_stdout(text.as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))?;
-    Ok(
-        match doctor.checks.iter().any(|c| c.status == Status::Fail) {
-            true => Exit::DoctorFail,
-            false => Exit::Success,
-        },
-    )
+    Ok(exit)
 }
 
-/// `PASS  check  node: detail`, and for the others `; fix: ...`.
-fn line(c: &Check) -> String {
+/// The width the text report is wrapped at.
+const WIDTH: usize = 80;
+
+/// Where a check's text starts: after `  STATUS  check-name   `.
+const INDENT: usize = 21;
+
+/// The text report: each node once, its checks under it (wrapped at
+/// [`WIDTH`], the fix on a line of its own), then the summary line.
+fn report(checks: &[Check], exit: Exit, servers: usize) -> String {
+    let mut out = String::new();
+    let mut node: Option<&str> = None;
+    for c in checks {
+        if node != Some(c.node.as_str()) {
+            node = Some(&c.node);
+            out.push_str(&c.node);
+            out.push('\n');
+        }
+        out.push_str(&check_lines(c));
+    }
+    out + &summary(checks, exit, servers)
+}
+
+/// `  PASS  check        detail`, wrapped, and `fix: ...` under it.
+fn check_lines(c: &Check) -> String {
     let status = match c.status {
         Status::Pass => "PASS",
         Status::Warn => "WARN",
         Status::Fail => "FAIL",
     };
-    match &c.fix {
-        Some(fix) => format!(
-            "{status}  {:<12} {}: {}; fix: {fix}\n",
-            c.check, c.node, c.detail
-        ),
-        None => format!("{status}  {:<12} {}: {}\n", c.check, c.node, c.detail),
+    let head = format!("  {status}  {:<12} ", c.check);
+    let mut out = wrap(&head, &c.detail);
+    if let Some(fix) = &c.fix {
+        out.push_str(&wrap(&" ".repeat(INDENT), &format!("fix: {fix}")));
     }
+    out
+}
+
+/// `text` after `head`, wrapped at [`WIDTH`] with its continuation lines
+/// indented to [`INDENT`]; a word longer than a line (a URL) stays whole.
+fn wrap(head: &str, text: &str) -> String {
+    let mut out = String::new();
+    let mut line = head.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let fits = line.chars().count() + 1 + word.chars().count() <= WIDTH;
+        if !empty && !fits {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(INDENT);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+/// "summary: 7 PASS, 1 WARN, 0 FAIL (1 server): usable, with warnings;
+/// exit 0", within [`WIDTH`].
+fn summary(checks: &[Check], exit: Exit, servers: usize) -> String {
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let (pass, warn, fail) = (
+        count(Status::Pass),
+        count(Status::Warn),
+        count(Status::Fail),
+    );
+    let servers = match servers {
+        1 => "1 server".to_string(),
+        n => format!("{n} servers"),
+    };
+    let verdict = match exit {
+        Exit::Unavailable => "a server is unreachable",
+        Exit::Refused => "a server refused us",
+        Exit::DoctorFail => "a setting breaks locks",
+        _ if warn > 0 => "usable, with warnings",
+        _ => "ready for locks",
+    };
+    format!(
+        "summary: {pass} PASS, {warn} WARN, {fail} FAIL ({servers}): {verdict}; exit {}\n",
+        exit.code()
+    )
 }
 
 /// A measured duration: milliseconds with two decimals below a second.
@@ -211,10 +349,20 @@ impl Doctor {
         let mut link = match server.connect(self.timeout) {
             Ok(link) => link,
             Err(e) => {
-                let fix = "check the URL, the network and the password; \
-                           the server must answer within the per-node timeout";
+                let (exit, fix) = match &e {
+                    Failed::Refused { .. } => (
+                        Exit::Refused,
+                        "give the user and password in the URL \
+                         (redis://[USER]:PASSWORD@HOST:PORT), or --password-file",
+                    ),
+                    Failed::Io(_) => (
+                        Exit::Unavailable,
+                        "check the host and port in the URL, that the server runs, and that \
+                         the network lets this host reach it within the per-node timeout",
+                    ),
+                };
                 let detail = format!("cannot connect to {}: {e}", server.address);
-                return self.bad(Status::Fail, "connect", node, detail, fix);
+                return self.out_of_reach(exit, "connect", node, detail, fix);
             }
         };
         if !self.round_trip(&mut link, node) {
@@ -226,6 +374,7 @@ impl Doctor {
         };
         match &info {
             Some(info) => {
+                self.run_id = info.get("run_id").filter(|id| !id.is_empty()).cloned();
                 self.kind(info, node);
                 self.role(info, node, needed);
                 self.eviction(info, node);
@@ -262,25 +411,7 @@ impl Doctor {
                 other => other,
             };
             if let Err(e) = answer {
-                let detail = match &e {
-                    Failed::Io(why) if why == "timed out" => format!(
-                        "PING got no answer within the per-node timeout of {} (--ttl {})",
-                        show(self.timeout),
-                        show(self.opts.ttl)
-                    ),
-                    _ => format!("PING failed: {e}"),
-                };
-                let fix = match &e {
-                    Failed::Refused { .. } => {
-                        "give the user and password in the URL (redis://[USER]:PASSWORD@HOST:PORT)"
-                    }
-                    Failed::Io(why) if why == "timed out" => {
-                        "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
-                         or use a server closer to this host"
-                    }
-                    _ => "check the URL, the network and the password",
-                };
-                self.bad(Status::Fail, "round-trip", node, detail, fix);
+                self.ping_failed(&e, node);
                 return false;
             }
             slowest = slowest.max(sent.elapsed());
@@ -301,6 +432,38 @@ impl Doctor {
             self.pass("round-trip", node, detail);
         }
         true
+    }
+
+    /// A PING that got no answer, or an error. Too slow for this TTL is a
+    /// finding (a longer --ttl fixes it); a refusal or a broken connection
+    /// is what it is elsewhere (77, 69).
+    fn ping_failed(&mut self, e: &Failed, node: &str) {
+        let timed_out = matches!(e, Failed::Io(why) if why == "timed out");
+        let detail = match timed_out {
+            true => format!(
+                "PING got no answer within the per-node timeout of {} (--ttl {})",
+                show(self.timeout),
+                show(self.opts.ttl)
+            ),
+            false => format!("PING failed: {e}"),
+        };
+        let fix = match e {
+            Failed::Refused { .. } => {
+                "give the user and password in the URL (redis://[USER]:PASSWORD@HOST:PORT)"
+            }
+            Failed::Io(_) if timed_out => {
+                "a longer --ttl gives each node a longer timeout (ttl / 10, at most 1s); \
+                 or use a server closer to this host"
+            }
+            Failed::Io(_) => "check the URL and the network",
+        };
+        match e {
+            Failed::Io(_) if timed_out => self.bad(Status::Fail, "round-trip", node, detail, fix),
+            Failed::Io(_) => self.out_of_reach(Exit::Unavailable, "round-trip", node, detail, fix),
+            Failed::Refused { .. } => {
+                self.out_of_reach(Exit::Refused, "round-trip", node, detail, fix)
+            }
+        }
     }
 
     /// Which server this is, by the fields its `INFO` has.
@@ -516,10 +679,18 @@ impl Doctor {
     }
 
     /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
-    /// Lua is a module; Garnet's Lua is off by default).
+    /// Lua is a module; Garnet's Lua is off by default); and they may
+    /// write (see [`Doctor::writes`]).
     fn scripting(&mut self, link: &mut Link, node: &str) {
         match link.call(&["EVAL", "return 1", "0"]) {
-            Ok(Reply::Int(1)) => self.pass("scripting", node, "EVAL runs Lua scripts".into()),
+            Ok(Reply::Int(1)) => match self.writes(link) {
+                Ok(()) => self.pass(
+                    "scripting",
+                    node,
+                    "EVAL runs Lua scripts, and they may write".into(),
+                ),
+                Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
+            },
             Ok(other) => self.bad(
                 Status::Fail,
                 "scripting",
@@ -540,6 +711,62 @@ impl Doctor {
         }
     }
 
+    /// A script's write, as every lock script makes: a DEL of a key of
+    /// the lock's that nothing uses (it changes nothing). A server that
+    /// cannot persist (MISCONF: a failed RDB snapshot with
+    /// stop-writes-on-bgsave-error, a failed AOF write) or is out of
+    /// memory (OOM) refuses it, and every run's acquire with the same
+    /// words (exit 77). Not allowed to the user: the rights line says so.
+    fn writes(&mut self, link: &mut Link) -> Result<(), (String, &'static str)> {
+        let probe = format!("{}:doctor", self.keys.lock);
+        let script = "return redis.call('DEL', KEYS[1])";
+        match link.call(&["EVAL", script, "1", &probe]) {
+            // A replica, or a primary that does not serve the lock's slot:
+            // the role and lock-slot lines say so.
+            Err(Failed::Refused { code, .. }) if elsewhere(&code) => Ok(()),
+            Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => {
+                let fix = match code.as_str() {
+                    "MISCONF" => {
+                        "the server cannot persist: see its log (a failed RDB snapshot or AOF \
+                         write: disk full, permissions), fix the disk, then BGSAVE"
+                    }
+                    "OOM" => "free memory, or raise maxmemory (policy noeviction)",
+                    _ => "see the server's words: every lock write fails the same way",
+                };
+                Err((
+                    format!(
+                        "a script's write was refused, so every run is too (Redis refused, \
+                         exit 77): {message}"
+                    ),
+                    fix,
+                ))
+            }
+            Err(Failed::Io(why)) => Err((
+                format!("the connection broke while checking: {why}"),
+                "check the server",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One server under two names (a port and a unix socket): the run
+    /// refuses it (exit 2), in the same words.
+    fn same_server(&mut self) {
+        let ids = std::mem::take(&mut self.run_ids);
+        for (i, (node, id)) in ids.iter().enumerate() {
+            if let Some((first, _)) = ids[..i].iter().find(|(_, other)| other == id) {
+                let detail = format!(
+                    "'{node}' names the same server as '{first}' (run_id {}): each Redlock \
+                     node must be an independent server",
+                    untrusted(id)
+                );
+                let fix = "give each server once: as a port and as a unix socket it would \
+                           count as two nodes, and every run exits 2";
+                self.bad(Status::Fail, "same-server", node, detail, fix);
+            }
+        }
+    }
+
     /// The commands redlock-run sends, and those its scripts call, for
     /// the connection's user: by `ACL DRYRUN` where the server has it and
     /// lets us, else by sending the harmless ones.
@@ -547,7 +774,7 @@ impl Doctor {
         let k = self.keys.clone();
         let channel = k.wake_channel("doctor");
         let wait = needed != Some(0);
-        let commands = rights_commands(&k, &channel, wait);
+        let commands = rights_commands(&k, &channel, wait, self.topology);
         let user = link
             .call(&["ACL", "WHOAMI"])
             .ok()
@@ -562,7 +789,7 @@ impl Doctor {
             asked.extend(command.iter().copied());
             match link.call(&asked) {
                 Ok(Reply::Text(ok)) if ok == "OK" => {}
-                Ok(_) => missing.push(command[0].to_lowercase()),
+                Ok(_) => missing.push(right(command)),
                 Err(Failed::Refused { .. }) => {
                     dry = false;
                     missing = self.tried(server, link, &commands);
@@ -605,7 +832,14 @@ impl Doctor {
             };
             return self.pass("rights", node, detail);
         }
-        let plus: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        // A subcommand's right (`+cluster|slots`) is quoted for the shell.
+        let plus: Vec<String> = missing
+            .iter()
+            .map(|c| match c.contains('|') {
+                true => format!("'+{c}'"),
+                false => format!("+{c}"),
+            })
+            .collect();
         let how = match dry {
             true => "ACL DRYRUN",
             false => "trying them",
@@ -631,7 +865,9 @@ impl Doctor {
         for command in commands {
             let name = command[0];
             let result = match name {
-                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" => link.call(command),
+                "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" | "ROLE" | "PING" | "CLUSTER" => {
+                    link.call(command)
+                }
                 "SUBSCRIBE" => server
                     .connect(self.timeout)
                     .and_then(|mut other| other.call(command)),
@@ -639,7 +875,7 @@ impl Doctor {
             };
             if let Err(Failed::Refused { code, .. }) = result {
                 if code == "NOPERM" {
-                    missing.push(name.to_lowercase());
+                    missing.push(right(command));
                 }
             }
         }
@@ -659,13 +895,7 @@ impl Doctor {
             Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
         });
         let Some(server) = server else {
-            return self.bad(
-                Status::Warn,
-                "clock",
-                node,
-                "TIME did not answer: the clock offset is unknown".into(),
-                "grant +time to the Redis user (the scripts call TIME)",
-            );
+            return self.no_time(link, node);
         };
         let offset = server - (before + after) / 2;
         let beyond = offset
@@ -700,6 +930,27 @@ impl Doctor {
         } else {
             self.pass("clock", node, detail);
         }
+    }
+
+    /// TIME did not answer: a FAIL when it fails inside a script too (it
+    /// is renamed or disabled, and the lock scripts call it), else a
+    /// WARN (refused to the user: the rights line fails already).
+    fn no_time(&mut self, link: &mut Link, node: &str) {
+        if let Some(words) = time_fails_in_scripts(link) {
+            let detail = format!(
+                "TIME fails in a script, and the lock scripts call it: every run is refused \
+                 (Redis refused, exit 77): {words}"
+            );
+            let fix = "give the server its TIME back (a rename-command TIME in its configuration)";
+            return self.bad(Status::Fail, "clock", node, detail, fix);
+        }
+        self.bad(
+            Status::Warn,
+            "clock",
+            node,
+            "TIME did not answer: the clock offset is unknown".into(),
+            "grant +time to the Redis user (the scripts call TIME)",
+        );
     }
 
     /// A Sentinel service: every sentinel answers and names the same
@@ -789,7 +1040,7 @@ impl Doctor {
                 ),
             };
             let fix = "check the sentinels' addresses and the service name in the URL";
-            self.bad(Status::Fail, "sentinels", node, detail, fix);
+            self.out_of_reach(Exit::Unavailable, "sentinels", node, detail, fix);
             return None;
         }
         if distinct.len() > 1 {
@@ -884,11 +1135,18 @@ impl Doctor {
     fn cluster(&mut self, seeds: &[Server], node: &str) {
         let primaries = match probe::primaries(seeds, self.timeout) {
             Ok(p) => p,
+            // The right is missing, not the seeds: say which, as `rights`.
+            Err(Failed::Refused { code, message }) if is_noperm(&code, &message) => {
+                let user = seeds.first().and_then(Server::user);
+                let user = untrusted(&user.unwrap_or_else(|| "default".into()));
+                let missing = ["cluster|slots".to_string()];
+                return self.rights_verdict(node, &user, &missing, false, false);
+            }
             Err(e) => {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
                 let fix =
                     "check the seed addresses in the URL (and that the nodes run in cluster mode)";
-                return self.bad(Status::Fail, "cluster", node, detail, fix);
+                return self.out_of_reach(Exit::Unavailable, "cluster", node, detail, fix);
             }
         };
         self.slots_served(&primaries, node);
@@ -974,7 +1232,46 @@ impl Doctor {
 
 /// The commands `rights` checks: those redlock-run sends and those its
 /// scripts call, on the lock's keys and channel (INFO and WAIT if `wait`).
-fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec<&'a str>> {
+/// A refusal for want of a right (NOPERM; Valkey words it inside a
+/// script without the code).
+fn is_noperm(code: &str, message: &str) -> bool {
+    code == "NOPERM" || message.contains("NOPERM") || message.contains("no permissions")
+}
+
+/// A write refused because it belongs elsewhere: a replica's READONLY, a
+/// Cluster's redirections.
+fn elsewhere(code: &str) -> bool {
+    matches!(
+        code,
+        "READONLY" | "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"
+    )
+}
+
+/// The server's words when TIME fails inside a script for another reason
+/// than a right (renamed or disabled): what the acquire script meets.
+fn time_fails_in_scripts(link: &mut Link) -> Option<String> {
+    match link.call(&["EVAL", "return redis.call('TIME')", "0"]) {
+        Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => Some(message),
+        _ => None,
+    }
+}
+
+/// The ACL right a command needs: its name, or `name|sub` for a command
+/// with subcommands that the documented line grants one by one.
+fn right(command: &[&str]) -> String {
+    match command {
+        ["CLUSTER", sub, ..] => format!("cluster|{}", sub.to_lowercase()),
+        [name, ..] => name.to_lowercase(),
+        [] => String::new(),
+    }
+}
+
+fn rights_commands<'a>(
+    k: &'a LockKeys,
+    channel: &'a str,
+    wait: bool,
+    topology: Topology,
+) -> Vec<Vec<&'a str>> {
     let mut commands: Vec<Vec<&str>> = vec![
         vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
         vec!["GET", &k.lock],
@@ -997,6 +1294,16 @@ fn rights_commands<'a>(k: &'a LockKeys, channel: &'a str, wait: bool) -> Vec<Vec
     if wait {
         commands.push(vec!["INFO", "replication"]);
         commands.push(vec!["WAIT", "0", "0"]);
+    }
+    match topology {
+        Topology::Plain => {}
+        // The master a sentinel names is checked with ROLE.
+        Topology::Sentinel => commands.push(vec!["ROLE"]),
+        // redis-rs finds the slots with CLUSTER SLOTS and checks nodes with PING.
+        Topology::Cluster => {
+            commands.push(vec!["PING"]);
+            commands.push(vec!["CLUSTER", "SLOTS"]);
+        }
     }
     commands
 }

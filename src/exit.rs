@@ -125,7 +125,7 @@ impl Exit {
         },
         Row {
             code: "78",
-            when: "doctor found a FAIL: a server setting that breaks locks (EX_CONFIG)",
+            when: "doctor found a FAIL: a server setting that breaks locks (EX_CONFIG); a server it cannot reach is 69, one that refuses us 77, as elsewhere",
         },
         Row {
             code: "1",

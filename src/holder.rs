@@ -31,6 +31,7 @@ pub fn record(cfg: &RunConfig) -> Holder {
         user: user(),
         command,
         acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        label: cfg.label.clone(),
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
         queue: cfg.queue,
@@ -87,6 +88,11 @@ pub struct Shown {
     pub command: Option<String>,
     /// RFC 3339, by the holder's own clock.
     pub acquired_at: Option<String>,
+    /// Its `--label` (a CI job's URL); absent in older records.
+    pub label: Option<String>,
+    /// When its COMMAND ended, if `--min-hold` keeps the lock after it
+    /// (RFC 3339, by the holder's clock).
+    pub ended_at: Option<String>,
 }
 
 impl Shown {
@@ -99,6 +105,8 @@ impl Shown {
             user: text("user"),
             command: text("command"),
             acquired_at: text("acquired_at"),
+            label: text("label").filter(|l| !l.is_empty()),
+            ended_at: text("ended_at"),
         }
     }
 
@@ -108,14 +116,25 @@ impl Shown {
         Shown {
             host: given(&info.host),
             pid: given(&info.pid),
+            user: given(&info.user),
             acquired_at: given(&info.acquired_at),
+            label: given(&info.label),
             ..Shown::default()
         }
     }
 
-    /// "web1 pid 4242 (root)"; without host and pid "an unknown holder,
-    /// token T" (or without a token, "an unknown holder").
+    /// "web1 pid 4242 (root) [LABEL]"; without host and pid "an unknown
+    /// holder, token T" (or without a token, "an unknown holder").
     pub fn who(&self, token: Option<&str>) -> String {
+        let mut who = self.who_alone(token);
+        if let Some(label) = &self.label {
+            who.push_str(&format!(" [{}]", untrusted(label)));
+        }
+        who
+    }
+
+    /// [`Shown::who`] without the label.
+    pub fn who_alone(&self, token: Option<&str>) -> String {
         match (&self.host, &self.pid) {
             (Some(host), Some(pid)) => {
                 let mut who = format!("{} pid {}", untrusted(host), untrusted(pid));
@@ -132,11 +151,24 @@ impl Shown {
     }
 
     /// How long ago it acquired the lock, by its own clock.
-    fn age(&self, now: SystemTime) -> Option<Duration> {
-        let at = humantime::parse_rfc3339_weak(self.acquired_at.as_deref()?).ok()?;
-        Some(now.duration_since(at).unwrap_or_default())
+    pub fn age(&self, now: SystemTime) -> Option<Duration> {
+        since(self.acquired_at.as_deref()?, now)
+    }
+
+    /// How long ago its COMMAND ended, when `--min-hold` keeps the lock
+    /// after it (by its own clock; zero if it reads as later than now).
+    pub fn ended(&self, now: SystemTime) -> Option<Duration> {
+        since(self.ended_at.as_deref()?, now)
     }
 }
+
+/// How long before `now` the RFC 3339 time `at` was (zero if after).
+fn since(at: &str, now: SystemTime) -> Option<Duration> {
+    let at = humantime::parse_rfc3339_weak(at).ok()?;
+    Some(now.duration_since(at).unwrap_or_default())
+}
+
+impl Shown {}
 
 /// What follows a holder's name: each part only when known.
 #[derive(Debug, Clone, Copy, Default)]
@@ -169,6 +201,20 @@ pub fn details(shown: &Shown, more: Details, now: SystemTime) -> String {
         line.push_str(&format!(": {}", untrusted(command)));
     }
     line
+}
+
+/// The busy holder's `--label` as a JSON event's `label` field (absent
+/// when it has none).
+pub fn label_field(info: &BusyInfo) -> crate::log::Field {
+    label_of(&info.label)
+}
+
+/// A label as a JSON event's `label` field (absent when empty).
+pub fn label_of(label: &str) -> crate::log::Field {
+    match label {
+        "" => ("label", serde_json::Value::Null),
+        label => crate::log::field("label", label),
+    }
 }
 
 /// "1 holder", "3 holders".
@@ -248,6 +294,8 @@ mod tests {
             host: host.into(),
             pid: "4242".into(),
             acquired_at: "2026-12-01T10:00:00.000Z".into(),
+            user: String::new(),
+            label: String::new(),
             slots: None,
             revoked: false,
             replaced_by: None,
@@ -283,6 +331,16 @@ mod tests {
             ..busy("web1")
         };
         assert!(describe_busy(&revoked, now).starts_with("is being force-released"));
+        let labelled = BusyInfo {
+            user: "ci".into(),
+            label: "https://ci.example/job/7\u{1b}[2J".into(),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&labelled, now),
+            "is held by web1 pid 4242 (ci) [https://ci.example/job/7\\u{1b}[2J] for 12s, \
+             expires in 18s"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! (see `supervise.rs`): signal first, talk later.
 
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -43,6 +43,9 @@ pub struct SharedLease {
     refresh_failures: AtomicU64,
     /// Held by the refresher while it talks to Redis; taken by `stop`.
     busy: Mutex<bool>,
+    /// Set by `stop` before it waits for `busy`: a refresh in flight then
+    /// ends quietly (COMMAND has exited; its failure is news to nobody).
+    stopping: AtomicBool,
     /// Written to when a loss is found, to wake the main thread's poll.
     wake: UnixStream,
     /// `--lease-file`: rewritten with every extension (see `warn.rs`).
@@ -60,6 +63,7 @@ impl SharedLease {
             loss: AtomicU8::new(0),
             refresh_failures: AtomicU64::new(0),
             busy: Mutex::new(false),
+            stopping: AtomicBool::new(false),
             wake,
             file: OnceLock::new(),
         };
@@ -160,6 +164,7 @@ impl Refresher {
     /// Stop refreshing: waits for a refresh in flight (at most one per-node
     /// timeout), so that none lands after this returns.
     pub fn stop(self) {
+        self.lease.stopping.store(true, Ordering::SeqCst);
         let mut busy = self
             .lease
             .busy
@@ -210,11 +215,19 @@ fn refresh(
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
                 lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
-                log.emit(
-                    Ev::RefreshFailed,
-                    format!("refresh of lock '{key}' failed, retrying: {e:#}"),
-                    &[field("error", format!("{e:#}"))],
-                );
+                // Said only while a retry can still matter: not once the
+                // run stopped refreshing (COMMAND has exited), nor once
+                // the lease has run out (the main thread tells that loss,
+                // once, and stops COMMAND).
+                let news =
+                    !lease.stopping.load(Ordering::SeqCst) && Instant::now() < lease.valid_until();
+                if news {
+                    log.emit(
+                        Ev::RefreshFailed,
+                        format!("refresh of lock '{key}' failed, retrying: {e:#}"),
+                        &[field("error", format!("{e:#}"))],
+                    );
+                }
                 next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::child::{self, Containment, Job};
-use crate::cli::{Contain, OnUnavailable};
+use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
 use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
@@ -120,6 +120,9 @@ fn run_recorded(
     if let Some(sig) = random_delay(cfg, &signals, log) {
         return Ok(Exit::Signaled(sig));
     }
+    // Before anything is written: a --contain this host cannot give is
+    // refused first, and a waiter's cgroup is ready when the lock is.
+    let containment = contain(cfg)?;
     let mut main = quorum();
     let mut token = uuid::Uuid::new_v4().to_string();
     let started = Instant::now();
@@ -127,7 +130,7 @@ fn run_recorded(
         &mut main,
         &mut token,
         &crate::holder::record(cfg),
-        cfg.wait,
+        wait::Patience::of(cfg),
         &cfg.key,
         &signals,
         log,
@@ -151,6 +154,7 @@ fn run_recorded(
             field("fence", acquired.fence),
             ms("wait_ms", started.elapsed()),
             ms("ttl_ms", cfg.timing.ttl),
+            crate::holder::label_of(&cfg.label),
         ],
     );
     let held = Held {
@@ -159,6 +163,7 @@ fn run_recorded(
         signals: &signals,
         token: &token,
         acquired,
+        containment: std::cell::Cell::new(Some(containment)),
     };
     held.run(&mut main, quorum, record, subscription)
 }
@@ -217,7 +222,10 @@ fn not_acquired(
             log.emit(
                 ev,
                 format!("lock '{}' {holder}; {outcome}", cfg.key),
-                &[field("holder", holder.clone())],
+                &[
+                    field("holder", holder.clone()),
+                    crate::holder::label_field(&info),
+                ],
             );
             Ok(Exit::Busy(cfg.conflict_exit_code))
         }
@@ -254,6 +262,8 @@ struct Held<'a> {
     signals: &'a Signals,
     token: &'a str,
     acquired: Acquired,
+    /// Made before the wait, so that a hand-over does not wait for it.
+    containment: std::cell::Cell<Option<Containment>>,
 }
 
 impl Held<'_> {
@@ -285,10 +295,13 @@ impl Held<'_> {
             self.cfg.on_lost.as_ref().map(|line| {
                 OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
             });
-        let ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
+        let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
+        // Its rmdir after the release: the next holder need not wait.
+        let cgroup = ended.cgroup.take();
         let exit = self.finish(main, ended, lease.valid_until());
+        drop(cgroup);
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {
             hook.finish();
@@ -410,7 +423,13 @@ impl Held<'_> {
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
-        spawn(self.cfg, &env, Some(self.acquired.valid_until), self.log).inspect_err(|_| {
+        let containment = self
+            .containment
+            .take()
+            .map_or_else(|| contain(self.cfg), Ok);
+        let lease = Some(self.acquired.valid_until);
+        let spawned = containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log));
+        spawned.inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
         })
@@ -475,8 +494,9 @@ impl Held<'_> {
         let held = || self.acquired.acquired_at.elapsed();
         let rest = || plan::min_hold_rest(self.cfg.min_hold, held(), max_hold);
         let mut pauses = MIN_HOLD_RETRIES.iter();
+        let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         while let Some(rest) = rest() {
-            let error = match main.extend_for(self.token, rest) {
+            let error = match main.extend_for(self.token, rest, Some(&ended)) {
                 Extend::Extended(_) => {
                     self.log.emit(
                         Ev::MinHold,
@@ -510,14 +530,22 @@ impl Held<'_> {
     /// Release on every node and say so if anything was not as expected.
     fn release(&self, main: &mut Quorum) {
         let key = &self.cfg.key;
+        let released = main.release(self.token, 3);
+        let lost = released.majority_lost(main.nodes(), main.needed());
         let Released {
             ours,
             replaced,
             gone,
             unanswered,
             errors,
-        } = main.release(self.token, 3);
-        if replaced > 0 {
+        } = released;
+        if replaced > 0 && !lost {
+            self.log.info(format!(
+                "lock '{key}' was held by another token on {replaced} of {} nodes at release \
+                 (a minority: a majority still held it)",
+                main.nodes()
+            ));
+        } else if replaced > 0 {
             self.log.emit(
                 Ev::ReleaseFailed,
                 format!(
@@ -635,7 +663,7 @@ fn run_without_lease(
     log: &Log,
 ) -> Result<Exit, Failure> {
     child::become_subreaper();
-    let job = spawn(cfg, env, None, log)?;
+    let job = spawn(cfg, env, None, contain(cfg)?, log)?;
     let ended = Supervisor::new(job, signals, log, cfg.timing.kill_after)
         .max_hold(cfg.max_hold)
         .warn(cfg.warning, None)
@@ -647,23 +675,24 @@ fn run_without_lease(
     })
 }
 
-/// Start COMMAND, its tree held as `--contain` says (said under `-v`).
+/// How COMMAND's tree will be held, as `--contain` asks: a local failure
+/// (exit 71) when it asks for more than this host allows.
+fn contain(cfg: &RunConfig) -> Result<Containment, Failure> {
+    Containment::choose(cfg.contain).map_err(|why| Failure {
+        exit: Exit::LocalFailure,
+        error: anyhow::anyhow!("{why}; COMMAND did not run"),
+    })
+}
+
+/// Start COMMAND, its tree held by `containment` (said under `-v`).
 /// `lease_end`: the lease as acquired, for the keeper's watchdog.
 fn spawn(
     cfg: &RunConfig,
     env: &[(&str, &str)],
     lease_end: Option<Instant>,
+    containment: Containment,
     log: &Log,
 ) -> Result<Job, Failure> {
-    let containment = Containment::choose(cfg.contain != Contain::Keeper);
-    if let (Containment::Keeper(why), Contain::Cgroup) = (&containment, cfg.contain) {
-        return Err(Failure {
-            exit: Exit::LocalFailure,
-            error: anyhow::anyhow!(
-                "--contain cgroup: no cgroup for COMMAND ({why}); COMMAND did not run"
-            ),
-        });
-    }
     log.emit(
         Ev::Contained,
         format!("COMMAND's tree is held by {}", containment.describe()),

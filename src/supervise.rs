@@ -46,6 +46,9 @@ pub struct Ended {
     /// The keeper was killed while COMMAND ran (its leader died with it;
     /// the rest was stopped).
     pub keeper_killed: bool,
+    /// The job's cgroup, empty now: removed when dropped (after the
+    /// release, by the caller).
+    pub cgroup: Option<child::Cgroup>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -169,6 +172,7 @@ impl<'a> Supervisor<'a> {
             max_hold,
             local: self.local,
             keeper_killed: self.job.keeper_killed(),
+            cgroup: self.job.take_cgroup(),
         }
     }
 

@@ -28,9 +28,9 @@
 use std::time::{Duration, Instant};
 
 use crate::exit::{Exit, Failure};
-use crate::holder::describe_holder;
+use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
-use crate::lock::{Attempt, BusyInfo, Holder, Lease, Place, Quorum, Wakeups};
+use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals as SignalRelay;
 
@@ -39,8 +39,8 @@ pub enum Waited {
     /// With the subscription, if we waited: closing it is left until
     /// COMMAND has started (see `run.rs`).
     Acquired(Lease, Option<Wakeups>),
-    /// Still busy when `--wait` ran out.
-    Busy(BusyInfo),
+    /// Still busy when `--wait` ran out (boxed: large, and rare).
+    Busy(Box<BusyInfo>),
     /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
     Replaced(String, String),
     /// A signal arrived first; nothing is left in Redis.
@@ -59,13 +59,20 @@ const FALLBACK_MAX: Duration = Duration::from_millis(1000);
 
 /// How long the liveness key of a waiter in line that Redis sees
 /// subscribed lasts untouched: a stopped waiter (or one on a host that
-/// died with its connection open) leaves the line within this.
-const LIVENESS: Duration = Duration::from_secs(60);
+/// died with its connection open) leaves the line within this. Six of its
+/// refresh periods (a minute with the defaults: what a stopped holder
+/// would cost, twice), within these bounds.
+fn liveness(refresh: Duration) -> Duration {
+    (refresh * 6).clamp(LIVENESS_MIN, LIVENESS_MAX)
+}
+const LIVENESS_MIN: Duration = Duration::from_secs(3);
+const LIVENESS_MAX: Duration = Duration::from_secs(60);
 
 /// How often such a waiter pushes its liveness key back (one PEXPIRE):
-/// at least twice within LIVENESS.
-const STAY_MIN: Duration = Duration::from_secs(20);
-const STAY_MAX: Duration = Duration::from_secs(25);
+/// at least twice within its liveness (20-25 s of a minute).
+fn stay_within(liveness: Duration) -> (Duration, Duration) {
+    (liveness / 3, liveness * 5 / 12)
+}
 
 /// The last-resort retry of such a waiter, in case a wake-up was missed
 /// (the first in line and the holder died together): every waiter waits
@@ -110,7 +117,27 @@ const RECONNECT_MAX: Duration = Duration::from_millis(500);
 /// 20,000 times a second with 50 ms slices: 40% of a core).
 const SLICE: Duration = Duration::from_millis(500);
 
-/// Try to take the lock, waiting up to `wait` (`None`: forever).
+/// How long a run waits for a busy lock, and how often it says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// `None`: forever.
+    pub wait: Option<Duration>,
+    /// Say "still waiting" this often (zero: only when it starts).
+    pub progress: Duration,
+}
+
+impl Patience {
+    /// The run's `--wait` and `--progress`.
+    pub fn of(cfg: &crate::config::RunConfig) -> Patience {
+        Patience {
+            wait: cfg.wait,
+            progress: cfg.progress,
+        }
+    }
+}
+
+/// Try to take the lock, waiting up to `patience.wait` (`None`: forever),
+/// and saying so (see [`Waiter::tell`]).
 /// `token` may be replaced: with several nodes (Redlock), an attempt that
 /// failed (a timeout, or a minority given back) is followed by one with a
 /// fresh token, so that a command of the earlier attempt that
@@ -121,7 +148,7 @@ pub fn acquire(
     quorum: &mut Quorum,
     token: &mut String,
     holder: &Holder,
-    wait: Option<Duration>,
+    patience: Patience,
     key: &str,
     signals: &SignalRelay,
     log: &Log,
@@ -129,7 +156,11 @@ pub fn acquire(
     let mut waiter = Waiter {
         token: token.clone(),
         holder,
-        give_up: wait.map(|w| Instant::now() + w),
+        started: Instant::now(),
+        give_up: patience.wait.map(|w| Instant::now() + w),
+        every: patience.progress,
+        told: None,
+        tell_at: None,
         key,
         signals,
         log,
@@ -138,6 +169,7 @@ pub fn acquire(
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
+        longest_pttl: Duration::ZERO,
         was_subscribed: false,
         resubscribe_at: None,
         warned_unseen: false,
@@ -149,11 +181,9 @@ pub fn acquire(
     match waited {
         Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
         // Out of the line already: the newer waiter took us out.
-        Ok(Waited::Busy(BusyInfo {
-            replaced_by: Some((host, pid)),
-            ..
-        })) => {
+        Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
             quorum.give_back_owed(token);
+            let (host, pid) = info.replaced_by.unwrap_or_default();
             Ok(Waited::Replaced(host, pid))
         }
         other => {
@@ -169,7 +199,14 @@ pub fn acquire(
 struct Waiter<'a> {
     token: String,
     holder: &'a Holder,
+    started: Instant,
     give_up: Option<Instant>,
+    /// `--progress`: say "still waiting" this often (zero: never).
+    every: Duration,
+    /// The last busy answer, once "waiting" was said.
+    told: Option<BusyInfo>,
+    /// When to say "still waiting" next.
+    tell_at: Option<Instant>,
     key: &'a str,
     signals: &'a SignalRelay,
     log: &'a Log,
@@ -181,6 +218,9 @@ struct Waiter<'a> {
     retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
+    /// The longest lease left we saw a holder have: about its TTL, which
+    /// each of its refreshes renews (see [`lost_holder_until`]).
+    longest_pttl: Duration,
     /// We had a subscription once: make it again if it is lost.
     was_subscribed: bool,
     /// Not before this.
@@ -201,6 +241,11 @@ enum Next {
 }
 
 impl Waiter<'_> {
+    /// Our liveness key's life in line (see [`liveness`]).
+    fn liveness(&self) -> Duration {
+        liveness(Duration::from_millis(self.holder.refresh_ms))
+    }
+
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let info = match self.attempt(quorum) {
@@ -215,10 +260,11 @@ impl Waiter<'_> {
                     info
                 }
                 Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
-                    if let Some(sig) = self.wait_out_lost_holder(quorum) {
-                        return Ok(Waited::Signaled(sig));
+                    match self.wait_out_lost_holder(quorum) {
+                        LostHolder::Over => continue,
+                        LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
+                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
                     }
-                    continue;
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(waited),
@@ -231,13 +277,15 @@ impl Waiter<'_> {
             let now = Instant::now();
             if let Some(left) = info.pttl {
                 self.holder_until = Some(now + left);
+                self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() {
-                return Ok(Waited::Busy(info));
+                return Ok(Waited::Busy(Box::new(info)));
             }
-            if self.first_busy && self.start_waiting(quorum, &info) {
+            if self.first_busy && self.start_waiting(quorum) {
                 continue;
             }
+            self.tell(&info);
             if self.resubscribe(quorum, &info) {
                 continue;
             }
@@ -247,7 +295,8 @@ impl Waiter<'_> {
                 .filter(|p| self.wakeups.is_some() && p.seen == Some(true));
             let delay = self.delay(&info, place);
             let until = self.give_up.map_or(now + delay, |end| end.min(now + delay));
-            let stay = place.map(|_| now + jitter(STAY_MIN, STAY_MAX));
+            let (min, max) = stay_within(self.liveness());
+            let stay = place.map(|_| now + jitter(min, max));
             // Every waiter tries as soon as it hears of a release: a random
             // stagger, even with waiters standing down once they heard the lock
             // was taken, did not shorten a 200-waiter queue and slowed the
@@ -268,7 +317,7 @@ impl Waiter<'_> {
     /// One try. The first does not queue: the uncontended path stays one
     /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
     fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
-        let liveness = self.wakeups.as_ref().map(|_| LIVENESS);
+        let liveness = self.wakeups.as_ref().map(|_| self.liveness());
         let queued = !self.first_busy;
         // A split's give-back wakes no one only if we try again soon
         // (time is left, and this is not one split too many in a row).
@@ -284,19 +333,82 @@ impl Waiter<'_> {
         attempt
     }
 
-    /// The first busy answer: say we wait, and subscribe. True: look
-    /// again before blocking.
-    fn start_waiting(&mut self, quorum: &Quorum, info: &BusyInfo) -> bool {
+    /// The first busy answer: subscribe. True: look again before
+    /// blocking (that look also puts us in line, so "waiting" can say
+    /// where we stand).
+    fn start_waiting(&mut self, quorum: &Quorum) -> bool {
         self.first_busy = false;
-        let (key, holder) = (self.key, describe_holder(info));
-        self.log.emit(
-            Ev::Waiting,
-            format!("lock '{key}' {holder}; waiting"),
-            &[field("holder", holder.clone())],
-        );
         // A release between the busy answer and the subscription
         // was not heard: look again before blocking.
         self.subscribe(quorum)
+    }
+
+    /// Say that we wait, once, with who holds the lock, for how long and
+    /// where we stand in line; then "still waiting" every `--progress`.
+    fn tell(&mut self, info: &BusyInfo) {
+        let first = self.told.is_none();
+        self.told = Some(info.clone());
+        if !first {
+            return self.tell_if_due();
+        }
+        self.tell_at = (!self.every.is_zero()).then(|| Instant::now() + self.every);
+        let (key, holder) = (self.key, describe_holder(info));
+        let place = match info.place {
+            Some(Place {
+                first: true,
+                members: 0..=1,
+                ..
+            }) => " (first in line)".to_string(),
+            Some(Place {
+                first: true,
+                members,
+                ..
+            }) => format!(" (first of {members} in line)"),
+            Some(Place { members, .. }) => format!(" ({members} in line, this run included)"),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::Waiting,
+            format!("lock '{key}' {holder}; waiting{place}"),
+            &[
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
+    }
+
+    /// "Still waiting", if it is time: who holds the lock (as the last
+    /// try, made for this, found it), and how long we have waited.
+    fn tell_if_due(&mut self) {
+        let now = Instant::now();
+        let (Some(at), Some(info)) = (self.tell_at, &self.told) else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.tell_at = Some(now + self.every);
+        let holder = describe_holder(info);
+        let waited = now.saturating_duration_since(self.started);
+        let line = match info.place {
+            Some(place) => format!(", {} in line", place.members),
+            None => String::new(),
+        };
+        self.log.emit(
+            Ev::StillWaiting,
+            format!(
+                "lock '{}' {holder}; still waiting ({} so far{line})",
+                self.key,
+                crate::log::short(waited)
+            ),
+            &[
+                crate::log::ms("wait_ms", waited),
+                field("holder", holder.clone()),
+                label_field(info),
+                in_line(info),
+            ],
+        );
     }
 
     /// How long to sleep before the next try, at most.
@@ -333,17 +445,29 @@ impl Waiter<'_> {
         mut stay: Option<Instant>,
     ) -> Option<i32> {
         loop {
-            let wake = stay.map_or(until, |at| at.min(until));
+            let wake = [stay, self.tell_at]
+                .into_iter()
+                .flatten()
+                .fold(until, Instant::min);
             match self.block(wake) {
                 Woke::Signaled(sig) => return Some(sig),
                 Woke::Released => break,
                 Woke::Next => until = until.min(Instant::now() + NEXT_CHECK),
-                Woke::Timer if Instant::now() >= until => break,
                 Woke::Timer => {
+                    // Time to say "still waiting": look first, so that it
+                    // says who holds the lock now and how many wait.
+                    let now = Instant::now();
+                    if now >= until || self.tell_at.is_some_and(|at| now >= at) {
+                        break;
+                    }
+                    if stay.is_none_or(|at| now < at) {
+                        continue;
+                    }
                     // Time to keep our place: one PEXPIRE. A place that
                     // is gone (or an error) takes a full try.
-                    stay = Some(Instant::now() + jitter(STAY_MIN, STAY_MAX));
-                    if !matches!(quorum.stay_in_line(&self.token, LIVENESS), Ok(true)) {
+                    let (min, max) = stay_within(self.liveness());
+                    stay = Some(now + jitter(min, max));
+                    if !matches!(quorum.stay_in_line(&self.token, self.liveness()), Ok(true)) {
                         break;
                     }
                 }
@@ -406,26 +530,58 @@ impl Waiter<'_> {
     /// without persistence, FLUSHALL) under that holder, which may still be
     /// running until its next refresh tells it.
     fn data_was_lost(&self, lease: &Lease) -> bool {
-        lease.reset
-            && self
-                .holder_until
-                .is_some_and(|until| Instant::now() < until)
+        let now = Instant::now();
+        lease.reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()
     }
 
-    /// Give the lock back and wait until the lost holder's lease would have
-    /// ended (by then it has stopped its job), then try again.
-    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> Option<i32> {
-        quorum.release(&self.token, 1);
-        let until = self.holder_until.take()?;
+    /// Wait until the lost holder's lease would have ended (by then it has
+    /// stopped its job), then try again. Meanwhile the lock stays ours,
+    /// renewed to last that long, standing in for the lost lease: every
+    /// other waiter that saw the holder (its own try does not find the
+    /// counter started anew: ours did) and every newcomer finds it busy.
+    /// It is given back when the wait is over; after a signal or at
+    /// `--wait`'s end it is left to expire then, for the same reason.
+    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> LostHolder {
+        let now = Instant::now();
+        let seen = self.holder_until.take();
+        let Some(until) = lost_holder_until(seen, self.longest_pttl, now) else {
+            quorum.release(&self.token, 1);
+            return LostHolder::Over;
+        };
+        let left = until.saturating_duration_since(now);
+        let kept = matches!(
+            quorum.extend_for(&self.token, left, None),
+            Extend::Extended(_)
+        );
+        if !kept {
+            quorum.release(&self.token, 1);
+        }
         self.log.warn(format!(
             "lock '{}': the data in Redis was lost (its fence counter started anew) while \
              another holder had it; waiting {} until that holder's lease would have ended",
             self.key,
-            crate::log::show(until.saturating_duration_since(Instant::now()))
+            crate::log::show(left)
         ));
-        let until = self.give_up.map_or(until, |end| end.min(until));
-        self.signals
-            .sleep(until.saturating_duration_since(Instant::now()))
+        let end = self.give_up.map_or(until, |end| end.min(until));
+        if let Some(sig) = self
+            .signals
+            .sleep(end.saturating_duration_since(Instant::now()))
+        {
+            return LostHolder::Signaled(sig);
+        }
+        if end < until && kept {
+            // --wait ran out first: busy, with our stand-in.
+            return LostHolder::TimedOut(Box::new(BusyInfo {
+                pttl: Some(until.saturating_duration_since(Instant::now())),
+                host: self.holder.host.clone(),
+                pid: self.holder.pid.to_string(),
+                ..BusyInfo::default()
+            }));
+        }
+        if kept {
+            quorum.release(&self.token, 1);
+        }
+        LostHolder::Over
     }
 
     fn timed_out(&self) -> bool {
@@ -501,7 +657,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(info))),
+            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(Box::new(info)))),
         }
     }
 
@@ -556,19 +712,41 @@ fn failure(key: &str, exit: Exit, error: anyhow::Error, why: &str) -> Failure {
     }
 }
 
-/// The fence counter was started anew: say so with `-v`. A new key looks
-/// the same as lost data, so this is no warning (cron would mail it).
+/// The fence counter was started: say so plainly with `-v`. It is the
+/// first acquisition of a key, as far as the server knows; data lost
+/// under a holder we saw is told loudly elsewhere (`data_was_lost`), and
+/// `doctor` says whether the server keeps its data over a restart.
 fn warn_if_reset(lease: &Lease, key: &str, log: &Log) {
     if lease.reset {
         log.emit(
             Ev::FenceReset,
             format!(
-                "lock '{key}': new fence counter, started from the server's clock (a new key, or \
-             the data in Redis was lost: a restart without persistence, FLUSHALL)"
+                "lock '{key}' is new on this server: its fence counter starts from the \
+                 server's clock, in microseconds, so fences only grow"
             ),
             &[],
         );
     }
+}
+
+/// How waiting out a holder whose lock Redis lost ended.
+enum LostHolder {
+    /// Its lease is over: try again.
+    Over,
+    Signaled(i32),
+    /// `--wait` ran out first.
+    TimedOut(Box<BusyInfo>),
+}
+
+/// Until when a holder we saw may still run after Redis lost its lock,
+/// found at `now`; `None` when we saw none. Its lease ran at least until
+/// `seen` (what its lock had left when we last looked), and it may have
+/// renewed it since, at any time up to the loss, which came before `now`:
+/// for about its TTL from then, of which the longest lease we saw it
+/// have, `longest`, is our measure. (The fence counter never expires: a
+/// counter started anew after we saw a holder is always lost data.)
+fn lost_holder_until(seen: Option<Instant>, longest: Duration, now: Instant) -> Option<Instant> {
+    seen.map(|seen| seen.max(now + longest))
 }
 
 /// Why a wait ended.
@@ -615,10 +793,61 @@ impl Waiter<'_> {
     }
 }
 
+/// How many stand in line (this waiter included, and any that left from
+/// the middle), as a JSON event's `in_line` field (absent without a line).
+fn in_line(info: &BusyInfo) -> crate::log::Field {
+    let members = info.place.map(|p| serde_json::Value::from(p.members));
+    ("in_line", members.unwrap_or(serde_json::Value::Null))
+}
+
 /// The last-resort retry of a waiter that Redis sees subscribed in a
 /// line of `members` (see PACE_PER_MEMBER).
 fn pace(members: u64) -> Duration {
     let per = PACE_PER_MEMBER.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX));
     let low = per.clamp(PACE_MIN, PACE_MAX);
     jitter(low, low * 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiters_liveness_is_six_refresh_periods_within_bounds() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        for (refresh, expected) in [
+            (s(10), s(60)), // the defaults: --ttl 30s
+            (s(100), s(60)),
+            (s(2), s(12)),
+            (ms(500), s(3)),
+            (ms(133), s(3)),
+        ] {
+            assert_eq!(liveness(refresh), expected, "{refresh:?}");
+            let (min, max) = stay_within(expected);
+            assert!(min < max && max * 2 < expected, "{refresh:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_holder_is_waited_out_as_if_it_had_just_renewed() {
+        let now = Instant::now();
+        let s = Duration::from_secs(1);
+        assert_eq!(lost_holder_until(None, 30 * s, now), None);
+        // Seen with 5 s left, 30 s at most: it may have renewed just now.
+        assert_eq!(
+            lost_holder_until(Some(now + 5 * s), 30 * s, now),
+            Some(now + 30 * s)
+        );
+        // Its lease as we last saw it outlasts that.
+        assert_eq!(
+            lost_holder_until(Some(now + 40 * s), 30 * s, now),
+            Some(now + 40 * s)
+        );
+        // Seen long ago: it may still have renewed up to the loss.
+        assert_eq!(
+            lost_holder_until(Some(now), 9 * s, now + 60 * s),
+            Some(now + 69 * s)
+        );
+    }
 }

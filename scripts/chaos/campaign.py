@@ -4,7 +4,7 @@ checker (checker.py) on each; prints one line per episode, a table per
 fault kind, and the summary line. See docs/chaos.md.
 
 usage: campaign.py [--episodes N] [--seed S] [--episode K] [--jobs J]
-                   [--controls M] [--keep]
+                   [--controls M] [--keep] [--no-host] [--findings]
 """
 
 import argparse
@@ -29,6 +29,8 @@ CONTROLS = {
     "c1": ("two workers on different prefixes", "overlaps"),
     "c2": ("a store that ignores fences", "stale writes accepted"),
     "c3": ("a stand-in wrapper that never refreshes", "overlaps or late stops"),
+    "c4": ("a stand-in that releases when COMMAND's leader exits, and jobs that leave a daemon",
+           "jobs that outlived their run"),
 }
 RUNNING = set()
 PR_SET_PDEATHSIG = 1
@@ -63,19 +65,23 @@ def findings():
         for text in f:
             fields = text.split("#", 1)[0].split()
             if fields:
-                todo.append((fields[0], int(fields[1])))
+                # "+host" after the episode: found with the host-side
+                # faults, replayed with them.
+                todo.append((fields[0], int(fields[1]), len(fields) > 2 and fields[2] == "+host"))
     return todo
 
 
-def replay(seed, k):
-    return f"scripts/chaos.sh --seed {seed} --episode {k}"
+def replay(seed, k, host=True):
+    return f"scripts/chaos.sh --seed {seed} --episode {k}" + ("" if host else " --no-host")
 
 
-def run_episode(seed, k, base, keep):
+def run_episode(seed, k, base, keep, host=True):
     workdir = tempfile.mkdtemp(prefix=f"ep-{k}-", dir=base)
     os.chmod(workdir, 0o777)
     cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child",
            sys.executable, os.path.join(HERE, "episode.py"), str(seed), str(k), workdir]
+    if not host:
+        cmd.append("--no-host")
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
@@ -87,8 +93,9 @@ def run_episode(seed, k, base, keep):
         output, _ = proc.communicate()
         output = (output or b"") + b"\nepisode timed out after 120 s"
     RUNNING.discard(proc)
+    remove_cgroups(workdir)
     elapsed = time.monotonic() - started
-    result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode,
+    result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode, "host": host,
               "output": output.decode(errors="replace")}
     try:
         result["plan"], result["counts"] = checker.check(workdir)
@@ -102,13 +109,36 @@ def run_episode(seed, k, base, keep):
     return result
 
 
+def remove_cgroups(workdir):
+    """The cgroups an episode delegated (episode.py), once every process of
+    it is gone: deepest first, a few tries (a kill is not instant)."""
+    try:
+        with open(os.path.join(workdir, "cgroups")) as f:
+            base = f.read().strip()
+    except OSError:
+        return
+    if not os.path.basename(base).startswith("redlock-chaos."):
+        return
+    for _ in range(50):
+        dirs = [root for root, _, _ in os.walk(base)]
+        for d in sorted(dirs, key=len, reverse=True):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        if not os.path.exists(base):
+            return
+        time.sleep(0.1)
+
+
 def failed(r):
     if r.get("error") or r["counts"] is None:
         return True
     c = r["counts"]
     if r["plan"]["control"]:
         return False
-    return any(c[x] for x in ("overlaps_in", "stale", "late", "unexpected", "leftovers", "fence_back_in"))
+    return any(c[x] for x in ("overlaps_in", "stale", "late", "unexpected", "leftovers", "fence_back_in",
+                              "outlived"))
 
 
 def caught(r):
@@ -120,6 +150,8 @@ def caught(r):
         return c["overlaps_in"] + c["overlaps_out"] > 0
     if control == "c2":
         return c["stale"] > 0
+    if control == "c4":
+        return c["outlived"] > 0
     return c["overlaps_in"] + c["overlaps_out"] + c["late"] > 0
 
 
@@ -128,12 +160,14 @@ def line(seed, r):
     if c is None:
         return f"episode {r['k']}: HARNESS ERROR (exit {r['rc']})"
     mode = f"limit{p['limit']}" if p["limit"] > 1 else "mutex"
+    if p.get("cgroups") == "delegated":
+        mode += " cgroups"
     kinds = ",".join(f["kind"] for f in p["faults"]) or "-"
     head = (f"episode {r['k']}: {p['topology']} {mode} w{p['workers']} ttl {p['ttl_ms']}ms "
             f"faults [{kinds}] sections {c['sections']} overlaps {c['overlaps_in']}/{c['overlaps_out']} "
             f"(in/out) stale {c['stale']} (rejected {c['rejected']}) fence-back "
             f"{c['fence_back_in']}/{c['fence_back_out']} late {c['late']} exits {c['unexpected']} "
-            f"left {c['leftovers']} {r['elapsed']:.1f}s")
+            f"outlived {c['outlived']} left {c['leftovers']} {r['elapsed']:.1f}s")
     if p["control"]:
         return head + (" caught" if caught(r) else " NOT CAUGHT")
     return head + (" FAIL" if failed(r) else " ok")
@@ -151,21 +185,22 @@ def table(results):
         for kind, n in kinds.items():
             row = rows.setdefault(kind, dict.fromkeys(
                 ["episodes", "faults", "sections", "overlaps_in", "overlaps_out", "stale", "late",
-                 "fence_back_in", "unexpected"], 0))
+                 "fence_back_in", "unexpected", "outlived"], 0))
             row["episodes"] += 1
             row["faults"] += n
             for key in ("sections", "overlaps_in", "overlaps_out", "stale", "late",
-                        "fence_back_in", "unexpected"):
+                        "fence_back_in", "unexpected", "outlived"):
                 row[key] += r["counts"][key]
     out = ["| fault kind | model | episodes | faults | sections | overlaps in model | "
-           "overlaps out of model | stale writes accepted | late stops | fence back (in model) | unexpected exits |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "overlaps out of model | stale writes accepted | late stops | fence back (in model) | unexpected exits | "
+           "outlived |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind in episode_mod.KINDS:
         if kind in rows:
             row = rows[kind]
             out.append(f"| {kind} | {episode_mod.KINDS[kind]} | " + " | ".join(
                 str(row[k]) for k in ("episodes", "faults", "sections", "overlaps_in", "overlaps_out",
-                                      "stale", "late", "fence_back_in", "unexpected")) + " |")
+                                      "stale", "late", "fence_back_in", "unexpected", "outlived")) + " |")
     return "\n".join(out)
 
 
@@ -174,7 +209,7 @@ def preflight():
     problems = []
     if os.geteuid() != 0:
         problems.append("needs root (private network and PID namespaces, nftables, other uids)")
-    for tool in ("unshare", "nft", "setpriv", "ip", "redis-server"):
+    for tool in ("unshare", "nft", "setpriv", "ip", "redis-server", "pkill", "umount"):
         if not shutil.which(tool):
             problems.append(f"needs {tool} on PATH (scripts/prereqs.sh installs it)")
     if not problems:
@@ -183,6 +218,15 @@ def preflight():
                                capture_output=True, text=True)
         if probe.returncode != 0:
             problems.append("cannot make a network namespace with nftables: " + probe.stderr.strip())
+        # The host-side faults: a mount namespace without /proc, a PID
+        # namespace without a /proc of its own.
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                "umount -l /proc && ! test -e /proc/self && "
+                                "unshare --pid --fork --kill-child true"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            problems.append("cannot unmount /proc in a mount namespace or make a PID namespace: "
+                            + probe.stderr.strip())
     return problems
 
 
@@ -196,7 +240,10 @@ def main():
                     help="episodes per negative control (default: 1 per 100 episodes, at least 1)")
     ap.add_argument("--keep", action="store_true", help="keep every episode's directory")
     ap.add_argument("--findings", action="store_true",
-                    help="replay the episodes of every finding (scripts/chaos/findings.txt)")
+                    help="replay the episodes of every finding (scripts/chaos/findings.txt), "
+                         "without host-side faults (those findings were made before them)")
+    ap.add_argument("--no-host", action="store_true",
+                    help="plan no host-side faults (replays an episode as it was planned before them)")
     args = ap.parse_args()
 
     problems = preflight()
@@ -217,23 +264,25 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
 
+    host = not args.no_host
     if args.findings:
         todo = findings()
         seed = "of each finding"
     elif args.episode is not None:
-        todo = [(seed, args.episode)]
+        todo = [(seed, args.episode, host)]
     else:
         controls = args.controls if args.controls is not None else max(1, args.episodes // 100)
-        todo = [(seed, f"{c}-{i}") for i in range(controls) for c in CONTROLS]
-        todo += [(seed, k) for k in range(args.episodes)]
-    print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), binary "
+        todo = [(seed, f"{c}-{i}", host) for i in range(controls) for c in CONTROLS]
+        todo += [(seed, k, host) for k in range(args.episodes)]
+    print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), host-side faults "
+          f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
           flush=True)
     started = time.monotonic()
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [(s, pool.submit(run_episode, s, k, base, args.keep)) for s, k in todo]
+        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h)) for s, k, h in todo]
         for s, fut in futures:
             r = fut.result()
             results.append(r)
@@ -245,7 +294,7 @@ def main():
                 if r.get("error"):
                     print("    harness: " + r["output"].strip().replace("\n", "\n    ")[-3000:])
                 print(f"    logs: {r['dir']}")
-                print(f"    replay: {replay(s, r['k'])}", flush=True)
+                print(f"    replay: {replay(s, r['k'], r['host'])}", flush=True)
     elapsed = time.monotonic() - started
 
     main_results = [r for r in results if not (r["plan"] and r["plan"]["control"])]
@@ -255,9 +304,10 @@ def main():
             ctl.setdefault(r["plan"]["control"], []).append(caught(r))
     total = dict.fromkeys(["sections", "overlaps_in", "overlaps_out", "stale", "late", "unexpected",
                            "leftovers", "faults", "fence_back_in", "fence_back_out", "rejected",
-                           "lingering"], 0)
+                           "lingering", "outlived"], 0)
     errors = skipped = 0
     kinds = set()
+    skipped_kinds = {}
     for r in main_results:
         if r["counts"] is None:
             errors += 1
@@ -266,6 +316,8 @@ def main():
             total[key] += r["counts"][key]
         kinds.update(r["counts"]["kinds"])
         skipped += r["counts"]["skipped"]
+        for kind in r["counts"]["skipped_kinds"]:
+            skipped_kinds[kind] = skipped_kinds.get(kind, 0) + 1
     print()
     print(table(results))
     print()
@@ -276,7 +328,9 @@ def main():
     print(f"fences that went back in acquisition order: {total['fence_back_in']} in model, "
           f"{total['fence_back_out']} out of model; stale writes the store rejected: {total['rejected']}; "
           f"overlaps out of model: {total['overlaps_out']}; faults skipped: {skipped} "
-          f"(a wrapper fault that found no run, a clock jump without valkey-server); harness errors: {errors}")
+          f"(a wrapper fault that found no run, a clock jump without valkey-server"
+          f"{': ' + ', '.join(f'{k} {n}' for k, n in sorted(skipped_kinds.items())) if skipped_kinds else ''}"
+          f"); harness errors: {errors}")
     n = len(main_results)
     print(f"queues of dead waiters left to expire by themselves (not counted as leftovers): "
           f"{total['lingering']}")
@@ -286,9 +340,10 @@ def main():
     print(f"chaos: {n} episodes, {total['faults']} faults ({len(kinds)} kinds), {total['sections']} sections, "
           f"overlaps {total['overlaps_in']} (in model), stale writes accepted {total['stale']}, "
           f"late stops {total['late']}, unexpected exits {total['unexpected']}, "
-          f"leftovers {total['leftovers']}, negative controls caught {caught_all}/{len(ctl)}")
+          f"jobs outlived their run {total['outlived']}, leftovers {total['leftovers']}, "
+          f"negative controls caught {caught_all}/{len(ctl)}")
     ok = (errors == 0 and not any(total[k] for k in ("overlaps_in", "stale", "late", "unexpected",
-                                                     "leftovers", "fence_back_in"))
+                                                     "leftovers", "fence_back_in", "outlived"))
           and caught_all == len(ctl))
     if not os.listdir(base):
         os.rmdir(base)

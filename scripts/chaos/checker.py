@@ -17,6 +17,10 @@ Counts per episode:
   late            sections that went on after their lease could have ended
                   (the bounds are in late_stops below and docs/chaos.md)
   unexpected      exit codes outside the README's table for that run
+  outlived        runs whose job (any of its processes: escaped helpers log
+                  under their run's id) still logged or wrote more than
+                  200 ms after the run ended (its wrapper exited) and after
+                  another section had started since: the lock had moved on
   leftovers       processes or keys left when the episode was over; a
                   waiters queue whose every member's liveness key lapsed
                   (release skips them, the queue expires within 60 s) is
@@ -50,6 +54,8 @@ def load(workdir):
             s = sections[run]
             s["last"] = max(s["last"], t)
             s["records"].append(t)
+            if kind == "E":
+                s["ended"] = True
     writes = []
     for line in open(os.path.join(workdir, "store.log")):
         parts = line.split()
@@ -57,10 +63,9 @@ def load(workdir):
             continue
         t, run, key, fence, verdict = int(parts[0]), parts[1], parts[2], parts[3], parts[4]
         writes.append({"t": t, "run": run, "key": key, "fence": fence, "ok": verdict == "ACC"})
-        if run in sections:
-            s = sections[run]
-            s["last"] = max(s["last"], t)
-            s["records"].append(t)
+        # Not part of the section's span: the store's time is when it
+        # decided, which a loaded machine can put well after the job sent
+        # the write (and died); the job logs a W as it sends one.
     return plan, runs, faults, sections, writes, left, lingering, begin
 
 
@@ -109,6 +114,14 @@ def late_stops(plan, faults, sections):
       continued it kills its job at once (nothing after SIGCONT + 200 ms).
       (A wrapper stopped while it waits may take the lock afterwards.)
     - --max-hold M: nothing after start + M + --kill-after + 200 ms.
+    - The host side: a wrapper SIGSTOPped (wrapper-freeze, or the strike of
+      a no-proc/foreign-proc window) for a TTL or more while its job ran:
+      the keeper knows a lease end no later than the stop + TTL (no
+      refresh is sent while the wrapper is stopped) and must have killed
+      the job by then: nothing after stop + TTL + 200 ms. Wrapper and
+      keeper SIGKILLed together (kill-both): nothing of the job may outlive
+      the lease, which ends by the kill + TTL. A wrapper SIGKILLed in a
+      no-proc or foreign-proc window: as wrapper-kill.
     """
     ttl = plan["ttl_ms"] * 1_000_000
     found = []
@@ -155,6 +168,76 @@ def late_stops(plan, faults, sections):
         elif kind == "wrapper-stop" and f.get("run") in sections and t1 - t0 >= ttl \
                 and sections[f["run"]]["start"] < t0:
             late_after(sections[f["run"]], t1 + SLACK_NS, "SIGCONT after a SIGSTOP longer than the TTL")
+        elif kind == "wrapper-freeze" and f.get("run") in sections and t1 - t0 >= ttl:
+            late_after(sections[f["run"]], t0 + ttl + SLACK_NS, "its wrapper was SIGSTOPped: stop + TTL")
+        elif kind == "kill-both":
+            victims = f.get("runs") or [f.get("run")]
+            for run in victims:
+                if run in sections and sections[run]["start"] < t0:
+                    late_after(sections[run], t0 + ttl + SLACK_NS,
+                               f"wrapper and keeper were SIGKILLed ({f.get('mode')}): kill + TTL")
+        elif kind in ("no-proc", "foreign-proc") and f.get("strike_run") in sections \
+                and f.get("strike_t0") and not f.get("strike_skipped"):
+            s, s0, s1 = sections[f["strike_run"]], f["strike_t0"], f.get("strike_t1")
+            if f["strike"] == "wrapper-kill":
+                late_after(s, s0 + SLACK_NS, f"its wrapper was SIGKILLed ({kind})")
+            elif s1 is not None and s1 - s0 >= ttl:
+                late_after(s, s0 + ttl + SLACK_NS, f"its wrapper was SIGSTOPped ({kind}): stop + TTL")
+    return found
+
+
+def host_windows(plan, runs, faults):
+    """Runs whose job may run on after its run ended, by docs/safety.md's
+    table of the tree's end (the documented host-side windows), with why:
+
+    - wrapper and keeper both SIGKILLed by pid (kill-both, mode pid): in
+      every containment "the leader dies; the rest runs on";
+    - the keeper alone without a usable /proc (a no-proc run, or a
+      foreign-proc run without a delegated cgroup: what the harness gives
+      it), a job that escaped its group (setsid, a double fork, a leader
+      that moved its helper's group), and a run that did not end as its
+      job did (killed, stopped past its lease, lock lost): only COMMAND's
+      group and its leader are reached, "processes that left the group run
+      on".
+
+    `pkill -9 redlock-run` is in the model: it selects the wrapper alone.
+    """
+    exempt = {}
+    for f in faults:
+        if f["kind"] == "kill-both" and f.get("mode") == "pid" and f.get("run") and not f.get("skipped"):
+            exempt[f["run"]] = "wrapper and keeper both SIGKILLed by pid"
+    delegated = plan.get("cgroups") == "delegated"
+    for r in runs:
+        env = r.get("env", "host")
+        blind = env == "no-proc" or (env == "foreign-proc" and not delegated)
+        left_group = r.get("escape") in ("setsid", "doublefork", "setpgid")
+        if blind and left_group and r["rc"] != r["job_exit"]:
+            exempt.setdefault(r["run"], f"the keeper alone without /proc ({env}), a job that left "
+                                        f"its group ({r['escape']}), exit {r['rc']}")
+    return exempt
+
+
+def outlived(runs, sections, exempt=()):
+    """Runs whose job ran on after the run ended and the lock moved on:
+    a record more than SLACK after the wrapper exited, later than the start
+    of a section that began after that exit."""
+    found = []
+    starts = sorted((s["start"], s["run"]) for s in sections.values())
+    for r in runs:
+        s = sections.get(r["run"])
+        if s is None or r["run"] in exempt:
+            continue
+        ended = r["t1"]
+        late = [t for t in s["records"] if t > ended + SLACK_NS]
+        if not late:
+            continue
+        moved = next((start for start, run in starts if run != r["run"] and ended < start < max(late)), None)
+        if moved is None:
+            continue
+        after = [t for t in late if t > moved]
+        found.append(f"outlived: {r['run']}'s job ({r.get('escape') or 'no escape'}, {r.get('env', 'host')}) "
+                     f"ran {(max(after) - ended) / 1e6:.0f} ms after its run ended (exit {r['rc']}), "
+                     f"{(max(after) - moved) / 1e6:.0f} ms of it after the next section began")
     return found
 
 
@@ -172,17 +255,65 @@ def expected_codes(plan, run, section, faults):
         codes.add(71)
     if any(f["kind"] == "wrapper-kill" and f.get("run") == run["run"] for f in faults):
         codes.add(-9)
+    for f in faults:
+        if f["kind"] == "kill-both" and run["run"] in (f.get("runs") or [f.get("run")]):
+            codes.add(-9)
+        if f["kind"] in ("no-proc", "foreign-proc") and f.get("strike") == "wrapper-kill" \
+                and f.get("strike_run") == run["run"]:
+            codes.add(-9)
+        if f["kind"] == "keeper-kill" and f.get("run") == run["run"]:
+            # The keeper gone: COMMAND's leader died of its parent-death
+            # signal (128 + 9 today), or the run says the lock's job was
+            # lost (70) or that supervision failed (71).
+            codes.update({70, 71, 137})
     return codes
+
+
+def spurious_lost(plan, run, section, faults):
+    """A run whose keeper was stopped, whose job ended by itself (its end
+    was logged), and that exits 70 "lock lost" with no fault near it that
+    could have cost it its lock: it was never lost (docs/chaos.md:
+    keeper-stop). Faults aimed at another run or worker cannot, nor can
+    jobs that escape, a dropped connection, latency within the timeout or
+    a fault on a minority of Redlock's masters."""
+    if run["rc"] != 70 or section is None or not section.get("ended"):
+        return False
+    mine = [f for f in faults if f["kind"] == "keeper-stop" and f.get("run") == run["run"]]
+    if not mine:
+        return False
+    pad = plan["ttl_ms"] * 1_000_000
+
+    def could_cost_the_lock(f):
+        if f in mine or f.get("t0") is None or f.get("skipped"):
+            return False
+        # Jobs that escape, a dropped connection (the client reconnects
+        # and refreshes), latency within the per-node timeout.
+        if f["kind"] in ("escape", "client-kill") or (f["kind"] == "latency" and not f.get("beyond_timeout")):
+            return False
+        # A minority of Redlock's masters: the majority keeps the lock.
+        if plan["topology"].startswith("redlock") and "nodes" in f and not f.get("quorum_lost"):
+            return False
+        if not (f["t0"] - pad < run["t1"] and (f.get("t1") or f["t0"]) + pad > run["t0"]):
+            return False
+        if f.get("runs"):
+            return run["run"] in f["runs"]
+        if f.get("run") and f["kind"] not in ("no-proc", "foreign-proc"):
+            return f["run"] == run["run"]
+        if "worker" in f and f["kind"] in ("client-partition", "stderr-stall", "fd-limit"):
+            return f["worker"] == run["worker"]
+        return True
+    return not any(could_cost_the_lock(f) for f in faults)
 
 
 def check(workdir):
     plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
     out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
            "rejected": 0, "fence_back_in": 0, "fence_back_out": 0, "late": 0,
-           "unexpected": 0, "leftovers": 0, "details": [], "lingering": len(lingering),
+           "unexpected": 0, "leftovers": 0, "outlived": 0, "details": [], "lingering": len(lingering),
            "faults": len([f for f in faults if not f.get("skipped")]),
            "kinds": sorted({f["kind"] for f in faults if not f.get("skipped")}),
-           "skipped": len([f for f in faults if f.get("skipped")])}
+           "skipped": len([f for f in faults if f.get("skipped") or f.get("strike_skipped")]),
+           "skipped_kinds": [f["kind"] for f in faults if f.get("skipped") or f.get("strike_skipped")]}
     d = out["details"]
     windows = out_of_model_windows(plan, faults, begin)
     limit = plan["limit"]
@@ -195,12 +326,29 @@ def check(workdir):
     redlock_bound = limit
     if limit > 1 and plan["topology"].startswith("redlock"):
         redlock_bound = plan["nodes"] * limit // (plan["nodes"] // 2 + 1)
+    # A section whose run had ended (its wrapper exited) before another
+    # began holds no lock whatever happened in Redis: an overlap with it is
+    # in the model even inside an out-of-model window. (A SIGKILLed
+    # wrapper's lease runs on for up to a TTL.)
+    ttl_ns = plan["ttl_ms"] * 1_000_000
+    ended = {r["run"]: r["t1"] + SLACK_NS + (ttl_ns if r["rc"] == -9 else 0) for r in runs}
+    exempt = {run: why for run, why in host_windows(plan, runs, faults).items() if run in sections}
     for i, s in enumerate(ordered):
         others = [o for o in ordered[:i] if o["last"] > s["start"]]
         if len(others) >= limit:
             where, why = classify(s["start"], windows)
+            # A job in a documented host-side window runs unguarded by the
+            # model's own words: what overlaps it is out of the model (not
+            # whatever else overlaps too).
+            gone = [o["run"] for o in others if o["run"] in exempt]
+            if gone and len(others) - len(gone) < limit:
+                where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
             if where == "in" and len(others) < redlock_bound:
                 where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
+            orphans = [o["run"] for o in others
+                       if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
+            if orphans:
+                where, why = "in", f"{', '.join(orphans)} ran on after its run ended"
             out[f"overlaps_{where}"] += 1
             d.append(f"overlap ({where} model{', ' + why if why else ''}): {s['run']} "
                      f"(fence {s['fence']}) started while {', '.join(o['run'] + ' (fence ' + o['fence'] + ')' for o in others)} "
@@ -247,7 +395,7 @@ def check(workdir):
         if top is None or mine > top[0]:
             newest[w["key"]] = (mine, w["run"], w["fence"])
 
-    for msg in late_stops(plan, faults, sections):
+    for msg in late_stops(plan, faults, {k: v for k, v in sections.items() if k not in exempt}):
         out["late"] += 1
         d.append(msg)
 
@@ -261,6 +409,16 @@ def check(workdir):
             extra = f" (RLIMIT_NOFILE {r['nofile']})" if r.get("nofile") else ""
             d.append(f"unexpected exit: {r['run']} exited {r['rc']}{extra}, "
                      f"section {'started' if section else 'never started'}")
+        elif spurious_lost(plan, r, section, faults):
+            out["unexpected"] += 1
+            d.append(f"unexpected exit: {r['run']} exited 70 (lock lost) after its job ended by itself; "
+                     "its keeper was stopped, and no fault near it could have cost it the lock")
+
+    for msg in outlived(runs, sections, exempt):
+        out["outlived"] += 1
+        d.append(msg)
+    d += [f"note (not counted): {run} in a documented host-side window: {why}"
+          for run, why in sorted(exempt.items())]
 
     if left is None:
         out["leftovers"] += 1
@@ -269,6 +427,12 @@ def check(workdir):
         out["leftovers"] += len(left)
         d += [f"leftover: {item}" for item in left]
     d += [f"note (not counted): a queue of dead waiters, expiring by itself: {item}" for item in lingering]
+    with open(os.path.join(workdir, "events.jsonl")) as f:
+        cgroups = [json.loads(line) for line in f if '"cgroups' in line]
+    d += [f"note (not counted): a cgroup a run left behind: {c}"
+          for e in cgroups if e["ev"] == "cgroups_left" for c in e["items"]]
+    d += [f"note (not counted): cgroups were not delegated: {e['why']}"
+          for e in cgroups if e["ev"] == "cgroups" and not e["delegated"]]
     return plan, out
 
 

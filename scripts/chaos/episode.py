@@ -11,8 +11,9 @@ It writes, in the episode directory:
   store.log      written by the fenced store (store.py)
 The checker (checker.py) reads only these.
 
-usage: episode.py SEED EPISODE DIR   (EPISODE: a number, or c1/c2/c3 with
-       a number: c1-0, for the negative controls)
+usage: episode.py SEED EPISODE DIR [--no-host]   (EPISODE: a number, or
+       c1 to c4 with a number: c1-0, for the negative controls; --no-host:
+       no host-side faults, as planned before they existed)
 """
 
 import json
@@ -61,7 +62,24 @@ KINDS = {
     # Cluster
     "cluster-failover": "in/out",
     "slot-migration": "in",
+    # The host side (HOST below): redlock-run's own processes and the job's
+    # tree. Inside the model: nothing of a job may run beside the next
+    # holder, whatever is killed or stopped (docs/safety.md).
+    "keeper-kill": "in",
+    "kill-both": "in/out",  # out by pid (the rest of the job runs on: docs/safety.md)
+    "wrapper-freeze": "in",
+    "keeper-stop": "in",
+    "escape": "in",
+    "cpu-starve": "in",
+    "no-proc": "in",
+    "foreign-proc": "in",
 }
+# Host-side kinds: one or two of them in every episode, planned from a
+# random stream of their own, so the Redis-side plan of a seed (topology,
+# workload, faults) is what it was before they existed.
+HOST = ["keeper-kill", "kill-both", "wrapper-freeze", "keeper-stop", "escape", "cpu-starve",
+        "no-proc", "foreign-proc"]
+ESCAPES = ["child", "setsid", "doublefork", "setpgid"]
 # Data nodes of each topology.
 TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5, "sentinel": 3, "cluster": 6}
 GENERIC = ["client-partition", "wrapper-stop", "wrapper-kill", "wrapper-tstp",
@@ -98,8 +116,10 @@ def timing(ttl):
 # ---------------------------------------------------------------- planning
 
 
-def plan(seed, episode):
-    """Everything an episode does, from (seed, episode) alone."""
+def plan(seed, episode, host=True):
+    """Everything an episode does, from (seed, episode) alone; `host`
+    False leaves the host-side faults out (the findings made before they
+    existed replay as they were)."""
     rng = random.Random(f"chaos/{seed}/{episode}")
     control = episode.split("-")[0] if isinstance(episode, str) else None
     if control:
@@ -110,7 +130,7 @@ def plan(seed, episode):
     if topology in PER_TOPOLOGY:
         kinds = PER_TOPOLOGY[topology]
     else:
-        kinds = [k for k in KINDS if KINDS[k] != "in/out" or k == "wrapper-stop"]
+        kinds = [k for k in KINDS if (KINDS[k] != "in/out" or k == "wrapper-stop") and k not in HOST]
         # clock-jump stays in the plan without a valkey-server (it is
         # skipped when run), so that a seed plans the same everywhere.
         kinds = [k for k in kinds if k != "slot-migration"]
@@ -132,6 +152,14 @@ def plan(seed, episode):
         elif kind == "node-restart-volatile" and persistent:
             kind = "node-restart-persistent"
         faults.append(plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas))
+    # Half of the episodes give each worker a cgroup v2 subtree of its own
+    # (delegated: owned by its uid), so that redlock-run may contain its
+    # job in a cgroup; in the others it has only the keeper.
+    cgroups = host and random.Random(f"chaos/{seed}/{episode}/cgroups").random() < 0.5
+    if host:
+        hrng = random.Random(f"chaos/{seed}/{episode}/host")
+        for _ in range(hrng.randint(1, 2)):
+            faults.append(plan_host_fault(hrng, hrng.choice(HOST), workers, ttl, duration))
     faults.sort(key=lambda f: f["at"])
     server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) and valkey_server() else "redis"
     return {
@@ -141,7 +169,8 @@ def plan(seed, episode):
         "duration": round(duration, 3), "faults": faults,
         "evicting": any(f["kind"] == "eviction" for f in faults),
         "prefixes": None, "standin": False, "ignore_fences": False,
-        "replicas": replicas, **timing(ttl),
+        "replicas": replicas, "host": host, "escape_all": None,
+        "cgroups": "delegated" if cgroups else "none", **timing(ttl),
     }
 
 
@@ -224,6 +253,57 @@ def plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas):
     return fault
 
 
+def plan_host_fault(rng, kind, workers, ttl, duration):
+    """A host-side fault. Most prepare their victim: from `lead` seconds
+    before `at` to `at + length`, every worker's runs start jobs that
+    escape (job.py: a mode and whether the leader waits, drawn per run), in
+    the environment the kind names (no /proc, a foreign /proc); at `at`
+    they strike a run of `worker` (or the first worker after it) that is in
+    its section."""
+    # Early enough that runs still start after it (a strike waits for one
+    # in its section; the workers start none after `duration`).
+    fault = {"kind": kind, "model": KINDS[kind], "at": round(rng.uniform(0.5, max(0.6, duration - 1.2)), 3),
+             "worker": rng.randrange(workers), "lead": 1.2, "length": 0}
+    if kind in ("keeper-kill", "kill-both"):
+        fault["escape"] = True
+        if kind == "kill-both":
+            # pkill: `pkill -9 redlock-run`, every wrapper of the episode
+            # (and today every keeper: they have the same name); pid: this
+            # run's wrapper and keeper, stopped first so neither sees the
+            # other die, then killed.
+            fault["mode"] = rng.choice(["pkill", "pid", "pid"])
+    elif kind == "wrapper-freeze":
+        fault["escape"] = rng.random() < 0.6
+        # Half of them in the first 200 ms after COMMAND started (before
+        # the first refresh), the others at a random moment of a section.
+        fault["early"] = rng.random() < 0.5
+        # Half of the early ones on a loaded machine, as a wrapper at nice
+        # 10 on busy CPUs would be (its runs start at nice 10, one busy
+        # process per core from 0.3 s before until the stop).
+        fault["loaded"] = fault["early"] and rng.random() < 0.5
+        long = rng.random() < 0.75
+        fault["length"] = round(rng.uniform(1.3, 2.2) * ttl / 1000 if long else rng.uniform(0.1, 0.4) * ttl / 1000, 3)
+    elif kind == "keeper-stop":
+        fault["escape"] = rng.random() < 0.5
+        fault["length"] = round(rng.uniform(0.3, 2.5) * ttl / 1000, 3)
+    elif kind == "escape":
+        fault["escape"] = True
+        fault["lead"] = 0
+        fault["length"] = round(rng.uniform(0.5, 1.5), 3)
+    elif kind == "cpu-starve":
+        fault["lead"] = 0
+        fault["length"] = round(rng.uniform(0.5, 2.0), 3)
+        fault.pop("worker")
+    elif kind in ("no-proc", "foreign-proc"):
+        fault["escape"] = True
+        fault["lead"] = 0
+        fault["length"] = round(rng.uniform(1.0, 2.0), 3)
+        # What strikes a run in that environment, 0.5 s into the window.
+        fault["strike"] = rng.choice([None, "wrapper-kill", "wrapper-freeze", "wrapper-freeze"])
+        fault["strike_length"] = round(rng.uniform(1.3, 2.2) * ttl / 1000, 3)
+    return fault
+
+
 def plan_control(rng, control, episode):
     """The negative controls: broken setups the checker must catch."""
     ttl = 500
@@ -232,7 +312,7 @@ def plan_control(rng, control, episode):
         "topology": "single", "nodes": 1, "persistent": False, "server": "redis",
         "limit": 1, "workers": 3, "duration": 2.5, "faults": [], "evicting": False,
         "prefixes": None, "standin": False, "ignore_fences": False, "replicas": None,
-        **timing(ttl),
+        "host": False, "escape_all": None, "cgroups": "none", **timing(ttl),
     }
     if control == "c1":
         # Two workers on different prefixes: two locks for one resource.
@@ -248,6 +328,12 @@ def plan_control(rng, control, episode):
     elif control == "c3":
         # A stand-in wrapper that takes the lock once and never refreshes.
         base["standin"] = True
+    elif control == "c4":
+        # A broken guard on the host side: a stand-in that releases the
+        # lock as soon as COMMAND's leader exits, whatever the leader left
+        # running, and jobs that leave a daemon behind (a double fork).
+        base["standin"] = True
+        base["escape_all"] = "doublefork"
     return base
 
 
@@ -410,6 +496,76 @@ def nft(*args, stdin=None):
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def processes():
+    """pid -> (ppid, state) of every process this episode can see."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        out[int(name)] = (int(rest[1]), rest[0])
+    return out
+
+
+def descendants(root):
+    """Every live process below `root`, parents before children."""
+    table = processes()
+    out, todo = [], [root]
+    while todo:
+        parent = todo.pop(0)
+        for pid, (ppid, state) in sorted(table.items()):
+            if ppid == parent and state != "Z":
+                out.append(pid)
+                todo.append(pid)
+    return out
+
+
+def exe(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def children(pid):
+    """The children of `pid`'s main thread (the wrapper forks its keeper,
+    and the keeper COMMAND, from it); [] when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+CGROUP2_MOUNTS = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+
+
+def cgroup2_mount():
+    """Where cgroup v2 is mounted (pure or hybrid), if it is."""
+    for m in CGROUP2_MOUNTS:
+        try:
+            with open("/proc/self/mountinfo") as f:
+                if any(line.split(" - ")[1].startswith("cgroup2 ") and line.split()[4] == m for line in f):
+                    return m
+        except (OSError, IndexError):
+            return None
+    return None
+
+
+def read_rc(path, unshare_rc):
+    """A foreign-proc run's exit code, as its namespace init wrote it; if
+    the init itself ended without writing one (killed), unshare's."""
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return unshare_rc
+
+
 # ---------------------------------------------------------------- the episode
 
 
@@ -425,12 +581,18 @@ class Episode:
         os.chmod(workdir, 0o777)
         os.makedirs(os.path.join(workdir, "stderr"))
         self.servers, self.proxies = [], []
-        self.current = {}          # worker -> (run id, Popen)
+        self.current = {}          # worker -> (run id, Popen, environment, escape mode)
         self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
         self.treat = {}            # worker -> list of (kind, until, params)
         self.topology_lock = threading.Lock()
         self.t0 = None
         self.stall_r = self.stall_w = None
+        self.sec_lock = threading.Lock()
+        self.sec_pos, self.started, self.ended = 0, {}, set()
+        self.busy = []             # cpu-starve's busy processes (infrastructure)
+        self.cgroups = {}          # worker -> its delegated cgroup v2 directory
+        self.inits = []            # foreign-proc: each run's namespace init (nsinit.py)
+        self.real_binary = os.path.realpath(binary)
 
     # infrastructure
     def start(self):
@@ -457,6 +619,8 @@ class Episode:
             self.start_sentinels(binary)
         elif p["topology"] == "cluster":
             self.start_cluster()
+        if p.get("cgroups") == "delegated":
+            self.delegate_cgroups()
         self.store = subprocess.Popen(
             [PYTHON, os.path.join(HERE, "store.py"), os.path.join(self.dir, "store.sock"),
              self.store_log] + (["--ignore-fences"] if p["ignore_fences"] else []),
@@ -470,6 +634,40 @@ class Episode:
         except BlockingIOError:
             pass
         os.set_blocking(self.stall_w, True)
+
+    def delegate_cgroups(self):
+        """A cgroup v2 directory per worker, owned by its uid (its
+        cgroup.procs, cgroup.threads and cgroup.subtree_control too), as
+        systemd delegates one: the worker's runs start in it, and may make
+        cgroups below it. Its path is written to the episode's `cgroups`
+        file, for the campaign to remove once the episode has ended."""
+        mount = cgroup2_mount()
+        if mount is None:
+            self.events("cgroups", delegated=False, why="no cgroup v2 mounted")
+            return
+        base = os.path.join(mount, f"redlock-chaos.{os.path.basename(self.dir)}")
+        try:
+            os.mkdir(base)
+            with open(os.path.join(self.dir, "cgroups"), "w") as f:
+                f.write(base + "\n")
+            for w in range(self.plan["workers"]):
+                d = os.path.join(base, f"w{w}")
+                os.mkdir(d)
+                for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+                    os.chown(os.path.join(d, name), 30000 + w, 30000 + w)
+                self.cgroups[w] = d
+        except OSError as err:
+            self.events("cgroups", delegated=False, why=str(err))
+            return
+        self.events("cgroups", delegated=True, base=base)
+
+    def cgroups_left(self):
+        """cgroups that runs made and did not remove (noted, not counted)."""
+        left = []
+        for d in self.cgroups.values():
+            for root, dirs, _ in os.walk(d):
+                left += [os.path.join(root, x) for x in dirs]
+        return left
 
     def start_sentinels(self, binary):
         for i in range(1, 3):
@@ -571,6 +769,7 @@ class Episode:
         pids = {os.getpid(), self.store.pid}
         pids.update(s.proc.pid for s in self.servers if s.proc)
         pids.update(p.pid for p in self.sentinels)
+        pids.update(p.pid for p in self.busy)
         return pids
 
     # workers
@@ -623,6 +822,9 @@ class Episode:
     def worker(self, w):
         p = self.plan
         rng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}")
+        # The host-side treatments draw from a stream of their own: the
+        # runs' own draws stay what they were before these existed.
+        hrng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/host")
         uid = 30000 + w
         end = self.t0 + p["duration"]
         i = 0
@@ -631,6 +833,20 @@ class Episode:
             i += 1
             args, env, info = self.command(w, rng, run)
             treatments = {k: v for k, (until, v) in self.treat.get(w, {}).items() if time.monotonic() < until}
+            escape = p["escape_all"]
+            if escape is None and "escape" in treatments:
+                escape = hrng.choice(ESCAPES)
+            if escape:
+                if not p["standin"]:
+                    # Long enough to outlive a kill by more than a TTL.
+                    info["dur_ms"] = hrng.randint(int(p["ttl_ms"] * 0.8), int(p["ttl_ms"] * 2.5))
+                    env["CHAOS_DUR_MS"] = str(info["dur_ms"])
+                env["CHAOS_ESCAPE"] = escape
+                env["CHAOS_ESCAPE_WAIT"] = "0" if p["escape_all"] else hrng.choice("01")
+                info["escape"] = escape
+                info["escape_wait"] = env["CHAOS_ESCAPE_WAIT"] == "1" or escape == "setpgid"
+            where = treatments.get("env", "host")
+            info["env"] = where
             # redlock-run's stderr, kept for people reading a failure (the
             # checker never reads it).
             errlog = os.path.join(self.dir, "stderr", f"{run}.txt")
@@ -641,19 +857,45 @@ class Episode:
                 os.close(stderr)
                 stderr = self.stall_w
             nofile = treatments.get("fd-limit")
+            niceness = treatments.get("nice")
+            info["nice"] = niceness
 
-            def limits(nofile=nofile):
+            cgroup = self.cgroups.get(w)
+
+            def limits(nofile=nofile, niceness=niceness, cgroup=cgroup):
+                if cgroup:
+                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                        f.write("0")
                 if nofile:
                     import resource
                     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+                if niceness:
+                    os.nice(niceness)
 
             full = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] + args
+            rcfile = None
+            if where == "no-proc":
+                # A mount namespace of its own with /proc unmounted (lazily:
+                # nothing of ours is using it): the wrapper and its job see
+                # no /proc at all. exec all along: the pid is the wrapper's.
+                full = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                        'umount -l /proc && exec "$@"', "sh"] + full
+            elif where == "foreign-proc":
+                # A PID namespace without its own /proc (`unshare --pid --fork`,
+                # no --mount-proc): /proc shows the episode's pids, not the
+                # wrapper's. Its init (nsinit.py) says when the wrapper ended
+                # and stays until the job's last process has gone.
+                rcfile = os.path.join(self.dir, "stderr", f"{run}.rc")
+                full = ["unshare", "--pid", "--fork", "--kill-child", "--", PYTHON,
+                        os.path.join(HERE, "nsinit.py"), rcfile, "--"] + full
             t_start = mono()
             with self.wlocks[w]:
                 proc = subprocess.Popen(full, env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=stderr,
                                         preexec_fn=limits, cwd="/")
-                self.current[w] = (run, proc)
+                self.current[w] = (run, proc, where, escape)
+                if rcfile:
+                    self.inits.append(proc)
             if stderr != self.stall_w:
                 os.close(stderr)
             hung = False
@@ -661,6 +903,8 @@ class Episode:
             while True:
                 with self.wlocks[w]:
                     rc = proc.poll()
+                    if rcfile:
+                        rc = read_rc(rcfile, rc)
                     if rc is not None:
                         self.current.pop(w, None)
                         break
@@ -673,22 +917,56 @@ class Episode:
             time.sleep(rng.uniform(0, 0.05))
 
     # faults
+    def scan_sections(self):
+        """Read what the jobs logged since the last call: which runs started
+        (and when), which ended."""
+        with self.sec_lock:
+            with open(self.sections, "rb") as f:
+                f.seek(self.sec_pos)
+                data = f.read()
+            cut = data.rfind(b"\n") + 1
+            self.sec_pos += cut
+            for ln in data[:cut].decode(errors="replace").splitlines():
+                parts = ln.split()
+                if len(parts) > 2 and parts[0] == "S":
+                    self.started[parts[2]] = int(parts[1])
+                elif len(parts) > 2 and parts[0] == "E":
+                    self.ended.add(parts[2])
+
     def holding_run(self, w):
         """The run of worker w that is in its section now, if any."""
         run = self.current.get(w, (None,))[0]
         if run is None:
             return None
-        with open(self.sections) as f:
-            lines = [ln.split() for ln in f]
-        started = any(ln[0] == "S" and ln[2] == run for ln in lines if len(ln) > 2)
-        ended = any(ln[0] == "E" and ln[2] == run for ln in lines if len(ln) > 2)
-        return run if started and not ended else None
+        self.scan_sections()
+        return run if run in self.started and run not in self.ended else None
+
+    def wrapper_pid(self, proc):
+        """The wrapper (redlock-run) of a run: the Popen's own pid, but
+        below a foreign-proc run's namespace init."""
+        if proc.args[0] != "unshare" or "--pid" not in proc.args:
+            return proc.pid
+        return next((pid for pid in descendants(proc.pid) if exe(pid) == self.real_binary), None)
+
+    def keeper_pid(self, wrapper):
+        """The keeper: the child of the wrapper that has a child (the job).
+        Found by shape, not by name (it had the wrapper's name, and gets
+        its own)."""
+        table = processes()
+        for pid, (ppid, _) in table.items():
+            if ppid == wrapper and any(pp == pid for pp, _ in table.values()):
+                return pid
+        return None
 
     def fault(self, f):
         p = self.plan
-        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         kind, length = f["kind"], f["length"]
         rec = dict(f)
+        if kind in HOST:
+            self.host_fault(f, rec)
+            self.events("fault", **rec)
+            return
+        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
         # Faults that kill, restart or reconfigure nodes take turns: two
         # failovers at once would restart one node twice.
         serial = kind in ("node-restart-persistent", "node-restart-volatile", "failover-forced",
@@ -800,19 +1078,20 @@ class Episode:
             while time.monotonic() < end and not self.holding_run(w):
                 time.sleep(0.01)
             with self.wlocks[w]:
-                run, proc = self.current.get(w, (None, None))
-                if proc is None or proc.poll() is not None:
+                run, proc = self.current.get(w, (None, None))[:2]
+                pid = self.wrapper_pid(proc) if proc is not None and proc.poll() is None else None
+                if pid is None:
                     rec["skipped"] = "no run"
                     rec["t0"] = rec["t1"] = mono()
                 else:
                     rec["run"] = run
                     rec["holding"] = self.holding_run(w) == run
                     if kind == "wrapper-kill":
-                        proc.kill()
+                        os.kill(pid, signal.SIGKILL)
                         rec["t0"] = rec["t1"] = mono()
                     else:
                         sig = signal.SIGSTOP if kind == "wrapper-stop" else signal.SIGTSTP
-                        window(lambda: proc.send_signal(sig), lambda: proc.send_signal(signal.SIGCONT))
+                        window(lambda: os.kill(pid, sig), lambda: os.kill(pid, signal.SIGCONT))
         elif kind == "failover-forced":
             rec["from"] = self.primary()
             rec["t0"] = mono()
@@ -875,6 +1154,183 @@ class Episode:
             self.treat.setdefault(f["worker"], {})[kind] = (time.monotonic() + length, value)
             time.sleep(length)
             rec["t1"] = mono()
+
+    def host_fault(self, f, rec):
+        """A host-side fault (HOST): prepare the runs, strike one, undo."""
+        kind = f["kind"]
+        # Prepared runs keep starting a while after `at`: a strike may wait
+        # up to 3 s for a victim in its section.
+        extra = {"escape": 0, "cpu-starve": 0, "no-proc": 0.5, "foreign-proc": 0.5}.get(kind, 1.0)
+        until = self.t0 + f["at"] + f["length"] + extra
+        time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
+        for w in range(self.plan["workers"]):
+            treat = self.treat.setdefault(w, {})
+
+            def extend(name, value):
+                # Two windows at once: the later end holds (the environment:
+                # the later fault's).
+                treat[name] = (max(until, treat.get(name, (0, None))[0]), value)
+            if f.get("escape"):
+                extend("escape", True)
+            if kind in ("no-proc", "foreign-proc"):
+                extend("env", kind)
+            if f.get("loaded"):
+                extend("nice", 10)
+        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
+        if kind == "cpu-starve":
+            # Busy processes on every core, at the jobs' own priority.
+            rec["t0"] = mono()
+            busy = self.start_busy(0)
+            rec["procs"] = len(busy)
+            time.sleep(f["length"])
+            self.stop_busy(busy)
+            rec["t1"] = mono()
+        elif kind in ("escape",):
+            rec["t0"] = mono()
+            time.sleep(f["length"])
+            rec["t1"] = mono()
+        elif kind in ("no-proc", "foreign-proc"):
+            rec["t0"] = mono()
+            strike = f.get("strike")
+            if strike:
+                time.sleep(0.5)
+                self.strike(dict(f, kind=strike, length=f["strike_length"], early=False), rec)
+            time.sleep(max(0.0, until - time.monotonic()))
+            rec["t1"] = mono()
+        elif f.get("loaded"):
+            busy = self.start_busy(max(0.0, self.t0 + f["at"] - 0.3 - time.monotonic()))
+            self.strike(dict(f), rec, after_stop=lambda: self.stop_busy(busy))
+            self.stop_busy(busy)
+        else:
+            self.strike(dict(f), rec)
+
+    def start_busy(self, delay):
+        time.sleep(delay)
+        busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+                for _ in range(os.cpu_count() or 2)]
+        self.busy.extend(busy)
+        return busy
+
+    def stop_busy(self, busy):
+        for b in busy:
+            if b in self.busy:
+                b.kill()
+                b.wait()
+                self.busy.remove(b)
+
+    def victim(self, f, timeout, keeper):
+        """(worker, run, wrapper pid, keeper pid or None) of a run in its
+        section, worker f["worker"] first, then the others in turn; with
+        `early`, of a run whose COMMAND started after this call, stopped 0
+        to 200 ms after it did. Called with nothing locked; returns with
+        that worker's lock held (so the harness cannot reap the wrapper and
+        free its pid meanwhile)."""
+        workers = self.plan["workers"]
+        order = [(f["worker"] + i) % workers for i in range(workers)]
+        if f.get("early"):
+            return self.early_victim(f, order, timeout)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.scan_sections()
+            for w in order:
+                self.wlocks[w].acquire()
+                run, proc = self.current.get(w, (None, None))[:2]
+                if run is not None and proc.poll() is None and self.holding_run(w) == run:
+                    wrapper = self.wrapper_pid(proc)
+                    kept = self.keeper_pid(wrapper) if wrapper and keeper else None
+                    if wrapper and (kept or not keeper):
+                        return w, run, wrapper, kept
+                self.wlocks[w].release()
+            time.sleep(0.005)
+        return None
+
+    def early_victim(self, f, order, timeout):
+        """A run seen without COMMAND and then with it (the keeper, the
+        wrapper's child, has a child of its own: COMMAND forked, its exec
+        under way or done), stopped at a random moment of its first 200 ms.
+        Polled every 2 ms through the two `children` files, not the whole
+        process table."""
+        bare = set()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for w in order:
+                run, proc = self.current.get(w, (None, None))[:2]
+                if run is None or proc.args[0] == "unshare" and "--pid" in proc.args:
+                    continue  # a foreign-proc run's wrapper takes a scan to find
+                keeper = next(iter(children(proc.pid)), None)
+                spawned = keeper is not None and children(keeper)
+                if not spawned:
+                    bare.add(run)
+                    continue
+                if run not in bare:
+                    continue
+                seen = mono()
+                self.wlocks[w].acquire()
+                if self.current.get(w, (None,))[0] != run or proc.poll() is not None:
+                    self.wlocks[w].release()
+                    continue
+                delay = random.Random(f"{run}/{f['at']}").uniform(0, 0.2)
+                time.sleep(max(0.0, seen / 1e9 + delay - mono() / 1e9))
+                f["after_spawn_ms"] = round((mono() - seen) / 1e6, 1)
+                return w, run, proc.pid, keeper
+            time.sleep(0.002)
+        return None
+
+    def strike(self, f, rec, after_stop=None):
+        """Kill or stop the wrapper, the keeper or both of one run."""
+        kind = f["kind"]
+        found = self.victim(f, 3.0, keeper=kind in ("keeper-kill", "kill-both", "keeper-stop"))
+        prefix = "" if kind == rec["kind"] else "strike_"
+        if found is None:
+            rec[prefix + "skipped"] = "no run in its section"
+            rec.setdefault("t0", mono())
+            rec.setdefault("t1", mono())
+            return
+        w, run, wrapper, keeper = found
+        if "after_spawn_ms" in f:
+            rec[prefix + "after_spawn_ms"] = f["after_spawn_ms"]
+        try:
+            rec[prefix + "run"] = run
+            rec[prefix + "pids"] = [wrapper, keeper]
+            if kind == "keeper-kill":
+                os.kill(keeper, signal.SIGKILL)
+                rec["t0"] = rec["t1"] = mono()
+            elif kind == "kill-both" and f["mode"] == "pid":
+                # Neither sees the other die: both stopped, then killed.
+                for pid in (wrapper, keeper):
+                    os.kill(pid, signal.SIGSTOP)
+                for pid in (wrapper, keeper):
+                    os.kill(pid, signal.SIGKILL)
+                rec["t0"] = rec["t1"] = mono()
+            elif kind == "kill-both":
+                # As an operator would: every wrapper of the episode (and
+                # whatever else is called redlock-run).
+                # Every run alive at any moment of it may have been killed
+                # (pkill reads /proc first: on a loaded machine that takes
+                # a while).
+                runs = {r[0] for r in self.current.values()}
+                rec["t0"] = mono()
+                subprocess.run(["pkill", "-9", "redlock-run"], check=False)
+                rec["t1"] = mono()
+                rec["runs"] = sorted(runs | {r[0] for r in self.current.values()})
+            elif kind == "wrapper-kill":
+                os.kill(wrapper, signal.SIGKILL)
+                rec[prefix + "t0"] = rec[prefix + "t1"] = mono()
+            else:
+                pid = keeper if kind == "keeper-stop" else wrapper
+                os.kill(pid, signal.SIGSTOP)
+                rec[prefix + "t0"] = mono()
+                if after_stop:
+                    after_stop()
+                time.sleep(max(0.0, f["length"] - (mono() - rec[prefix + "t0"]) / 1e9))
+                os.kill(pid, signal.SIGCONT)
+                rec[prefix + "t1"] = mono()
+        except ProcessLookupError as err:
+            rec[prefix + "error"] = str(err)
+            rec.setdefault("t0", mono())
+            rec.setdefault("t1", mono())
+        finally:
+            self.wlocks[w].release()
 
     def migrate_slot(self, rec):
         """Move the lock's slot to another primary, key by key (clients see
@@ -1020,13 +1476,15 @@ class Episode:
             t.join()
         self.events("end", t=mono())
         self.events("leftovers", items=self.leftovers())
+        if self.cgroups:
+            self.events("cgroups_left", items=self.cgroups_left())
 
 
 def main():
     seed, episode, workdir = sys.argv[1], sys.argv[2], sys.argv[3]
     binary = os.environ["REDLOCK_CHAOS_BINARY"]
     episode = int(episode) if episode.isdigit() else episode
-    ep = Episode(plan(seed, episode), workdir, binary)
+    ep = Episode(plan(seed, episode, host="--no-host" not in sys.argv[4:]), workdir, binary)
     try:
         ep.run()
     finally:

@@ -1,11 +1,12 @@
 //! The admin subcommands: `status`, `list`, `wait` and `force-release`.
 //!
 //! Each reads what Redis holds as a typed value (`view.rs`), shows it as
-//! text or JSON (`render.rs`) through one stdout writer, or acts on it
-//! (`force.rs`, `wait.rs`).
+//! a sentence or JSON (`render.rs`) or a table (`table.rs`) through one
+//! stdout writer, or acts on it (`force.rs`, `wait.rs`).
 
 mod force;
 mod render;
+mod table;
 mod view;
 mod wait;
 
@@ -16,7 +17,7 @@ use anyhow::anyhow;
 use crate::config::{AdminConfig, Task};
 use crate::exit::{Exit, Failure};
 use crate::lock::{LockKeys, Quorum};
-use crate::log::Verbosity;
+use crate::log::{field, Ev, Verbosity};
 
 /// Connect and command timeout per node: an operator at a terminal should
 /// not wait long for a dead server, but a busy one deserves a moment.
@@ -38,12 +39,22 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
     match &cfg.task {
         Task::Status { keys, json } => {
             let views = view::status(&mut quorum(), prefix, keys, &log)?;
-            show(&views, *json)?;
-            let all_held = views.iter().all(|v| v.held);
-            Ok(if all_held { Exit::Success } else { Exit::No })
+            show(&views, *json, Shape::Status)?;
+            Ok(status_exit(&views))
         }
         Task::List { json } => {
-            show(&view::list(&mut quorum(), prefix, &log)?, *json)?;
+            let views = view::list(&mut quorum(), prefix, &log)?;
+            if views.is_empty() {
+                log.emit(
+                    Ev::NoneHeld,
+                    format!(
+                        "no lock is held under the prefix '{}'",
+                        crate::secrets::untrusted(prefix)
+                    ),
+                    &[field("prefix", prefix)],
+                );
+            }
+            show(&views, *json, Shape::List)?;
             Ok(Exit::Success)
         }
         Task::ForceRelease { key, token, now } => {
@@ -62,13 +73,40 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
     }
 }
 
-/// Each view as a line of text (or of JSON).
-fn show(views: &[view::LockView], json: bool) -> Result<(), Failure> {
+/// `status`: 0 when every key is held, 1 when any is free; else some key
+/// is neither (nodes that did not answer may hold it): 69.
+fn status_exit(views: &[view::LockView]) -> Exit {
+    if views.iter().all(|v| v.held) {
+        Exit::Success
+    } else if views.iter().any(|v| !v.held && !v.undecided) {
+        Exit::No
+    } else {
+        Exit::Unavailable
+    }
+}
+
+/// What is being shown, for the shape of the text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Status,
+    List,
+}
+
+/// Each view as a line of JSON; as text, one key of `status` as a
+/// sentence (with its waiters under it), else a table with a header (no
+/// table at all when there is nothing to list).
+fn show(views: &[view::LockView], json: bool, shape: Shape) -> Result<(), Failure> {
     let now = SystemTime::now();
-    write(views.iter().map(|v| match json {
-        true => render::json(v),
-        false => render::text(v, now),
-    }))
+    if json {
+        return write(views.iter().map(|v| render::json(v, now)));
+    }
+    match views {
+        [] => Ok(()),
+        [one] if shape == Shape::Status && !(one.held && one.held_slots().count() > 1) => {
+            write([render::text(one, now)])
+        }
+        views => write(table::table(views, now)),
+    }
 }
 
 /// The admin commands' one stdout writer: each line, then a newline. A

@@ -5,7 +5,7 @@
 //! `now` is passed in (for "held for 12s"), so that the output of a view
 //! is a pure function of it.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -27,6 +27,15 @@ fn lock_text(view: &LockView, now: SystemTime) -> String {
     let key = untrusted(&view.key);
     if view.held {
         return format!("{key}  {}", describe(view, true, now));
+    }
+    if view.undecided {
+        let silent = view.nodes.saturating_sub(view.answered);
+        return format!(
+            "{key}  unknown (held on {} of {} nodes; {silent} did not answer, and with them \
+             it may have a majority)",
+            view.most_holding(),
+            view.nodes,
+        );
     }
     let mut why = match view.fence {
         0 => "never acquired".to_string(),
@@ -72,19 +81,38 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
             each.join("; ")
         );
     }
-    let mut line = match view.revoked {
-        true => "being force-released, waiting for its holder to stop: ".to_string(),
-        false => String::new(),
+    let ended = view.holder.ended(now).filter(|_| expiry && !view.revoked);
+    let mut line = match (view.revoked, ended) {
+        (true, _) => "being force-released, waiting for its holder to stop: ".to_string(),
+        (false, Some(ago)) => kept(ago, view.pttl, now),
+        (false, None) => String::new(),
     };
     line.push_str(&format!("held by {}", who(view)));
     let more = Details {
-        expires: view.pttl.filter(|_| expiry),
+        expires: view.pttl.filter(|_| expiry && ended.is_none()),
         fence: Some(view.fence),
         nodes: Some((view.holding, view.nodes)),
         command: view.holder.command.as_deref(),
     };
     line.push_str(&details(&view.holder, more, now));
     line
+}
+
+/// A lock whose job has ended, kept by `--min-hold`: "job ended 3s ago;
+/// kept by --min-hold until 2026-12-01T10:00:30Z (18s more): ".
+fn kept(ago: Duration, left: Option<Duration>, now: SystemTime) -> String {
+    let until = match left {
+        Some(left) => format!(
+            " until {} ({} more)",
+            humantime::format_rfc3339_seconds(now + left),
+            crate::log::short(left)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "job ended {} ago; kept by --min-hold{until}: ",
+        crate::log::short(ago)
+    )
 }
 
 /// "web1 pid 4242 (root) for 12s, expires in 18s, fence 42: pg_dump".
@@ -110,6 +138,13 @@ fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime
 /// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
 pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
     let key = untrusted(&view.key);
+    if !revoked && view.limit == 0 && view.holder.ended_at.is_some() {
+        return format!(
+            "released '{key}' at once (its job had ended; --min-hold kept the lock, and \
+             there was no holder to stop): it was {}",
+            describe(view, false, now)
+        );
+    }
     if revoked {
         return format!(
             "revoked '{key}' (its holder stops COMMAND; no waiter gets the lock before, \
@@ -159,6 +194,8 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         user: Some(w.user.clone()),
         command: None,
         acquired_at: Some(w.since.clone()),
+        label: (!w.label.is_empty()).then(|| w.label.clone()),
+        ended_at: None,
     };
     let age = details(&shown, Details::default(), now);
     format!("{}{age}", shown.who(None))
@@ -172,12 +209,16 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
 #[derive(Serialize)]
 struct JsonView<'a> {
     fence: i64,
-    held: bool,
+    /// `None` (null): unknown, nodes that did not answer may hold it.
+    held: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holder: Option<JsonHolder>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holders: Option<Vec<JsonSlot<'a>>>,
     key: &'a str,
+    /// The holder's `--label` (a plain lock), absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,14 +255,27 @@ struct JsonSlot<'a> {
 
 /// The `holder` object of `--json`: machine-readable, so not cut or
 /// escaped beyond JSON's own escaping; known passwords are redacted.
+/// Typed fields only: `held_ms` and `expires_ms` are what the text form
+/// says as "for 12s, expires in 18s".
 #[derive(Serialize)]
 struct JsonHolder {
     #[serde(skip_serializing_if = "Option::is_none")]
     acquired_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<String>,
+    /// When COMMAND ended, if `--min-hold` keeps the lock after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended_at: Option<String>,
+    /// Until the lock (this holder's slot) expires; absent without expiry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_ms: Option<u128>,
+    /// Since `acquired_at` (the holder's clock against ours; never below 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ms: Option<u128>,
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -230,12 +284,16 @@ struct JsonHolder {
 }
 
 impl JsonHolder {
-    fn of(shown: &Shown) -> JsonHolder {
+    fn of(shown: &Shown, pttl: Option<Duration>, now: SystemTime) -> JsonHolder {
         let text = |field: &Option<String>| field.as_deref().map(scrub);
         JsonHolder {
             acquired_at: text(&shown.acquired_at),
             command: text(&shown.command),
+            ended_at: text(&shown.ended_at),
+            expires_ms: pttl.map(|d| d.as_millis()),
+            held_ms: shown.age(now).map(|d| d.as_millis()),
             host: text(&shown.host),
+            label: text(&shown.label),
             pid: shown.pid.as_deref().map(|pid| pid.parse().ok()),
             user: text(&shown.user),
         }
@@ -247,6 +305,8 @@ impl JsonHolder {
 struct JsonWaiter {
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -260,15 +320,16 @@ struct JsonWaiter {
     user: Option<String>,
 }
 
-/// One line of `--json`.
-pub fn json(view: &LockView) -> String {
+/// One line of `--json` (`now`: for each holder's `held_ms`).
+pub fn json(view: &LockView, now: SystemTime) -> String {
     let several = (view.nodes > 1).then_some(view.nodes);
     let mut out = JsonView {
         fence: view.fence,
-        held: view.held,
+        held: (!view.undecided).then_some(view.held),
         holder: None,
         holders: None,
         key: &view.key,
+        label: None,
         limit: None,
         nodes: several,
         nodes_holding: several.map(|_| view.holding),
@@ -283,10 +344,11 @@ pub fn json(view: &LockView) -> String {
         if view.limit > 0 {
             out.limit = Some(view.limit);
             out.nodes_holding = None;
-            out.holders = Some(view.held_slots().map(|s| json_slot(view, s)).collect());
+            out.holders = Some(view.held_slots().map(|s| json_slot(view, s, now)).collect());
         } else {
             out.token = Some(view.token.as_deref());
-            out.holder = Some(JsonHolder::of(&view.holder));
+            out.holder = Some(JsonHolder::of(&view.holder, view.pttl, now));
+            out.label = view.holder.label.as_deref().map(scrub);
         }
     } else if view.limit > 0 {
         out.nodes_holding = None;
@@ -295,10 +357,10 @@ pub fn json(view: &LockView) -> String {
     serde_json::to_string(&out).unwrap_or_default()
 }
 
-fn json_slot<'a>(view: &LockView, slot: &'a SlotView) -> JsonSlot<'a> {
+fn json_slot<'a>(view: &LockView, slot: &'a SlotView, now: SystemTime) -> JsonSlot<'a> {
     JsonSlot {
         fence: (slot.fence > 0).then_some(slot.fence),
-        holder: JsonHolder::of(&slot.holder),
+        holder: JsonHolder::of(&slot.holder, slot.pttl, now),
         nodes_holding: (view.nodes > 1).then_some(slot.holding),
         token: &slot.token,
         ttl_ms: slot.pttl.map(|d| d.as_millis()),
@@ -313,6 +375,7 @@ fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
     let given = |s: &str| (!s.is_empty()).then(|| scrub(s));
     let listed = line.waiters.iter().enumerate().map(|(i, w)| JsonWaiter {
         host: given(&w.host),
+        label: given(&w.label),
         pid: (!w.pid.is_empty()).then(|| w.pid.parse().ok()),
         position: i + 1,
         since: given(&w.since),
@@ -365,7 +428,10 @@ mod tests {
     fn a_free_lock() {
         let never = view("job", 1, &[Inspected::default()]);
         assert_eq!(text(&never, now()), "job  free (never acquired)");
-        assert_eq!(json(&never), r#"{"fence":0,"held":false,"key":"job"}"#);
+        assert_eq!(
+            json(&never, now()),
+            r#"{"fence":0,"held":false,"key":"job"}"#
+        );
         let after = Inspected {
             fence: 7,
             ..Inspected::default()
@@ -385,8 +451,8 @@ mod tests {
              pg_dump -f /backup/db.sql"
         );
         assert_eq!(
-            json(&v),
-            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
+            json(&v, now()),
+            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","expires_ms":18000,"held_ms":12000,"host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
         );
         let revoked = Inspected {
             revoked: true,
@@ -401,7 +467,7 @@ mod tests {
              holder, token t1, fence 42"
         );
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
         );
     }
@@ -414,9 +480,9 @@ mod tests {
         let shown = text(&v, now());
         assert!(!shown.chars().any(char::is_control), "{shown}");
         assert!(
-            json(&v).contains(r#""host":"we\u001bb1","pid":null"#),
+            json(&v, now()).contains(r#""host":"we\u001bb1","pid":null"#),
             "{}",
-            json(&v)
+            json(&v, now())
         );
     }
 
@@ -449,11 +515,11 @@ mod tests {
         );
         let holder = |host: &str, user: &str| {
             format!(
-                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","host":"{host}","pid":1,"user":"{user}"}}"#
+                r#"{{"acquired_at":"2026-12-01T10:00:00.000Z","command":"job","expires_ms":20000,"held_ms":12000,"host":"{host}","pid":1,"user":"{user}"}}"#
             )
         };
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             format!(
                 r#"{{"fence":6,"held":true,"holders":[{{"fence":5,"holder":{},"token":"a","ttl_ms":20000}},{{"fence":6,"holder":{},"token":"b","ttl_ms":20000}}],"key":"pool","limit":3,"ttl_ms":20000}}"#,
                 holder("web1", "root"),
@@ -485,6 +551,7 @@ mod tests {
                     pid: "7".into(),
                     user: "ci".into(),
                     since: "2026-12-01T10:00:10Z".into(),
+                    label: String::new(),
                 },
                 Waiting {
                     token: "w2".into(),
@@ -498,7 +565,7 @@ mod tests {
             line,
             "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
         );
-        let lines = json(&v);
+        let lines = json(&v, now());
         assert!(
             lines.ends_with(
                 r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
@@ -507,7 +574,7 @@ mod tests {
         );
         v.line = Line::default();
         assert!(!text(&v, now()).contains('\n'));
-        assert!(!json(&v).contains("waiters"));
+        assert!(!json(&v, now()).contains("waiters"));
     }
 
     #[test]
@@ -519,13 +586,13 @@ mod tests {
             "job  held by web1 pid 4242 (root) for 12s, expires in 18s, fence 42, on 2 of 3 \
              nodes: pg_dump -f /backup/db.sql"
         );
-        assert!(json(&v).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
+        assert!(json(&v, now()).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
         assert!(
-            json(&v).ends_with(
+            json(&v, now()).ends_with(
                 r#""key":"job","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
             ),
             "{}",
-            json(&v)
+            json(&v, now())
         );
         let minority = [held("t1", 9), Inspected::default(), Inspected::default()];
         let v = view("job", 3, &minority);
@@ -535,7 +602,7 @@ mod tests {
              majority)"
         );
         assert_eq!(
-            json(&v),
+            json(&v, now()),
             r#"{"fence":9,"held":false,"key":"job","nodes":3,"nodes_holding":1}"#
         );
         assert_eq!(

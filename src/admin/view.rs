@@ -20,11 +20,16 @@ pub struct LockView {
     pub key: String,
     /// A majority of the nodes hold `token` (a semaphore: some token).
     pub held: bool,
+    /// Not held by the answers, but a holder with the nodes that did not
+    /// answer could have a majority: neither held nor free.
+    pub undecided: bool,
     /// The token held by the most nodes, if any node holds one.
     pub token: Option<String>,
     /// How many nodes hold `token`, of how many.
     pub holding: usize,
     pub nodes: usize,
+    /// How many nodes answered.
+    pub answered: usize,
     /// How long a majority keeps holding it (`None`: no expiry).
     pub pttl: Option<Duration>,
     /// Held: the fencing token of this holder. Free: the last one issued.
@@ -112,7 +117,7 @@ pub fn list(quorum: &mut Quorum, prefix: &str, log: &Log) -> Result<Vec<LockView
             let answers = nodes.iter().map(|found| found.get(name).unwrap_or(&free));
             LockView::merge(name, total, answers)
         })
-        .filter(|view| view.held)
+        .filter(|view| view.held || view.undecided)
         .collect();
     with_lines(quorum, prefix, &mut views, log);
     Ok(views)
@@ -167,7 +172,9 @@ pub fn answered<T>(
         return Err(failure(errors, total, what));
     }
     for e in errors {
-        log.warn(format!("{e:#}; counted as not holding any lock"));
+        log.warn(format!(
+            "{e:#}; it may hold a lock: what only it could decide is shown as unknown"
+        ));
     }
     Ok(ok)
 }
@@ -184,6 +191,15 @@ pub fn failure(errors: Vec<NodeError>, total: usize, what: &str) -> Failure {
         exit,
         error: join_node_errors(errors, total).context(format!("{what}: {why}")),
     }
+}
+
+/// Whether a lock that the answers do not show held may be held all the
+/// same: its most widely held token, on `holding` nodes, would have a
+/// majority with the `unanswered` nodes. A node that does not answer is
+/// not a node that does not hold it: the lock is free only when a
+/// majority says so.
+pub fn undecided(held: bool, holding: usize, unanswered: usize, needed: usize) -> bool {
+    !held && unanswered > 0 && holding + unanswered >= needed
 }
 
 /// The expiry a majority of `holding` copies still has: the `needed`-th
@@ -227,12 +243,15 @@ impl LockView {
         // largest is the fence their holder was given.
         let fenced = if held { &holders } else { &answers };
         let fence = fenced.iter().map(|a| a.fence).max().unwrap_or(0);
+        let unanswered = nodes.saturating_sub(answers.len());
         let mut view = LockView {
             key: key.to_string(),
             held,
+            undecided: undecided(held, holding, unanswered, needed),
             token,
             holding,
             nodes,
+            answered: answers.len(),
             pttl: majority_pttl(holders.iter().map(|a| a.pttl).collect(), needed),
             fence,
             holder: holders
@@ -270,10 +289,19 @@ impl LockView {
         slots.sort_by(|a, b| a.fence.cmp(&b.fence).then(a.token.cmp(&b.token)));
         self.limit = limit;
         self.held = slots.iter().any(|s| s.holding >= needed);
+        let unanswered = self.nodes.saturating_sub(answers.len());
+        let most = slots.iter().map(|s| s.holding).max().unwrap_or(0);
+        self.undecided = undecided(self.held, most, unanswered, needed);
         if self.held {
             self.pttl = slots.iter().filter_map(|s| s.pttl).max();
         }
         self.slots = slots;
+    }
+
+    /// How many nodes hold the most widely held token (or slot).
+    pub fn most_holding(&self) -> usize {
+        let slots = self.slots.iter().map(|s| s.holding).max().unwrap_or(0);
+        self.holding.max(slots)
     }
 
     /// The semaphore's holders that a majority of nodes hold.
@@ -334,6 +362,23 @@ mod tests {
         assert_eq!(view.token.as_deref(), Some("a"));
         assert_eq!((view.holding, view.fence), (2, 8));
         assert_eq!(view.pttl, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_node_that_did_not_answer_may_hold_the_majority() {
+        // 2 of 3 answered; one holds "a": with the third, a majority.
+        let answers = [holding("a", 30, 8), Inspected::default()];
+        let view = LockView::merge("k", 3, answers.iter());
+        assert!(!view.held && view.undecided);
+        // Both answers free: a majority says free.
+        let answers = [Inspected::default(), Inspected::default()];
+        let view = LockView::merge("k", 3, answers.iter());
+        assert!(!view.held && !view.undecided);
+        // 3 of 5 answered, one holds: 1 + 2 reaches 3.
+        assert!(undecided(false, 1, 2, 3));
+        assert!(!undecided(false, 0, 2, 3));
+        assert!(!undecided(true, 3, 2, 3));
+        assert!(!undecided(false, 1, 0, 2));
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl Watch<'_> {
                     let changed = self
                         .seen
                         .as_ref()
-                        .is_some_and(|was| was.tokens != now.tokens);
+                        .is_some_and(|was| released(&was.tokens, &now.tokens));
                     if changed {
                         self.log.emit(
                             Ev::Note,
@@ -204,9 +204,21 @@ impl Watch<'_> {
         let (ok, errors): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
         let ok: Vec<Inspected> = ok.into_iter().filter_map(Result::ok).collect();
         let errors: Vec<NodeError> = errors.into_iter().filter_map(Result::err).collect();
-        if ok.len() >= self.quorum.needed() {
+        let needed = self.quorum.needed();
+        if ok.len() >= needed {
             self.answered = true;
-            return Ok(held(&ok, self.quorum.needed()).map_or(Looked::Free, Looked::Held));
+            let unanswered = total - ok.len();
+            return Ok(match held(&ok, needed) {
+                Some(seen) => Looked::Held(seen),
+                // Free only when a majority says so.
+                None if super::view::undecided(false, most_holding(&ok), unanswered, needed) => {
+                    Looked::Unreachable(
+                        join_node_errors(errors, total)
+                            .context("the nodes that did not answer may hold the lock's majority"),
+                    )
+                }
+                None => Looked::Free,
+            });
         }
         let refused = errors.iter().any(|e| e.fault == Fault::Refused);
         let error = join_node_errors(errors, total);
@@ -297,9 +309,57 @@ fn held(answers: &[Inspected], needed: usize) -> Option<Seen> {
     (!tokens.is_empty()).then_some(Seen { tokens, pttl, who })
 }
 
+/// How many answers hold the most widely held token or slot.
+fn most_holding(answers: &[Inspected]) -> usize {
+    let tokens = answers.iter().flat_map(|a| {
+        a.token
+            .iter()
+            .cloned()
+            .chain(a.slots.iter().map(|s| s.token.clone()))
+    });
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    for token in tokens {
+        *counts.entry(token).or_default() += 1;
+    }
+    counts.into_values().max().unwrap_or(0)
+}
+
+/// Whether a holder seen before is gone: the lock (or a semaphore's
+/// slot) was given back. A holder joining a free slot releases nothing.
+fn released(was: &BTreeSet<String>, now: &BTreeSet<String>) -> bool {
+    !was.is_subset(now)
+}
+
 fn min(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(tokens: &[&str]) -> BTreeSet<String> {
+        tokens.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn only_a_holder_leaving_is_a_release() {
+        assert!(released(&set(&["a"]), &set(&["b"])));
+        assert!(released(&set(&["a", "b"]), &set(&["b", "c"])));
+        assert!(!released(&set(&["a"]), &set(&["a", "b"])));
+        assert!(!released(&set(&["a"]), &set(&["a"])));
+    }
+
+    #[test]
+    fn the_most_widely_held_token_counts_slots_too() {
+        let plain = |t: &str| Inspected {
+            token: Some(t.into()),
+            ..Inspected::default()
+        };
+        assert_eq!(most_holding(&[plain("a"), plain("a"), plain("b")]), 2);
+        assert_eq!(most_holding(&[Inspected::default()]), 0);
     }
 }

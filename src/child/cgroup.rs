@@ -130,11 +130,12 @@ impl Cgroup {
         found
     }
 
-    /// Remove the cgroup once the job is gone (a kill is not instant:
-    /// a few tries).
+    /// Remove the cgroup once the job is gone (a kill is not instant: a
+    /// few tries), with any the job made below it (a nested run killed
+    /// before it removed its own).
     pub fn remove(&self) {
         for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+            if remove_tree(&self.dir, 0) || !self.dir.exists() {
                 return;
             }
             if self.populated() == Some(true) {
@@ -143,6 +144,36 @@ impl Cgroup {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+}
+
+impl std::fmt::Debug for Cgroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Cgroup").field(&self.dir).finish()
+    }
+}
+
+impl Drop for Cgroup {
+    /// Never used (a run that did not get its lock) or done with: gone.
+    /// A job still in it is killed: nothing of it may outlive its lock.
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Remove the (empty) cgroup `dir` and the cgroups below it, deepest
+/// first; whether `dir` is gone.
+fn remove_tree(dir: &Path, depth: usize) -> bool {
+    if fs::remove_dir(dir).is_ok() {
+        return true;
+    }
+    if depth < 16 {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path(), depth + 1);
+            }
+        }
+    }
+    fs::remove_dir(dir).is_ok()
 }
 
 /// Write "1" to a `cgroup.kill` descriptor; nothing if it is -1.

@@ -336,6 +336,8 @@ pub(super) struct Start {
     /// in the keeper so that `pkill -f` patterns for redlock-run do not
     /// select it; null when unknown.
     pub title: (*mut u8, usize),
+    /// The keeper is the init of a PID namespace: `kill(-1)` is the job.
+    pub init: bool,
 }
 
 /// The keeper's name in `ps`, `pkill` and `killall`: not redlock-run's,
@@ -360,6 +362,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
+    // A keeper stopped when redlock-run dies is continued by the kernel,
+    // to find its pipe closed and end the tree (nobody else would).
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT);
     retitle(start.title);
     // Our own SIGCHLD handler (redlock-run's would write to its pipe).
     let mut action: libc::sigaction = std::mem::zeroed();
@@ -395,6 +400,7 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         leader,
         cgroup,
         proc_ok: start.proc_ok,
+        init: start.init,
     };
     keep(&tree, ctl_r, st_w, start.lease_end)
 }
@@ -405,6 +411,9 @@ struct Tree {
     leader: c_int,
     cgroup: super::cgroup::Fds,
     proc_ok: bool,
+    /// The init of the job's PID namespace: every other process in it is
+    /// the job's (and dies with us).
+    init: bool,
 }
 
 /// Overwrite our command line's memory with [`NAME`], NUL-padded.
@@ -632,6 +641,9 @@ unsafe fn reap_others(tree: &Tree) -> Option<usize> {
 /// meanwhile, and `leader` itself (it may have left its group).
 unsafe fn kill_all(tree: &Tree) {
     super::cgroup::kill_raw(tree.cgroup.kill);
+    if tree.init {
+        libc::kill(-1, libc::SIGKILL);
+    }
     libc::kill(-tree.leader, libc::SIGKILL);
     libc::kill(tree.leader, libc::SIGKILL);
     if tree.proc_ok {

@@ -25,6 +25,7 @@ use nix::sys::signal::{self, killpg, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{self, Pid};
 
+use crate::cli::Contain;
 use crate::exit::Exit;
 
 mod cgroup;
@@ -91,30 +92,40 @@ pub enum Leader {
 }
 
 /// How the job's tree is held (see the module doc and cgroup.rs).
-pub enum Containment {
-    /// In a cgroup of its own, below the keeper.
-    Cgroup(Cgroup),
-    /// Below the keeper only; why no cgroup.
-    Keeper(String),
+pub struct Containment {
+    /// A cgroup of its own, or why there is none.
+    cgroup: Result<Cgroup, String>,
+    /// The keeper is the init of a PID namespace of the job's own.
+    pid_namespace: bool,
 }
 
 impl Containment {
-    /// A cgroup if `cgroup` allows it and one can be made; else the keeper.
-    pub fn choose(cgroup: bool) -> Containment {
-        if !cgroup {
-            return Containment::Keeper("--contain keeper".into());
+    /// What `--contain` asks for, as far as this host allows: an error
+    /// (a local failure) when it asks for more than can be had.
+    pub fn choose(contain: Contain) -> Result<Containment, String> {
+        let cgroup = match contain {
+            Contain::Keeper => Err("--contain keeper".to_string()),
+            _ => Cgroup::create(),
+        };
+        let pid_namespace = contain == Contain::PidNamespace;
+        if let (Contain::Cgroup, Err(why)) = (contain, &cgroup) {
+            return Err(format!("--contain cgroup: no cgroup for COMMAND ({why})"));
         }
-        match Cgroup::create() {
-            Ok(made) => Containment::Cgroup(made),
-            Err(why) => Containment::Keeper(why),
+        if pid_namespace && !proc_is_ours() {
+            let why = "its leader is found in /proc, and /proc is missing or not ours";
+            return Err(format!("--contain pid-namespace: {why}"));
         }
+        Ok(Containment {
+            cgroup,
+            pid_namespace,
+        })
     }
 
     /// What a run here would get, for `doctor`: whether a cgroup can be
     /// made (one is made and removed to find out), and the line to say.
     pub fn probe() -> (bool, String) {
-        match Containment::choose(true) {
-            Containment::Cgroup(c) => {
+        match Cgroup::create() {
+            Ok(c) => {
                 c.remove();
                 let below = c.path().parent().unwrap_or(c.path());
                 (
@@ -122,23 +133,29 @@ impl Containment {
                     format!("a cgroup of its own (made below {})", below.display()),
                 )
             }
-            keeper => (false, keeper.describe()),
+            Err(why) => (false, format!("its keeper process only (no cgroup: {why})")),
         }
     }
 
-    /// Its name in JSON events: `cgroup` or `keeper`.
+    /// Its name in JSON events: `cgroup` or `keeper`, `+pid-namespace`.
     pub fn name(&self) -> &'static str {
-        match self {
-            Containment::Cgroup(_) => "cgroup",
-            Containment::Keeper(_) => "keeper",
+        match (&self.cgroup, self.pid_namespace) {
+            (Ok(_), false) => "cgroup",
+            (Err(_), false) => "keeper",
+            (Ok(_), true) => "cgroup+pid-namespace",
+            (Err(_), true) => "keeper+pid-namespace",
         }
     }
 
     /// One line for `-v` and `doctor`.
     pub fn describe(&self) -> String {
-        match self {
-            Containment::Cgroup(c) => format!("a cgroup of its own ({})", c.path().display()),
-            Containment::Keeper(why) => format!("its keeper process only (no cgroup: {why})"),
+        let held = match &self.cgroup {
+            Ok(c) => format!("a cgroup of its own ({})", c.path().display()),
+            Err(why) => format!("its keeper process only (no cgroup: {why})"),
+        };
+        match self.pid_namespace {
+            true => format!("{held}, in a PID namespace whose init is the keeper"),
+            false => held,
         }
     }
 }
@@ -155,16 +172,15 @@ pub fn spawn(
 ) -> Result<Job, Failed> {
     let terminal_owner = our_terminal();
     let foreground = terminal_owner.is_some_and(is_foreground);
-    let cgroup = match containment {
-        Containment::Cgroup(c) => Some(c),
-        Containment::Keeper(_) => None,
-    };
+    let pid_namespace = containment.pid_namespace;
+    let cgroup = containment.cgroup.ok();
     let setup = spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
         give_terminal: foreground,
         caught: crate::signals::caught_mask(),
         lease_end,
         cgroup: cgroup.as_ref().map_or(cgroup::Fds::NONE, Cgroup::fds),
+        pid_namespace,
     };
     let (pgid, keeper) = spawn::spawn(argv, env, &setup).inspect_err(|_| {
         // The child took the terminal before its exec failed: the caller
@@ -310,6 +326,13 @@ impl Job {
         Some(found.len())
     }
 
+    /// The job's cgroup, empty once the job is reaped: removed when it is
+    /// dropped, which the caller may leave until after the release (its
+    /// `rmdir` need not delay the next holder).
+    pub fn take_cgroup(&mut self) -> Option<Cgroup> {
+        self.cgroup.take()
+    }
+
     /// Whether the keeper was killed before the leader ended (the leader
     /// died with it).
     pub fn keeper_killed(&self) -> bool {
@@ -367,9 +390,6 @@ impl Job {
         }
         let exit = self.keeper.wait_exit();
         self.keeper.finish();
-        if let Some(c) = &self.cgroup {
-            c.remove();
-        }
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
@@ -502,6 +522,14 @@ pub fn proc_is_ours() -> bool {
             .and_then(|p| p.parse::<u32>().ok());
         pid == Some(std::process::id())
     })
+}
+
+/// The first child of `pid` (its only thread's), from /proc: the
+/// oldest (the kernel lists children in the order they became so, and
+/// orphans handed over later come after).
+fn first_child(pid: Pid) -> Option<Pid> {
+    let children = pids_in(format!("/proc/{pid}/task/{pid}/children"))?;
+    children.first().map(|&p| Pid::from_raw(p))
 }
 
 /// Our own children: those of the main thread. Only it starts COMMAND,

@@ -40,6 +40,8 @@ pub struct Setup {
     pub lease_end: Option<std::time::Instant>,
     /// The job's cgroup, if one was made (see cgroup.rs).
     pub cgroup: super::cgroup::Fds,
+    /// The keeper is the init of a PID namespace of its own.
+    pub pid_namespace: bool,
 }
 
 /// Start `argv` (found on `$PATH` like `execvp` does) in a new process
@@ -100,7 +102,9 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
         let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
         keeper::monotonic_ns().saturating_add(left).max(1)
     });
-    let proc_ok = super::proc_is_ours();
+    // In a PID namespace of its own, the keeper sees the host's /proc.
+    let pid_namespace = exec.setup.pid_namespace;
+    let proc_ok = super::proc_is_ours() && !pid_namespace;
     let start = keeper::Start {
         entry: enter,
         arg: (exec as *const Exec).cast_mut().cast(),
@@ -111,11 +115,11 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
         lease_end,
         cgroup: exec.setup.cgroup,
         proc_ok,
-        title: if proc_ok {
-            command_line()
-        } else {
-            (ptr::null_mut(), 0)
+        title: match super::proc_is_ours() {
+            true => command_line(),
+            false => (ptr::null_mut(), 0),
         },
+        init: pid_namespace,
     };
     let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
     let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
@@ -124,8 +128,22 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut old))
         .map_err(|e| Failed::Start(e.into()))?;
     // SAFETY: the child runs `keeper::run`, which makes only system calls
-    // on data prepared above (a child of a multithreaded process).
-    let forked = unsafe { libc::fork() };
+    // on data prepared above (a child of a multithreaded process). A raw
+    // clone into a new PID namespace is a fork there; the keeper calls
+    // nothing of libc's that a fork's handlers would have reset.
+    let forked = unsafe {
+        match pid_namespace {
+            true => libc::syscall(
+                libc::SYS_clone,
+                libc::CLONE_NEWPID | libc::SIGCHLD,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            ) as libc::pid_t,
+            false => libc::fork(),
+        }
+    };
     if forked == 0 {
         unsafe { keeper::run(&start, raw) }
     }
@@ -137,6 +155,15 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
     }
     let mut keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
     match keeper.started() {
+        // Its pid in the namespace (2) is not ours: the keeper's first child.
+        keeper::Started::Spawned(_) if pid_namespace => match super::first_child(keeper.pid()) {
+            Some(pid) => Ok((pid, keeper)),
+            None => {
+                keeper.finish();
+                let lost = io::Error::other("COMMAND's leader is not below its keeper in /proc");
+                Err(Failed::Start(lost))
+            }
+        },
         keeper::Started::Spawned(pid) => Ok((pid, keeper)),
         keeper::Started::StartFailed(e) => {
             keeper.finish();

@@ -35,9 +35,14 @@ pub fn connect(
     if let Some(certificates) = tls {
         builder = builder.certs(certificates.0.clone());
     }
-    builder
-        .build()?
-        .get_connection()
+    // redis-rs connects to the seeds and then to every node the slots
+    // name, one after the other: a deadline for each, roughly.
+    let limit = timeout.saturating_mul(
+        u32::try_from(seeds.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(2),
+    );
+    super::deadline::within(limit, || builder.build()?.get_connection())
         .map_err(|e| explain(seeds, timeout, e))
 }
 
@@ -59,9 +64,10 @@ pub fn explain(seeds: &[ConnectionInfo], timeout: Duration, e: RedisError) -> Re
     }
 }
 
-/// Ask the seeds ourselves (a connection and `CLUSTER SLOTS`), within one
-/// `timeout` for all: `Ok` with the first refusal; `Err` with the last
-/// I/O error when no seed answered; `None` when one answered well.
+/// Ask the seeds ourselves (a connection, `CLUSTER SLOTS` and the `PING`
+/// redis-rs checks each node with), within one `timeout` for all: `Ok`
+/// with the first refusal; `Err` with the last I/O error when no seed
+/// answered; `None` when one answered well.
 fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisError, RedisError>> {
     let deadline = Instant::now() + timeout;
     let mut last = None;
@@ -70,8 +76,10 @@ fn refusal(seeds: &[ConnectionInfo], timeout: Duration) -> Option<Result<RedisEr
         if left.is_zero() {
             break;
         }
-        let answer = super::dial::connect(seed, left)
-            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+        let answer = super::dial::connect(seed, left).and_then(|mut conn| {
+            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, left)?;
+            super::deadline::query::<Value>(&redis::cmd("PING"), &mut conn, left)
+        });
         match answer {
             Ok(_) => return None,
             Err(e) if !e.is_io_error() => return Some(Ok(e)),
@@ -103,8 +111,9 @@ pub struct Primary {
 pub fn primaries(seeds: &[ConnectionInfo], timeout: Duration) -> Result<Vec<Primary>, RedisError> {
     let mut last = RedisError::from(std::io::Error::other("no seed node"));
     for seed in seeds {
-        let reply = super::dial::connect(seed, timeout)
-            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+        let reply = super::dial::connect(seed, timeout).and_then(|mut conn| {
+            super::deadline::query::<Value>(redis::cmd("CLUSTER").arg("SLOTS"), &mut conn, timeout)
+        });
         match reply {
             Ok(slots) => return Ok(parse_slots(seed, slots)),
             Err(e) if e.is_io_error() => last = e,

@@ -19,7 +19,13 @@ use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError};
 
 /// A connection to `info`, made within `timeout`, with `timeout` as the
 /// read and write timeout of every later command.
+/// The handshake (AUTH, HELLO, SELECT) included, the whole connection is
+/// made within `timeout` (see `deadline`).
 pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Connection, RedisError> {
+    super::deadline::within(timeout, || connect_within(info, timeout))
+}
+
+fn connect_within(info: &ConnectionInfo, timeout: Duration) -> Result<Connection, RedisError> {
     let deadline = Instant::now() + timeout;
     let conn = match info.addr() {
         ConnectionAddr::Tcp(host, port) if host.parse::<IpAddr>().is_err() => {

@@ -110,6 +110,8 @@ pub struct Holder {
     pub user: String,
     pub command: String,
     pub acquired_at: String,
+    /// `--label` (empty: none): kept in the record and with a waiter.
+    pub label: String,
     /// The holder's refresh period and its grace between SIGTERM and
     /// SIGKILL: a force-release waits this long for it to stop.
     pub refresh_ms: u64,

@@ -89,23 +89,29 @@ impl LockKind {
             if floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
             run_id.unwrap_or_default(),
+            &holder.label,
         ]);
         eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }
 
-    /// Push the expiry of our lock (or slot) to `ttl` from now.
+    /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
+    /// COMMAND ended then (RFC 3339), and `--min-hold` keeps the lock.
     pub fn extend(
         self,
         node: &mut Node,
         keys: &LockKeys,
         token: &str,
         ttl: Duration,
+        ended: Option<&str>,
     ) -> NodeResult<Ownership> {
         let script = match self {
             LockKind::Plain => scripts::EXTEND,
             LockKind::Semaphore(_) => scripts::SLOT_EXTEND,
         };
-        let reply = node.eval(script, keys, &[token, &millis(ttl).to_string()])?;
+        let ttl = millis(ttl).to_string();
+        let mut args = vec![token, &ttl];
+        args.extend(ended);
+        let reply = node.eval(script, keys, &args)?;
         reply::ownership(reply).unexpected(node, "extend")
     }
 

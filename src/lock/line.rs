@@ -19,6 +19,8 @@ pub struct Waiting {
     pub user: String,
     /// When it began to wait, RFC 3339 by its own clock.
     pub since: String,
+    /// Its `--label` (empty: none).
+    pub label: String,
 }
 
 /// The live waiters of a lock on one node: how many, and the first ones
@@ -37,7 +39,7 @@ impl Node {
     }
 }
 
-/// `{count, {{token, host, pid, user, since}, ...}}`.
+/// `{count, {{token, host, pid, user, since, label}, ...}}`.
 fn line(reply: redis::Value) -> anyhow::Result<Line> {
     let parts = items(reply)?;
     let count = parts
@@ -60,6 +62,7 @@ fn line(reply: redis::Value) -> anyhow::Result<Line> {
                 pid: at(2),
                 user: at(3),
                 since: at(4),
+                label: at(5),
             })
         })
         .collect::<anyhow::Result<_>>()?;

@@ -6,6 +6,8 @@
 //! - `keys`: the Redis keys of a lock and the holder record.
 //! - `scripts`: the Lua scripts, with their KEYS/ARGV layout.
 //! - `reply`: the scripts' replies as types.
+//! - `deadline`: one deadline per exchange (a server that trickles
+//!   its reply cannot hold a command past it).
 //! - `dial`: making a connection within a deadline, name resolution
 //!   included.
 //! - `error`: a node's errors by kind.
@@ -23,6 +25,7 @@
 //! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
 mod cluster;
+mod deadline;
 mod dial;
 mod endpoint;
 mod error;

@@ -136,13 +136,16 @@ impl Node {
         cmd: &redis::Cmd,
         slot: Option<u16>,
     ) -> Result<T, Failed> {
+        let timeout = self.timeout;
+        // One deadline for the whole reply (see `deadline`); a Cluster's
+        // may follow a MOVED and an ASK on the way.
         let reply = match self.connect()? {
-            Link::Plain(conn) => cmd.query::<T>(conn),
-            Link::Cluster(conn) => match slot {
+            Link::Plain(conn) => super::deadline::within(timeout, || cmd.query::<T>(conn)),
+            Link::Cluster(conn) => super::deadline::within(timeout * 2, || match slot {
                 Some(slot) => super::cluster::on_primary(conn, cmd, slot)
                     .and_then(|v| T::from_redis_value(v).map_err(RedisError::from)),
                 None => cmd.query::<T>(conn.as_mut()),
-            },
+            }),
         };
         reply.map_err(Failed::Redis)
     }
@@ -418,6 +421,22 @@ impl Node {
         })
     }
 
+    /// How many replicas of the node (the lock's primary) are really
+    /// acknowledging its writes (`INFO replication`; see
+    /// [`acknowledging`]): those `--replicas auto` waits for.
+    pub fn acknowledging_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
+        let info: String =
+            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
+        if !info.contains("connected_slaves:") {
+            return Err(NodeError::unexpected(
+                self.shown(),
+                "INFO replication",
+                anyhow!("no connected_slaves"),
+            ));
+        }
+        Ok(acknowledging(&info))
+    }
+
     /// The server's `run_id` (`INFO server`): it tells one server from
     /// another whatever address or socket reached it. `None` for a
     /// Cluster (many servers) or when the reply has none.
@@ -516,7 +535,10 @@ impl Node {
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
         match other.conn.take() {
-            Some(Link::Plain(conn)) => Ok(Wakeups { conn }),
+            Some(Link::Plain(conn)) => Ok(Wakeups {
+                conn,
+                timeout: self.timeout,
+            }),
             _ => Err(NodeError {
                 fault: Fault::Dropped,
                 error: anyhow!("{}: not connected", self.shown()),
@@ -570,6 +592,38 @@ fn eviction(info: &str) -> Option<(u64, &str)> {
     (maxmemory > 0 && policy != "noeviction").then_some((maxmemory, policy))
 }
 
+/// A replica that has not acknowledged the stream for longer than this
+/// (`lag`, whole seconds since its last REPLCONF ACK, sent every second)
+/// is not counted by `--replicas auto`: it is stopped, hung or cut off,
+/// though the primary still counts it connected until `repl-timeout`
+/// (60 s).
+pub const ACK_LAG_SECS: u64 = 2;
+
+/// The replicas in `INFO replication` that are online and acknowledged
+/// within [`ACK_LAG_SECS`]: `slaveN:ip=...,port=...,state=online,
+/// offset=...,lag=0`.
+pub fn acknowledging(info: &str) -> u64 {
+    let acking = info
+        .lines()
+        .filter(|line| {
+            line.strip_prefix("slave")
+                .and_then(|rest| rest.split_once(':'))
+                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|line| {
+            let field = |name: &str| {
+                line.split_once(':')?
+                    .1
+                    .split(',')
+                    .find_map(|kv| kv.trim().strip_prefix(name)?.strip_prefix('='))
+            };
+            let lag = field("lag").and_then(|lag| lag.parse::<u64>().ok());
+            field("state") == Some("online") && lag.is_some_and(|lag| lag <= ACK_LAG_SECS)
+        })
+        .count();
+    u64::try_from(acking).unwrap_or(u64::MAX)
+}
+
 /// `INFO` refused to the user (no `+info`), or renamed away.
 fn cannot_read_info(e: &RedisError) -> bool {
     let message = e.to_string();
@@ -597,6 +651,9 @@ fn is_readonly(e: &RedisError) -> bool {
 /// lock's connection stays free for commands.
 pub struct Wakeups {
     conn: Connection,
+    /// The per-node timeout: how long a message may take to come whole
+    /// once the wait for one is over.
+    timeout: Duration,
 }
 
 impl Wakeups {
@@ -609,15 +666,21 @@ impl Wakeups {
     /// [`Wakeups::wait`], with the message's payload (empty if not text).
     pub fn message(&mut self, d: Duration) -> anyhow::Result<Option<String>> {
         let mut pubsub = self.conn.as_pubsub();
+        // Each read waits up to `d`; a message trickled a byte at a time
+        // must not hold us longer than that and the per-node timeout.
+        let armed = super::deadline::Armed::new(d.saturating_add(self.timeout));
         let got = pubsub
             .set_read_timeout(Some(d))
             .and_then(|()| pubsub.get_message());
+        let overrun = armed.disarm();
         // Dropping a PubSub unsubscribes: a round trip that could block on a
         // dead server. The subscription ends with the connection instead.
         // Nothing leaks: its queue only fills while a command awaits a reply.
         std::mem::forget(pubsub);
         match got {
             Ok(msg) => Ok(Some(msg.get_payload::<String>().unwrap_or_default())),
+            // Cut in the middle of a message: the connection is no use.
+            Err(_) if overrun => Err(describe(super::deadline::overrun(d + self.timeout))),
             Err(e) if e.is_timeout() => Ok(None),
             // A signal: a read with a timeout is never restarted (signal(7)),
             // which is what lets the caller notice it at once.
@@ -662,5 +725,18 @@ mod tests {
         assert_eq!(eviction(&info("1048576", "noeviction")), None);
         assert_eq!(eviction("# Memory\r\nused_memory:1\r\n"), None);
         assert_eq!(eviction(&info("lots", "allkeys-lru")), None);
+    }
+
+    #[test]
+    fn only_online_replicas_that_acknowledged_lately_count() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n\
+            slave0:ip=127.0.0.1,port=1,state=online,offset=90,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=2,state=online,offset=80,lag=7\r\n\
+            slave2:ip=127.0.0.1,port=3,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave3:ip=127.0.0.1,port=4,state=online,offset=90,lag=2\r\n\
+            slave_read_repl_offset:5\r\nmaster_repl_offset:90\r\n";
+        assert_eq!(acknowledging(info), 2);
+        assert_eq!(acknowledging("# Replication\r\nconnected_slaves:0\r\n"), 0);
+        assert_eq!(acknowledging("slave0:state=online,lag=x\r\n"), 0);
     }
 }

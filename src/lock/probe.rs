@@ -127,6 +127,7 @@ pub struct Server {
 /// An open connection to one server.
 pub struct Conn {
     conn: Connection,
+    timeout: Duration,
 }
 
 impl Server {
@@ -149,7 +150,7 @@ impl Server {
     /// Connect within `timeout` (also each command's timeout).
     pub fn connect(&self, timeout: Duration) -> Result<Conn, Failed> {
         super::dial::connect(&self.info, timeout)
-            .map(|conn| Conn { conn })
+            .map(|conn| Conn { conn, timeout })
             .map_err(failed)
     }
 
@@ -181,7 +182,7 @@ impl Conn {
         };
         let mut cmd = redis::cmd(name);
         cmd.arg(rest);
-        cmd.query::<Value>(&mut self.conn)
+        super::deadline::query::<Value>(&cmd, &mut self.conn, self.timeout)
             .map(reply)
             .map_err(failed)
     }

@@ -79,6 +79,19 @@ pub struct Released {
     pub errors: Vec<anyhow::Error>,
 }
 
+impl Released {
+    /// Whether the lock was really lost while held: so many of the `nodes`
+    /// were found holding another token or none (`replaced`, `gone`) that
+    /// fewer than `needed` can have been ours. Another token on a node of
+    /// a majority that held (a rival's minority, left by a rival that
+    /// died, on a node that lost our key) lost nothing. Nodes that did not
+    /// answer may still have been ours.
+    pub fn majority_lost(&self, nodes: usize, needed: usize) -> bool {
+        let not_ours = self.replaced + self.gone;
+        nodes.saturating_sub(not_ours) < needed
+    }
+}
+
 /// Whether a call that failed this way may still have been carried out
 /// (the request may have reached the server): not when the server
 /// refused it, a Cluster slot was moving, or this host ran out of
@@ -359,7 +372,7 @@ impl Tally {
                         info.acquired_at.clone(),
                     );
                     tally.holders.push(who);
-                    tally.busy.get_or_insert(info);
+                    tally.busy.get_or_insert(*info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {
                     tally.mismatch.get_or_insert(limit);
@@ -776,14 +789,15 @@ impl Quorum {
 
     /// Refresh the lock for another TTL.
     pub fn extend(&mut self, token: &str) -> Extend {
-        self.extend_for(token, self.ttl)
+        self.extend_for(token, self.ttl, None)
     }
 
-    /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it).
-    pub fn extend_for(&mut self, token: &str, ttl: Duration) -> Extend {
+    /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it,
+    /// saying when COMMAND `ended`, RFC 3339, in the holder record).
+    pub fn extend_for(&mut self, token: &str, ttl: Duration, ended: Option<&str>) -> Extend {
         let start = Instant::now();
         let kind = self.kind;
-        let answers = self.each(|node, keys| kind.extend(node, keys, token, ttl));
+        let answers = self.each(|node, keys| kind.extend(node, keys, token, ttl, ended));
         let valid_until = timing::valid_until(start, ttl);
         let mut ours = 0;
         let mut lost = Vec::new();
@@ -822,7 +836,8 @@ impl Quorum {
     /// back short, ask once how many replicas there are: fewer than N will
     /// never do, however long one waits. With `auto` (the default on
     /// Sentinel and Cluster endpoints), one replica when the primary has
-    /// any connected, none when it has none (also after a short WAIT).
+    /// any acknowledging (see `node::acknowledging`), none when it has
+    /// none (also after a short WAIT).
     fn confirm_replicas(&mut self) -> Result<(), Short> {
         let (replicas, limit) = (self.replicas, self.timeout / 2);
         let none = matches!(replicas, Replicas::Default | Replicas::Exactly(0));
@@ -962,18 +977,22 @@ fn replicas_confirm(
         Replicas::Auto => true,
         Replicas::Default => node.is_topology(),
     };
+    // Auto: one replica, if any is really acknowledging (a stopped one
+    // stays "connected" for repl-timeout and would fail every WAIT).
     let wanted = match replicas {
         Replicas::Exactly(n) => n,
         _ if !auto => return Ok(None),
-        _ => u32::from(node.connected_replicas(keys)? > 0),
+        _ => u32::from(node.acknowledging_replicas(keys)? > 0),
     };
     if wanted == 0 {
         return Ok(None);
     }
     let confirmed = node.wait_replicas(keys, wanted, limit)?;
-    let connected = match confirmed < i64::from(wanted) {
-        true => Some(node.connected_replicas(keys)?),
-        false => None,
+    let connected = match (confirmed < i64::from(wanted), auto) {
+        (false, _) => None,
+        // Auto: none acknowledging now (it stopped during the WAIT).
+        (true, true) => Some(node.acknowledging_replicas(keys)?),
+        (true, false) => Some(node.connected_replicas(keys)?),
     };
     let known = match connected.is_some_and(|n| n < u64::from(wanted)) {
         true => node.known_replicas(),
@@ -1021,6 +1040,28 @@ pub fn join_node_errors(errors: Vec<NodeError>, nodes: usize) -> anyhow::Error {
 
 #[cfg(test)]
 mod tests {
+    use super::Released;
+
+    #[test]
+    fn a_rivals_minority_on_a_node_of_ours_is_no_lost_majority() {
+        let found = |ours, replaced, gone| Released {
+            ours,
+            replaced,
+            gone,
+            ..Released::default()
+        };
+        // 3 nodes: one taken by a rival, two ours: held throughout.
+        assert!(!found(2, 1, 0).majority_lost(3, 2));
+        // Two of three taken or gone: lost.
+        assert!(found(1, 1, 1).majority_lost(3, 2));
+        assert!(found(1, 2, 0).majority_lost(3, 2));
+        // One node: another token there is the lock lost.
+        assert!(found(0, 1, 0).majority_lost(1, 1));
+        // Nodes that did not answer may have been ours.
+        assert!(!found(0, 1, 0).majority_lost(3, 2));
+        // 5 nodes: two taken, three ours.
+        assert!(!found(3, 2, 0).majority_lost(5, 3));
+    }
     use super::*;
 
     fn quorum(n: usize) -> Quorum {

@@ -15,6 +15,9 @@ pub struct BusyInfo {
     pub host: String,
     pub pid: String,
     pub acquired_at: String,
+    /// Empty when the record lacks them (an older holder, a semaphore).
+    pub user: String,
+    pub label: String,
     /// A semaphore whose slots are all taken: how many hold it, of how many.
     pub slots: Option<SlotsTaken>,
     /// Being force-released: waiting for its holder to stop.
@@ -56,15 +59,11 @@ pub struct SlotsTaken {
 pub enum Acquire {
     /// Ours now. `reset`: the fence counter was missing and was seeded
     /// from the server's clock (the data in Redis was lost).
-    Held {
-        fence: i64,
-        reset: bool,
-    },
-    Busy(BusyInfo),
+    Held { fence: i64, reset: bool },
+    /// Boxed: a busy answer is the rare one, and large.
+    Busy(Box<BusyInfo>),
     /// KEY is held with another `--limit` (1: a plain lock); nothing done.
-    Mismatch {
-        limit: u32,
-    },
+    Mismatch { limit: u32 },
     /// The node is not the server its `run_id` from an earlier run says
     /// (restarted, or its address now leads elsewhere): this server's
     /// `run_id` (empty: it did not say). Nothing done.
@@ -185,7 +184,7 @@ pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
 }
 
 /// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
-/// limit?, revoked?, first?, line?, ahead_ms?, seen?}`, `{-1, limit}` or `{-2, host, pid}` (see
+/// limit?, revoked?, first?, line?, ahead_ms?, seen?, user?, label?}`, `{-1, limit}` or `{-2, host, pid}` (see
 /// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
     match screened(reply)? {
@@ -229,15 +228,15 @@ pub fn screened(reply: Value) -> Result<Screened> {
                 .ok_or_else(|| anyhow!("no fence"))?,
             reset: items.get(2).and_then(int) == Some(1),
         })),
-        Some(0) => Ok(Screened::Answer(Acquire::Busy(busy(&items)?))),
+        Some(0) => Ok(Screened::Answer(Acquire::Busy(Box::new(busy(&items)?)))),
         Some(-1) => Ok(Screened::Answer(Acquire::Mismatch {
             limit: limit(items.get(1))?,
         })),
         // Replaced in line: busy for us, for good.
-        Some(-2) => Ok(Screened::Answer(Acquire::Busy(BusyInfo {
+        Some(-2) => Ok(Screened::Answer(Acquire::Busy(Box::new(BusyInfo {
             replaced_by: Some((field(1), field(2))),
             ..BusyInfo::default()
-        }))),
+        })))),
         _ => Err(anyhow!("{items:?}")),
     }
 }
@@ -255,6 +254,8 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         host: items.get(2).map(text).unwrap_or_default(),
         pid: items.get(3).map(text).unwrap_or_default(),
         acquired_at: items.get(4).map(text).unwrap_or_default(),
+        user: items.get(12).map(text).unwrap_or_default(),
+        label: items.get(13).map(text).unwrap_or_default(),
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,

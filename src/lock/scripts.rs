@@ -210,7 +210,8 @@ end
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`), run_id (see `server_lib`). With queue = '1' the caller
+/// screen (see `eviction_lib`), run_id (see `server_lib`), label (kept in
+/// the holder record and a waiter's liveness hash when not empty). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -231,7 +232,7 @@ end
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked, first, line,
-/// ahead_ms, seen}` describing the current holder (revoked 1: it is being
+/// ahead_ms, seen, user, label}` describing the current holder (revoked 1: it is being
 /// force-released) and, in line, where we stand: first 1 when no live
 /// waiter stands before us, line the members of the queue (live or not;
 /// from the span of its scores, so also counting those that left from
@@ -299,6 +300,7 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
     'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
     'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
+  if (ARGV[16] or '') ~= '' then redis.call('HSET', KEYS[2], 'label', ARGV[16]) end
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, fence, reset}
 end
@@ -332,6 +334,7 @@ if queued then
   end
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
     'sub', tostring(math.max(seen, 0)))
+  if (ARGV[16] or '') ~= '' then redis.call('HSET', alive, 'label', ARGV[16]) end
   redis.call('PEXPIRE', alive, ms)
   if not ahead then first = 1 end
   -- The members, from the scores (ZCARD is no plain lock's permission):
@@ -340,14 +343,14 @@ if queued then
   local tail = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
   line = tonumber(tail[2]) - tonumber(head[2]) + 1
 end
-local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at')
+local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label')
 local cur = redis.call('GET', KEYS[1]) or ''
 -- Free, but not ours: when will the live waiter before us lapse?
 if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
-  first, line, ahead_ms, seen}
+  first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
 "#
 );
 
@@ -365,7 +368,7 @@ return 1
 ///
 /// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
 /// line (of the first 1000 members), and the first 100 of them, each
-/// `{token, host, pid, user, since}` from its liveness hash (empty
+/// `{token, host, pid, user, since, label}` from its liveness hash (empty
 /// strings for a liveness key of another form, read with `pcall`). A
 /// member that is not live (see the module doc: a killed waiter at once,
 /// a stopped one once its liveness key has expired) is not counted.
@@ -379,9 +382,9 @@ for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
     count = count + 1
     if #shown < 100 then
       -- Not a hash (an older version's '1'): a waiter without details.
-      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since')
+      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since', 'label')
       if type(h) ~= 'table' or h.err then h = {} end
-      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or ''}
+      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
     end
   end
 end
@@ -391,12 +394,16 @@ return {count, shown}
 
 /// Push the expiry of a lock we hold.
 ///
-/// ARGV: token, ttl_ms. Returns 1 if extended, 0 if another token holds
-/// the lock, -1 if the lock is gone, -2 if it was force-released from us
-/// (revoked: the holder must stop COMMAND, then release).
+/// ARGV: token, ttl_ms, and after COMMAND ended (`--min-hold` keeps the
+/// lock) when it ended: written to the holder record as `ended_at`, so
+/// that status says so and force-release frees it at once. Returns 1 if
+/// extended, 0 if another token holds the lock, -1 if the lock is gone,
+/// -2 if it was force-released from us (revoked: the holder must stop
+/// COMMAND, then release).
 pub const EXTEND: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
+  if ARGV[3] then redis.call('HSET', KEYS[2], 'ended_at', ARGV[3]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
@@ -500,7 +507,9 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// record gets `revoked 1`, the slot keeps its place and expiry, SLOT_EXTEND
 /// answers -2 and SLOT_RELEASE frees it. With `now` they are deleted at
 /// once. `slots` are the holders revoked or deleted (all live holders
-/// when none matched).
+/// when none matched). A holder whose COMMAND has ended (its record has
+/// `ended_at`: `--min-hold` keeps the lock) has nobody to stop: its lock
+/// or slot is deleted at once, as with `now`.
 pub const FORCE_RELEASE: &str = concat!(
     slot_lib!(),
     r#"
@@ -520,12 +529,26 @@ if not token and limit > 0 then
   if ARGV[3] ~= '1' then
     -- Revoke slot by slot: each keeps its place in KEYS[4] (and so its
     -- expiry) until its holder gives it back or its lease ends; SLOT_EXTEND
-    -- answers -2 to a revoked slot, so it is never extended again.
+    -- answers -2 to a revoked slot, so it is never extended again. A slot
+    -- whose job has ended (--min-hold) goes at once.
+    local revoking = false
     for _, slot in ipairs(chosen) do
-      redis.call('HSET', KEYS[2] .. ':' .. slot[1], 'revoked', '1')
+      local record = KEYS[2] .. ':' .. slot[1]
+      if redis.call('HMGET', record, 'ended_at')[1] then
+        redis.call('ZREM', KEYS[4], slot[1])
+        redis.call('DEL', record)
+      else
+        redis.call('HSET', record, 'revoked', '1')
+        revoking = true
+      end
     end
-    redis.call('PUBLISH', KEYS[1], 'revoked')
-    return {2, false, pttl, fence, {}, limit, chosen}
+    settle(now)
+    if revoking then
+      redis.call('PUBLISH', KEYS[1], 'revoked')
+      return {2, false, pttl, fence, {}, limit, chosen}
+    end
+    redis.call('PUBLISH', KEYS[1], 'released')
+    return {1, false, pttl, fence, {}, limit, chosen}
   end
   redis.call('PUBLISH', KEYS[1], 'released')
   if ARGV[1] == '1' then
@@ -548,7 +571,9 @@ local holder = redis.call('HGETALL', KEYS[2])
 if ARGV[1] == '1' and token ~= ARGV[2] then
   return {0, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 end
-if ARGV[3] == '1' then
+-- Its job has ended (--min-hold keeps the lock): nobody to stop.
+local ended = redis.call('HMGET', KEYS[2], 'ended_at')[1]
+if ARGV[3] == '1' or (ended and not revoked) then
   redis.call('PUBLISH', KEYS[1], 'released')
   redis.call('DEL', KEYS[1], KEYS[2])
   return {1, token, pttl, fence, holder, 0, {}, 0}
@@ -579,7 +604,7 @@ return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
 /// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
-/// floor, screen, run_id.
+/// floor, screen, run_id, label.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
@@ -622,6 +647,7 @@ redis.call('DEL', mine)
 redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
   'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
   'fence', fence, 'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
+if (ARGV[16] or '') ~= '' then redis.call('HSET', mine, 'label', ARGV[16]) end
 redis.call('PEXPIRE', mine, ttl)
 redis.call('SET', KEYS[5], limit)
 settle(now)
@@ -631,9 +657,9 @@ return {1, fence, reset}
 
 /// Push the expiry of our slot of a semaphore.
 ///
-/// ARGV: token, ttl_ms. Returns 1 if extended, -1 if our slot is gone
-/// (expired, or deleted by hand), -2 if it was revoked (see
-/// FORCE_RELEASE): a slot is never taken over, so never 0.
+/// ARGV: token, ttl_ms, ended_at (as EXTEND's). Returns 1 if extended, -1
+/// if our slot is gone (expired, or deleted by hand), -2 if it was revoked
+/// (see FORCE_RELEASE): a slot is never taken over, so never 0.
 pub const SLOT_EXTEND: &str = concat!(
     slot_lib!(),
     r#"
@@ -642,6 +668,7 @@ local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not score or tonumber(score) <= now then return -1 end
 if redis.call('HMGET', KEYS[2] .. ':' .. ARGV[1], 'revoked')[1] == '1' then return -2 end
 local ttl = tonumber(ARGV[2])
+if ARGV[3] then redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'ended_at', ARGV[3]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[1], ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)

@@ -90,11 +90,11 @@ pub fn named(
 pub fn known_replicas(target: &SentinelTarget, timeout: Duration) -> Option<u64> {
     target.sentinels.iter().find_map(|sentinel| {
         let mut conn = super::dial::connect(sentinel, timeout).ok()?;
-        let listed: Vec<Value> = redis::cmd("SENTINEL")
+        let cmd = redis::cmd("SENTINEL")
             .arg("REPLICAS")
             .arg(&target.service)
-            .query(&mut conn)
-            .ok()?;
+            .clone();
+        let listed: Vec<Value> = super::deadline::query(&cmd, &mut conn, timeout).ok()?;
         u64::try_from(listed.len()).ok()
     })
 }
@@ -162,10 +162,11 @@ fn lookup(
     timeout: Duration,
 ) -> Result<Option<(String, u16)>, RedisError> {
     let mut conn = super::dial::connect(sentinel, timeout)?;
-    redis::cmd("SENTINEL")
+    let cmd = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(service)
-        .query(&mut conn)
+        .clone();
+    super::deadline::query(&cmd, &mut conn, timeout)
 }
 
 /// The data nodes' settings at the master's address.
@@ -205,13 +206,14 @@ fn check(
     // refusal (77), which must never pass for "unavailable".
     let mut conn = super::dial::connect(&master, timeout)
         .map_err(|e| failed(classify(&e, false), describe(e)))?;
-    let role: Value = redis::cmd("ROLE").query(&mut conn).map_err(|e| {
-        let fault = match e.is_io_error() {
-            true => Fault::Dropped,
-            false => Fault::Refused,
-        };
-        failed(fault, anyhow!(one_line(&e)))
-    })?;
+    let role: Value =
+        super::deadline::query(&redis::cmd("ROLE"), &mut conn, timeout).map_err(|e| {
+            let fault = match e.is_io_error() {
+                true => Fault::Dropped,
+                false => Fault::Refused,
+            };
+            failed(fault, anyhow!(one_line(&e)))
+        })?;
     match role {
         Value::Array(fields) if matches!(fields.first(), Some(Value::BulkString(r)) if r == b"master") => {
             Ok((conn, master))

@@ -9,6 +9,7 @@ use super::Level;
 pub enum Ev {
     RandomDelay,
     Waiting,
+    StillWaiting,
     Acquired,
     Contained,
     FenceReset,
@@ -30,6 +31,7 @@ pub enum Ev {
     MaxHold,
     Released,
     ReleaseFailed,
+    NoneHeld,
     Warning,
     Note,
     Error,
@@ -37,9 +39,10 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 26] = [
+    pub const ALL: [Ev; 28] = [
         Ev::RandomDelay,
         Ev::Waiting,
+        Ev::StillWaiting,
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
@@ -61,6 +64,7 @@ impl Ev {
         Ev::MaxHold,
         Ev::Released,
         Ev::ReleaseFailed,
+        Ev::NoneHeld,
         Ev::Warning,
         Ev::Note,
         Ev::Error,
@@ -79,13 +83,19 @@ impl Ev {
             Ev::Waiting => (
                 "waiting",
                 Info,
-                "holder",
-                "the lock is busy; waiting for it",
+                "holder, label, in_line",
+                "the lock is busy; waiting for it (shown without -v)",
+            ),
+            Ev::StillWaiting => (
+                "still_waiting",
+                Info,
+                "wait_ms, holder, label, in_line",
+                "still waiting, said every --progress (1m; shown without -v)",
             ),
             Ev::Acquired => (
                 "acquired",
                 Info,
-                "fence, wait_ms, ttl_ms",
+                "fence, wait_ms, ttl_ms, label",
                 "the lock is ours",
             ),
             Ev::Contained => (
@@ -98,7 +108,7 @@ impl Ev {
                 "fence_reset",
                 Info,
                 "",
-                "the fence counter was started from the server's clock: a new key, or the data in Redis was lost",
+                "a key new on this server: its fence counter starts from the server's clock (in microseconds)",
             ),
             Ev::Nested => (
                 "nested",
@@ -109,13 +119,13 @@ impl Ev {
             Ev::Busy => (
                 "busy",
                 Warn,
-                "holder",
+                "holder, label",
                 "still busy when --wait ran out: exit 75 (or -E)",
             ),
             Ev::Skipped => (
                 "skipped",
                 Info,
-                "holder",
+                "holder, label",
                 "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (
@@ -193,6 +203,12 @@ impl Ev {
                 "error",
                 "the lock could not be given back (its TTL cleans up), or was not ours any more",
             ),
+            Ev::NoneHeld => (
+                "none_held",
+                Info,
+                "prefix",
+                "list found no lock held under the prefix (shown without -v)",
+            ),
             Ev::Warning => ("warning", Warn, "", "anything else a user should know"),
             Ev::Note => ("note", Info, "", "anything else, shown with -v"),
             Ev::Error => (
@@ -211,6 +227,13 @@ impl Ev {
 
     pub fn level(self) -> Level {
         self.row().1
+    }
+
+    /// Whether this info event is shown without `-v` (still hidden by
+    /// `-q`): a run that waits says so, or a long wait looks hung; an
+    /// empty `list` says why it printed nothing.
+    pub fn said_by_default(self) -> bool {
+        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::NoneHeld)
     }
 
     /// The names of its typed fields, comma-separated.

@@ -2,7 +2,8 @@
 //! stable name, a level, a message and typed fields, written as text
 //! (`redlock-run: message`, today's wording) or as one JSON object per
 //! line (`--log-format json`). This is the one place that turns an event
-//! into either form; `-q` keeps errors only and `-v` adds the info events.
+//! into either form; `-q` keeps errors only and `-v` adds the info events
+//! (but for the few said without it, see [`Ev::said_by_default`]).
 //! Passwords are scrubbed from every field. Lines go through a writer
 //! thread with a bounded queue (see `writer.rs`), so a stalled stderr
 //! never blocks the caller.
@@ -104,10 +105,15 @@ impl Log {
         self.inner.verbosity >= needed
     }
 
-    /// Write one event, if its level is shown.
+    /// Write one event, if its level is shown (or it is one of the info
+    /// events said without `-v`, and `-q` was not given).
     pub fn emit(&self, ev: Ev, message: impl AsRef<str>, fields: &[Field]) {
         let level = ev.level();
-        if !self.shows(level) {
+        let by_default = ev.said_by_default() && self.inner.verbosity >= Verbosity::Normal;
+        if !self.shows(level) && !by_default {
+            return;
+        }
+        if self.inner.format == Format::Text && told_by_the_next(ev, fields) {
             return;
         }
         let message = scrub(message.as_ref());
@@ -156,6 +162,26 @@ impl Log {
     pub fn info(&self, message: impl AsRef<str>) {
         self.emit(Ev::Note, message, &[]);
     }
+}
+
+/// Whether a text line for this event would tell again what the next
+/// line tells: the stop of a lost lock (sent first: signal first, talk
+/// later) is said by the `lost` line that follows it ("lock 'K' lost:
+/// ...; stopping COMMAND (SIGTERM, SIGKILL after 5s), exit 70"). JSON
+/// keeps both events, in the order they happened.
+fn told_by_the_next(ev: Ev, fields: &[Field]) -> bool {
+    use crate::plan::Loss;
+    let losses = [
+        Loss::Replaced,
+        Loss::Gone,
+        Loss::Revoked,
+        Loss::Unconfirmed,
+        Loss::Suspended,
+    ];
+    ev == Ev::Stopping
+        && fields.iter().any(|(name, value)| {
+            *name == "reason" && losses.iter().any(|l| value.as_str() == Some(l.name()))
+        })
 }
 
 /// Wait (boundedly) for the queued lines to reach stderr: at exit.

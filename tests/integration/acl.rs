@@ -7,6 +7,16 @@ use crate::common::*;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The documented rights that only a topology needs: behind sentinels
+/// ROLE (the master is checked) and WAIT (`--replicas auto`); on a
+/// Cluster PING and CLUSTER SLOTS (how redis-rs finds the slots).
+const TOPOLOGY_ONLY: [(&str, &str); 4] = [
+    ("+role", "sentinel"),
+    ("+wait", "sentinel"),
+    ("+ping", "cluster"),
+    ("+cluster|slots", "cluster"),
+];
 const PASS: &str = "s3cret-acl";
 
 /// The rules with one permission (`+cmd`, `~keys` or `&channels`) left out.
@@ -55,7 +65,12 @@ impl Step {
 /// Run mode (free and busy lock, waiting for a release) and every admin
 /// subcommand, as `user`; locks are held by `holder_url` (full rights).
 fn scenario(server: &RedisServer, user: &str, holder_url: &str) -> Vec<Step> {
-    let url = server.url_with(Some(user), PASS);
+    scenario_at(&server.url_with(Some(user), PASS), user, holder_url)
+}
+
+/// [`scenario`] through `url` (any topology); `user` names the keys.
+fn scenario_at(url: &str, user: &str, holder_url: &str) -> Vec<Step> {
+    let url = url.to_string();
     let dir = TestDir::new();
     let key = |what: &str| format!("{user}-{what}");
     let hold = |what: &str| {
@@ -179,9 +194,11 @@ fn documented_acl_is_enough_for_everything() {
 #[test]
 fn every_documented_permission_is_needed() {
     let rules = documented_acl_rules();
+    // Those for Sentinel and Cluster only are checked there.
     let permissions: Vec<&String> = rules
         .iter()
         .filter(|r| r.starts_with(['+', '~', '&']))
+        .filter(|r| !TOPOLOGY_ONLY.iter().any(|(right, _)| r == right))
         .collect();
     assert!(permissions.len() > 5, "{rules:?}");
     let mut builder = RedisServer::builder().acl_user("full", PASS, &rules.join(" "));
@@ -240,4 +257,113 @@ fn missing_permission_is_one_clear_line() {
     // Whatever the failed script had done is undone.
     let mut conn = server.conn();
     assert!(!exists(&mut conn, "redlock:{job}"), "lock left behind");
+}
+
+/// The documented rules, given to `user` on the server behind `conn`
+/// (every data node of a topology gets them: ACLs are not replicated).
+fn grant(conn: &mut redis::Connection, user: &str, rules: &[String]) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(user)
+        .arg("on")
+        .arg(format!(">{PASS}"));
+    cmd.arg(rules);
+    let _: () = cmd.query(conn).expect("ACL SETUSER");
+}
+
+/// `scheme://user:PASS@rest` from `scheme://rest`.
+fn with_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    format!("{scheme}://{user}:{PASS}@{rest}")
+}
+
+/// The documented line works behind sentinels (the master found, checked
+/// with ROLE, writes confirmed by a replica with WAIT: `--replicas auto`)
+/// and on a Cluster (its slots read with CLUSTER SLOTS); doctor passes it
+/// there too.
+#[test]
+fn documented_acl_is_enough_on_every_topology() {
+    let rules = documented_acl_rules();
+    let sentinels = SentinelSet::start();
+    for port in sentinels.data_ports() {
+        grant(&mut sentinels.data_conn(port), "redlock", &rules);
+    }
+    let cluster = Cluster::start();
+    for port in cluster.ports() {
+        grant(&mut cluster.conn(port), "redlock", &rules);
+    }
+    for (name, url) in [
+        ("sentinel", with_user(&sentinels.url(), "redlock")),
+        ("cluster", with_user(&cluster.url(), "redlock")),
+    ] {
+        let steps = scenario_at(&url, "redlock", &url);
+        assert!(
+            steps.iter().all(Step::clean),
+            "{name}, with `{}`:\n{}",
+            rules.join(" "),
+            describe(&steps)
+        );
+        let out = run_with_timeout(redlock(&url).arg("doctor"), TIMEOUT);
+        assert!(
+            !out.stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("FAIL")),
+            "{name}: {out:?}"
+        );
+    }
+}
+
+/// Each right only a topology needs is needed there: without it a run is
+/// refused (77), and doctor FAILs `rights` naming exactly that right.
+#[test]
+fn every_topology_permission_is_needed_and_named_by_doctor() {
+    let rules = documented_acl_rules();
+    for (right, _) in TOPOLOGY_ONLY {
+        assert!(rules.iter().any(|r| r == right), "{right} not documented");
+    }
+    let sentinels = SentinelSet::start();
+    let cluster = Cluster::start();
+    let users = |on: &'static str| TOPOLOGY_ONLY.iter().filter(move |(_, t)| *t == on);
+    for port in sentinels.data_ports() {
+        for (right, _) in users("sentinel") {
+            grant(
+                &mut sentinels.data_conn(port),
+                &user_name(right),
+                &without_one(&rules, right),
+            );
+        }
+    }
+    for port in cluster.ports() {
+        for (right, _) in users("cluster") {
+            grant(
+                &mut cluster.conn(port),
+                &user_name(right),
+                &without_one(&rules, right),
+            );
+        }
+    }
+    for (right, on) in TOPOLOGY_ONLY {
+        let base = match on {
+            "sentinel" => sentinels.url(),
+            _ => cluster.url(),
+        };
+        let url = with_user(&base, &user_name(right));
+        let out = run_with_timeout(redlock(&url).args(["-k", "x", "--", "true"]), TIMEOUT);
+        assert_eq!(out.code, Some(77), "{right} on {on}: {out:?}");
+        let out = run_with_timeout(redlock(&url).arg("doctor"), TIMEOUT);
+        assert_eq!(out.code, Some(78), "{right} on {on}: {out:?}");
+        let name = right.trim_start_matches('+');
+        let exactly = format!("may not run: {name} (");
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("FAIL  rights") && l.contains(&exactly)),
+            "{right} on {on}: {out:?}"
+        );
+    }
+}
+
+/// The documented rules without `right`, as separate rules.
+fn without_one(rules: &[String], right: &str) -> Vec<String> {
+    rules.iter().filter(|r| *r != right).cloned().collect()
 }

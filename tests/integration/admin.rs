@@ -58,12 +58,31 @@ fn status_of_held_free_and_mixed_keys() {
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_eq!(out.stdout, "idle  free (never acquired)\n");
 
+    // Several keys: a table, a header and a row each, columns aligned.
     let out = run(redlock(&server.url()).args(["status", "job", "idle"]));
     assert_eq!(out.code, Some(1), "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{out:?}");
-    assert!(lines[0].starts_with(&expected));
-    assert_eq!(lines[1], "idle  free (never acquired)");
+    assert_eq!(lines.len(), 3, "{out:?}");
+    assert!(
+        lines[0].starts_with("KEY   STATE  HOLDER ")
+            && lines[0].contains("  LABEL  HELD FOR  EXPIRES IN  FENCE ")
+            && lines[0].ends_with("  WAITERS  COMMAND"),
+        "{out:?}"
+    );
+    let who = format!("job   held   {} pid {} (", hostname(), holder.pid());
+    assert!(lines[1].starts_with(&who), "{out:?}");
+    assert!(lines[2].starts_with("idle  free   -  "), "{out:?}");
+    let column = |line: &str, name: &str| {
+        let at = lines[0].find(name).expect("a column");
+        line[at..]
+            .split("  ")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(column(lines[1], "FENCE"), fence, "{out:?}");
+    assert_eq!(column(lines[2], "FENCE"), "-", "{out:?}");
+    assert!(column(lines[1], "COMMAND").starts_with("sh -c "), "{out:?}");
 
     // Released: free, and the fence is remembered.
     holder.signal(nix::sys::signal::Signal::SIGTERM);
@@ -129,6 +148,58 @@ fn status_json_carries_every_field() {
     assert_eq!(free["key"], "idle");
     assert_eq!(free["held"], false);
     assert_eq!(free["fence"], 0);
+}
+
+/// Issue 36, item 14: the holder as typed fields (no prose to parse):
+/// host, pid, user, label, held_ms, expires_ms, in `status` and `list`.
+#[test]
+fn json_holder_has_typed_fields() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let args = ["--ttl", "20s", "--label", "nightly #3"];
+    let holder = hold(redlock(&server.url()), &dir, "job", &args);
+    let read = |what: &[&str]| {
+        let out = run(redlock(&server.url()).args(what));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        json_lines(&out).remove(0)
+    };
+    let first = read(&["status", "job", "--json"]);
+    let h = &first["holder"];
+    assert_eq!(h["host"], hostname().as_str(), "{first}");
+    assert_eq!(
+        h["pid"].as_u64(),
+        Some(u64::from(holder.pid().unsigned_abs()))
+    );
+    assert!(h["user"].as_str().is_some_and(|u| !u.is_empty()), "{first}");
+    assert_eq!(h["label"], "nightly #3", "{first}");
+    let held = h["held_ms"].as_u64().expect("held_ms is an integer");
+    let expires = h["expires_ms"].as_u64().expect("expires_ms is an integer");
+    assert!(held < 20_000 && (1..=20_000).contains(&expires), "{first}");
+    // The existing fields stay.
+    for field in ["acquired_at", "command"] {
+        assert!(h[field].is_string(), "{field}: {first}");
+    }
+    assert!(
+        wait_until(T, || read(&["list", "--json"])["holder"]["held_ms"]
+            .as_u64()
+            .is_some_and(|later| later > held)),
+        "held_ms does not grow"
+    );
+    let listed = read(&["list", "--json"]);
+    assert_eq!(listed["holder"]["label"], "nightly #3", "{listed}");
+    assert!(listed["holder"]["expires_ms"].is_u64(), "{listed}");
+
+    // A record without acquired_at (written by hand): no held_ms.
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:{bare}")
+        .arg("t")
+        .query(&mut conn)
+        .unwrap();
+    let bare = read(&["status", "bare", "--json"]);
+    assert!(bare["holder"].get("held_ms").is_none(), "{bare}");
+    assert!(bare["holder"].get("expires_ms").is_none(), "{bare}");
+    drop(holder);
 }
 
 #[test]
@@ -216,7 +287,8 @@ fn list_shows_exactly_the_held_locks_among_unrelated_keys() {
     let listed: Vec<&str> = out
         .stdout
         .lines()
-        .map(|l| l.split_once("  held by ").expect("held line").0)
+        .skip(1)
+        .map(|l| l.split_once("  held  ").expect("held line").0.trim_end())
         .collect();
     assert_eq!(listed, ["a", "b c", "z{1}:x"], "{out:?}");
     for (key, holder) in keys.iter().zip(&holders) {
@@ -451,6 +523,7 @@ fn admin_commands_honour_prefix_and_environment() {
         assert_eq!(out.code, Some(0), "{out:?}");
         out.stdout
             .lines()
+            .skip(1)
             .map(|l| l.split("  ").next().unwrap().to_string())
             .collect::<Vec<_>>()
     };
@@ -539,10 +612,15 @@ fn status_across_three_nodes_counts_the_majority() {
         (Some(false), Some(1))
     );
 
-    // One node down: the other two still answer.
+    // One node down: the other two still answer, but the dead node may
+    // hold it too (with the one holding, a majority): unknown, not free.
     servers[0].kill();
     let out = status(false);
-    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stdout.starts_with("job  unknown (held on 1 of 3 nodes"),
+        "{out:?}"
+    );
     assert!(out.stderr.contains(&urls[0]), "{out:?}");
     // Two down: no majority can answer.
     servers[1].kill();
@@ -562,7 +640,10 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     }
     let out = run(with_nodes().args(["list"]));
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and a row: {out:?}");
+    assert!(lines[0].contains("  NODES  COMMAND"), "{out:?}");
+    assert!(lines[1].contains("  3/3    sh -c "), "{out:?}");
 
     let out = run(with_nodes().args(["force-release", "job", "--now"]));
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -662,4 +743,154 @@ fn a_counter_set_back_never_hands_out_an_old_fence_again() {
         fence > before,
         "fence {fence} is not above the clock {before}"
     );
+}
+
+/// Issue 36, item 13: `list` is a table a person can scan (a header,
+/// aligned columns: key, state, holder, label, held for, expires in,
+/// fence, waiters, command); an empty one says so on stderr.
+#[test]
+fn list_is_a_table_and_an_empty_one_says_so() {
+    let server = RedisServer::start();
+    let out = run(redlock(&server.url()).arg("list"));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "", "{out:?}");
+    assert_eq!(
+        out.stderr,
+        "redlock-run: no lock is held under the prefix 'redlock:'\n"
+    );
+    let out = run(redlock(&server.url()).args(["list", "--prefix", "team1:", "--json"]));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out:?}");
+    assert!(out.stderr.contains("under the prefix 'team1:'"), "{out:?}");
+    let out = run(redlock(&server.url()).args(["list", "-q"]));
+    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
+
+    let dir = TestDir::new();
+    let holder = hold(
+        redlock(&server.url()),
+        &dir,
+        "deploy",
+        &["--label", "release 1.2", "--ttl", "20s"],
+    );
+    let _other = hold(redlock(&server.url()), &dir, "backup", &[]);
+    let mut waiter = spawn_piped(
+        &mut Job::new(&server.url(), "deploy")
+            .args(["-q"])
+            .exec(["true"]),
+    );
+    let listed = || run(redlock(&server.url()).arg("list")).stdout;
+    assert!(
+        wait_until(T, || listed().contains("  1        sh -c ")),
+        "no waiter counted: {}",
+        listed()
+    );
+    let text = listed();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let header = lines[0];
+    for (name, next) in [
+        ("KEY", "STATE"),
+        ("STATE", "HOLDER"),
+        ("HOLDER", "LABEL"),
+        ("LABEL", "HELD FOR"),
+        ("HELD FOR", "EXPIRES IN"),
+        ("EXPIRES IN", "FENCE"),
+        ("FENCE", "WAITERS"),
+        ("WAITERS", "COMMAND"),
+    ] {
+        let (a, b) = (header.find(name), header.find(next));
+        assert!(a < b && a.is_some(), "{name} before {next}: {text}");
+    }
+    // Every column starts at the same place in every row.
+    let cell = |line: &str, name: &str| {
+        let at = header.find(name).expect("column");
+        line[at..]
+            .split("  ")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (backup, deploy) = (lines[1], lines[2]);
+    assert_eq!(cell(backup, "KEY"), "backup");
+    assert_eq!(cell(deploy, "KEY"), "deploy");
+    assert_eq!(cell(deploy, "STATE"), "held");
+    let who = format!("{} pid {} (", hostname(), holder.pid());
+    assert!(cell(deploy, "HOLDER").starts_with(&who), "{text}");
+    assert_eq!(cell(deploy, "LABEL"), "release 1.2");
+    assert_eq!(cell(backup, "LABEL"), "-");
+    assert!(cell(deploy, "EXPIRES IN").ends_with('s'), "{text}");
+    let fence = get(&mut server.conn(), "redlock:{deploy}:fence").expect("fence");
+    assert_eq!(cell(deploy, "FENCE"), fence);
+    assert_eq!(cell(deploy, "WAITERS"), "1");
+    assert_eq!(cell(backup, "WAITERS"), "-");
+    assert!(cell(deploy, "COMMAND").starts_with("sh -c "), "{text}");
+    holder.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(waiter.wait_timeout(T).code, Some(0));
+}
+
+/// Issue 36, item 16: a `--min-hold` lock whose job has ended says so in
+/// `status` (and until when it is kept), and `force-release` frees it at
+/// once: there is no holder to stop, so nothing to wait for.
+#[test]
+fn a_lock_kept_by_min_hold_after_its_job_says_so_and_is_freed_at_once() {
+    let server = RedisServer::start();
+    let done = run(&mut Job::new(&server.url(), "backup")
+        .args(["--min-hold", "120s"])
+        .exec(["true"]));
+    assert_eq!(done.code, Some(0), "{done:?}");
+
+    let out = run(redlock(&server.url()).args(["status", "backup"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("backup  job ended "), "{out:?}");
+    assert!(
+        out.stdout.contains(" ago; kept by --min-hold until ")
+            && out.stdout.contains(" more): held by "),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("expires in"), "said once: {out:?}");
+    let json = json_lines(&run(
+        redlock(&server.url()).args(["status", "backup", "--json"])
+    ));
+    let ended = json[0]["holder"]["ended_at"].as_str().expect("ended_at");
+    humantime::parse_rfc3339(ended).unwrap_or_else(|e| panic!("{ended}: {e}"));
+    let listed = run(redlock(&server.url()).arg("list"));
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("backup  kept (min-hold)  ")),
+        "{listed:?}"
+    );
+
+    // A waiter is not kept waiting for a holder that is long gone.
+    let mut waiter = spawn_waiting(
+        &mut Job::new(&server.url(), "backup")
+            .args(["-v"])
+            .exec(["true"]),
+        T,
+    );
+    let out = run(redlock(&server.url()).args(["force-release", "backup"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(
+            "released 'backup' at once (its job had ended; --min-hold kept the lock, and there \
+             was no holder to stop): it was held by "
+        ),
+        "{out:?}"
+    );
+    let out = waiter.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    // A semaphore's slot the same way.
+    let done = run(&mut Job::new(&server.url(), "pool")
+        .args(["--limit", "2", "--min-hold", "120s"])
+        .exec(["true"]));
+    assert_eq!(done.code, Some(0), "{done:?}");
+    let out = run(redlock(&server.url()).args(["status", "pool"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = run(redlock(&server.url()).args(["force-release", "pool"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("released 'pool'"), "{out:?}");
+    let out = run(redlock(&server.url()).args(["status", "pool"]));
+    assert_eq!(out.code, Some(1), "freed at once: {out:?}");
 }

@@ -134,3 +134,224 @@ fn a_pipeline_replaced_in_line_passes_and_other_failures_fail() {
     assert_eq!(out.code, Some(3), "{out:?}");
     assert_eq!(dir.read("github_output").as_deref(), Some("exit=3\n"));
 }
+
+/// What `status KEY --json` and `status KEY` print while a run holds KEY,
+/// asked by its own COMMAND (so the lock is surely held): the JSON line
+/// and the text line.
+fn status_while_held(
+    server: &RedisServer,
+    key: &str,
+    run_args: &[&str],
+    env: &[(&str, &str)],
+) -> (serde_json::Value, String) {
+    let status = format!(
+        "'{bin}' --redis '{url}' status '{key}' --json; '{bin}' --redis '{url}' status '{key}'",
+        bin = bin(),
+        url = server.url()
+    );
+    let mut job = server.job(key).args(run_args);
+    for (name, value) in env {
+        job = job.env(name, value);
+    }
+    let out = run_with_timeout(&mut job.sh(status), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut lines = out.stdout.lines();
+    let json = serde_json::from_str(lines.next().expect("a JSON line")).expect("JSON");
+    (json, lines.next().expect("a text line").to_string())
+}
+
+/// What a run is given (a name, its options, its environment) and the
+/// label it should carry.
+type Case<'a> = (
+    &'a str,
+    &'a [&'a str],
+    &'a [(&'a str, &'a str)],
+    Option<&'a str>,
+);
+
+#[test]
+fn the_ci_job_url_is_the_default_label() {
+    let server = RedisServer::start();
+    let github = [
+        ("GITHUB_SERVER_URL", "https://github.com"),
+        ("GITHUB_REPOSITORY", "acme/shop"),
+        ("GITHUB_RUN_ID", "4242"),
+    ];
+    let gitlab = [(
+        "CI_JOB_URL",
+        "https://gitlab.example.com/acme/shop/-/jobs/99",
+    )];
+    let jenkins = [("BUILD_URL", "https://jenkins.example.com/job/shop/12/")];
+    let runs = "https://github.com/acme/shop/actions/runs/4242";
+    let cases: [Case; 7] = [
+        ("github", &[], &github, Some(runs)),
+        ("gitlab", &[], &gitlab, Some(gitlab[0].1)),
+        ("jenkins", &[], &jenkins, Some(jenkins[0].1)),
+        (
+            "variable",
+            &[],
+            &[("REDLOCK_LABEL", "release 1.2"), gitlab[0]],
+            Some("release 1.2"),
+        ),
+        (
+            "option",
+            &["--label", "hotfix"],
+            &[("REDLOCK_LABEL", "release 1.2")],
+            Some("hotfix"),
+        ),
+        ("none asked", &["--label", ""], &github, None),
+        ("no CI", &[], &[], None),
+    ];
+    for (case, args, env, label) in cases {
+        let (json, text) = status_while_held(&server, "deploy", args, env);
+        assert_eq!(json["holder"]["label"].as_str(), label, "{case}: {json}");
+        assert_eq!(json["label"].as_str(), label, "{case}: {json}");
+        match label {
+            Some(label) => assert!(
+                text.contains(&format!(") [{label}] for ")),
+                "{case}: {text}"
+            ),
+            None => assert!(!text.contains('['), "{case}: {text}"),
+        }
+    }
+}
+
+#[test]
+fn busy_and_waiting_lines_and_the_line_of_waiters_show_labels() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut server
+            .job("deploy")
+            .args(["--label", "deploy #7"])
+            .sh(hold.script("")),
+        LONG,
+    );
+    let busy = run_with_timeout(&mut server.job("deploy").args(["-n"]).exec(["true"]), LONG);
+    assert_eq!(busy.code, Some(75), "{busy:?}");
+    assert!(
+        busy.stderr.contains(") [deploy #7] for ") && busy.stderr.contains("; giving up"),
+        "{busy:?}"
+    );
+    let busy = run_with_timeout(
+        &mut server
+            .job("deploy")
+            .args(["-n", "--log-format", "json"])
+            .exec(["true"]),
+        LONG,
+    );
+    let event: serde_json::Value =
+        serde_json::from_str(busy.stderr.trim()).expect("one JSON event");
+    assert_eq!(event["event"], "busy", "{busy:?}");
+    assert_eq!(event["label"], "deploy #7", "{busy:?}");
+
+    let mut waiter = spawn_waiting(
+        &mut server
+            .job("deploy")
+            .args(["--label", "pipeline 8", "-v", "--log-format", "json"])
+            .exec(["true"]),
+        LONG,
+    );
+    let waiting: serde_json::Value = serde_json::from_str(
+        waiter
+            .stderr_now()
+            .lines()
+            .find(|l| l.contains("\"waiting\""))
+            .expect("a waiting event"),
+    )
+    .expect("JSON");
+    assert_eq!(waiting["label"], "deploy #7", "{waiting}");
+    let in_line = || {
+        let out = run_with_timeout(
+            redlock(&server.url()).args(["status", "deploy", "--json"]),
+            LONG,
+        );
+        serde_json::from_str::<serde_json::Value>(out.stdout.trim()).expect("JSON")
+    };
+    assert!(
+        wait_until(LONG, || in_line()["waiters"][0]["label"] == "pipeline 8"),
+        "{}",
+        in_line()
+    );
+    let text = run_with_timeout(redlock(&server.url()).args(["status", "deploy"]), LONG);
+    assert!(
+        text.stdout.contains("[deploy #7]") && text.stdout.contains(") [pipeline 8] for "),
+        "{text:?}"
+    );
+    hold.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    assert_eq!(waiter.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn labels_are_checked_when_given_and_escaped_when_shown() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut server
+            .job("k")
+            .args(["--label", "a\u{1b}[2Jb"])
+            .exec(["true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("'--label <TEXT>'"), "{out:?}");
+    let out = run_with_timeout(
+        &mut server.job("k").env("REDLOCK_LABEL", "a\nb").exec(["true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("'$REDLOCK_LABEL'"), "{out:?}");
+
+    // A record with a terminal escape in its label, and one of an older
+    // version, without a label.
+    let mut conn = server.conn();
+    for (key, label) in [("odd", Some("\u{1b}[31mred")), ("old", None)] {
+        let lock = format!("redlock:{{{key}}}");
+        let _: () = redis::cmd("SET")
+            .arg(&lock)
+            .arg("t1")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut conn)
+            .unwrap();
+        let mut hset = redis::cmd("HSET");
+        hset.arg(format!("{lock}:holder"))
+            .arg(&["host", "web1", "pid", "42", "user", "ci"][..]);
+        if let Some(label) = label {
+            hset.arg(&["label", label][..]);
+        }
+        let _: () = hset.query(&mut conn).unwrap();
+    }
+    let status = |key: &str| {
+        let out = run_with_timeout(redlock(&server.url()).args(["status", key]), LONG);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout
+    };
+    let odd = status("odd");
+    assert!(
+        odd.starts_with("odd  held by web1 pid 42 (ci) [\\u{1b}[31mred], expires in "),
+        "{odd}"
+    );
+    assert!(!odd.contains('\u{1b}'), "{odd}");
+    let old = status("old");
+    assert!(
+        old.starts_with("old  held by web1 pid 42 (ci), expires in "),
+        "{old}"
+    );
+    // The table escapes it too, and shows "-" for the older record.
+    let out = run_with_timeout(redlock(&server.url()).args(["status", "odd", "old"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!out.stdout.contains('\u{1b}'), "{out:?}");
+    let rows: Vec<&str> = out.stdout.lines().collect();
+    assert!(rows[1].contains("  \\u{1b}[31mred  "), "{out:?}");
+    assert!(rows[2].contains("(ci)  -  "), "{out:?}");
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["status", "odd", "old", "--json"]),
+        LONG,
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines[0]["holder"]["label"], "\u{1b}[31mred");
+    assert!(lines[1]["holder"].get("label").is_none(), "{out:?}");
+    assert!(lines[1].get("label").is_none(), "{out:?}");
+}

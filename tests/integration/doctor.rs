@@ -22,6 +22,9 @@ struct Line {
 struct Report {
     code: Option<i32>,
     lines: Vec<Line>,
+    /// The last line, `summary: ...`.
+    summary: String,
+    stdout: String,
     stderr: String,
 }
 
@@ -63,22 +66,46 @@ impl std::fmt::Debug for Report {
     }
 }
 
+/// The text report read back: a node's URL once, its checks under it
+/// (`  STATUS  check  detail`, continued on lines indented further, the
+/// fix among them), a summary last. Each check becomes one line,
+/// `STATUS  check NODE: detail fix: ...`, its wrapping undone.
 fn report(out: Output) -> Report {
-    let lines = out
-        .stdout
-        .lines()
-        .map(|l| {
-            let mut words = l.split_whitespace();
-            Line {
-                status: words.next().unwrap_or_default().to_string(),
-                check: words.next().unwrap_or_default().to_string(),
-                text: l.to_string(),
+    let mut lines: Vec<Line> = Vec::new();
+    let (mut node, mut summary) = (String::new(), String::new());
+    for l in out.stdout.lines() {
+        if let Some(rest) = l.strip_prefix("summary: ") {
+            summary = rest.to_string();
+            continue;
+        }
+        if !l.starts_with(' ') {
+            node = l.to_string();
+            continue;
+        }
+        let mut words = l.split_whitespace();
+        let status = words.next().unwrap_or_default();
+        let starts = !l.starts_with("   ") && ["PASS", "WARN", "FAIL"].contains(&status);
+        match lines.last_mut() {
+            Some(last) if !starts => {
+                last.text.push(' ');
+                last.text.push_str(l.trim());
             }
-        })
-        .collect();
+            _ => {
+                let check = words.next().unwrap_or_default();
+                let rest: Vec<&str> = words.collect();
+                lines.push(Line {
+                    status: status.to_string(),
+                    check: check.to_string(),
+                    text: format!("{status}  {check} {node}: {}", rest.join(" ")),
+                });
+            }
+        }
+    }
     Report {
         code: out.code,
         lines,
+        summary,
+        stdout: out.stdout,
         stderr: out.stderr,
     }
 }
@@ -322,12 +349,75 @@ fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
     assert!(!ran.exists(), "COMMAND ran without a lock");
 }
 
+/// Issue 36, item 18: a server doctor cannot reach is exit 69, one that
+/// refuses us 77, as `status` says of the same URL; 78 stays for a
+/// setting that breaks locks. The fix of a refused connection is about
+/// the address, not a password.
 #[test]
-fn an_unreachable_server_fails() {
-    let r = doctor(&format!("redis://127.0.0.1:{}", free_port()), &[]);
-    assert_eq!(r.code, Some(78), "{r:?}");
+fn an_unreachable_or_refusing_server_exits_as_status_does() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let r = doctor(&url, &[]);
+    assert_eq!(r.code, Some(69), "{r:?}");
     assert_eq!(r.not_passed(), ["FAIL connect"], "{r:?}");
-    assert!(r.line("connect").contains("connection refused"), "{r:?}");
+    let line = r.line("connect");
+    assert!(line.contains("connection refused"), "{r:?}");
+    assert!(!line.contains("password"), "{r:?}");
+    assert!(
+        r.summary.ends_with("a server is unreachable; exit 69"),
+        "{r:?}"
+    );
+    let status = run_with_timeout(redlock(&url).args(["status", "k"]), T);
+    assert_eq!(status.code, r.code, "{status:?}");
+
+    let locked = RedisServer::builder().requirepass("s3cret-pw").start();
+    let r = doctor(&locked.url(), &[]);
+    assert_eq!(r.code, Some(77), "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL round-trip"], "{r:?}");
+    assert!(r
+        .line("round-trip")
+        .contains("fix: give the user and password"));
+    assert!(r.summary.ends_with("a server refused us; exit 77"), "{r:?}");
+    assert!(!r.stdout.contains("s3cret-pw"), "{r:?}");
+    let status = run_with_timeout(redlock(&locked.url()).args(["status", "k"]), T);
+    assert_eq!(status.code, r.code, "{status:?}");
+}
+
+/// Issue 36, item 18: each server's URL once, the checks under it within
+/// 80 columns, and a summary line.
+#[test]
+fn the_report_names_each_server_once_fits_80_columns_and_sums_up() {
+    let clean = clean_server();
+    let bare = RedisServer::start();
+    let urls = [clean.url(), bare.url()];
+    let out = run_with_timeout(redlock(&urls[0]).args(["--redis", &urls[1], "doctor"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for url in &urls {
+        let shown = out
+            .stdout
+            .lines()
+            .filter(|l| l.contains(url.as_str()))
+            .count();
+        assert_eq!(shown, 1, "{url} once: {}", out.stdout);
+    }
+    for line in out.stdout.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let last = out.stdout.lines().last().unwrap_or_default();
+    // And this host's check of how a job's tree is held.
+    assert_eq!(
+        last, "summary: 16 PASS, 1 WARN, 0 FAIL (2 servers): usable, with warnings; exit 0",
+        "{}",
+        out.stdout
+    );
+    let r = doctor(&clean.url(), &[]);
+    assert_eq!(
+        r.summary, "9 PASS, 0 WARN, 0 FAIL (1 server): ready for locks; exit 0",
+        "{r:?}"
+    );
 }
 
 /// Whether the binary under test is statically linked (libfaketime cannot
@@ -479,7 +569,7 @@ fn sentinel_checks_every_sentinel_the_master_and_the_replicas() {
     assert_eq!(r.of("sentinels"), ["WARN"], "{r:?}");
     assert!(r.line("sentinels").contains("2 of 3 sentinels"), "{r:?}");
 
-    // No sentinel answers.
+    // No sentinel answers: unreachable, as for a run.
     let r = doctor(
         &format!(
             "redis+sentinel://127.0.0.1:{}/{}",
@@ -488,7 +578,7 @@ fn sentinel_checks_every_sentinel_the_master_and_the_replicas() {
         ),
         &[],
     );
-    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.code, Some(69), "{r:?}");
     assert_eq!(r.not_passed(), ["FAIL sentinels"], "{r:?}");
 }
 
@@ -553,4 +643,94 @@ fn server_text_reaches_the_terminal_escaped() {
         }
         assert!(out.stdout.contains("]0;pwned"), "{out:?}");
     }
+}
+
+/// Setups that break every run: doctor FAILs each (78), in the run's
+/// words. One server given twice, by its port and by its unix socket:
+/// every run exits 2.
+#[test]
+fn one_server_by_port_and_by_socket_fails_as_the_run_is_refused() {
+    let dir = TestDir::new();
+    let socket = dir.file("redis.sock");
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--unixsocket")
+        .arg(&socket.display().to_string())
+        .start();
+    let other = clean_server();
+    let by_socket = format!("redis+unix://{}", socket.display());
+    let nodes = || redlock_on([server.url(), other.url(), by_socket.clone()]);
+    let run = run_with_timeout(nodes().args(["-k", "x", "--", "true"]), T);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    let r = report(run_with_timeout(nodes().arg("doctor"), T));
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("same-server"), ["FAIL"], "{r:?}");
+    let words = format!(
+        "'{by_socket}' names the same server as '{}' (run_id ",
+        server.url()
+    );
+    assert!(r.line("same-server").contains(&words), "{r:?}");
+    assert!(run.stderr.contains(&words), "the run's words: {run:?}");
+}
+
+/// A server that cannot persist (a failed RDB snapshot, with the default
+/// stop-writes-on-bgsave-error) refuses every write: every run exits 77.
+#[test]
+fn a_server_refusing_writes_after_a_failed_snapshot_fails() {
+    // Its directory is removed under it: the snapshot cannot be written.
+    let gone = TestDir::new();
+    let server = RedisServer::builder()
+        .arg("--dir")
+        .arg(&gone.path().display().to_string())
+        .start();
+    let mut conn = server.conn();
+    config_set(&mut conn, "save", "3600 1");
+    drop(gone);
+    let _: () = redis::cmd("BGSAVE").query(&mut conn).unwrap();
+    assert!(
+        wait_until(T, || {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query(&mut conn)
+                .unwrap();
+            info.contains("rdb_last_bgsave_status:err")
+        }),
+        "the snapshot did not fail"
+    );
+    let run = run_with_timeout(&mut server.job("x").exec(["true"]), T);
+    assert_eq!(run.code, Some(77), "{run:?}");
+    let words = "currently unable to persist to disk";
+    assert!(
+        run.stderr.contains("MISCONF") && run.stderr.contains(words),
+        "{run:?}"
+    );
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("writes"), ["FAIL"], "{r:?}");
+    let line = r.line("writes");
+    assert!(
+        line.contains("(Redis refused, exit 77): ") && line.contains(words),
+        "{r:?}"
+    );
+}
+
+/// TIME renamed away: the lock scripts call it, so every run exits 77.
+#[test]
+fn time_renamed_away_fails_the_clock() {
+    let server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--rename-command")
+        .arg("TIME")
+        .arg("\"\"")
+        .start();
+    let run = run_with_timeout(&mut server.job("x").exec(["true"]), T);
+    assert_eq!(run.code, Some(77), "{run:?}");
+    let words = "Unknown Redis command called from script";
+    assert!(run.stderr.contains(words), "{run:?}");
+    let r = doctor(&server.url(), &[]);
+    assert_eq!(r.code, Some(78), "{r:?}");
+    assert_eq!(r.of("clock"), ["FAIL"], "{r:?}");
+    assert!(r.line("clock").contains(words), "{r:?}");
 }

@@ -255,6 +255,71 @@ fn replicas_confirm_the_lock_or_it_is_not_taken() {
     );
 }
 
+/// How long ago (`lag`, seconds) the primary's only replica last
+/// acknowledged, by the primary's INFO.
+fn replica_lag(primary: &RedisServer) -> Option<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut primary.conn())
+        .unwrap();
+    let line = info.lines().find(|l| l.starts_with("slave0:"))?;
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("lag="))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `--replicas auto` with the only replica stopped (SIGSTOP): the primary
+/// still counts it connected (for repl-timeout, 60 s), but it no longer
+/// acknowledges; once its lag shows it, auto stops waiting for it. The
+/// holder is not killed (70) and a new run gets the lock (not 69).
+#[test]
+fn replicas_auto_does_not_wait_for_a_hung_replica() {
+    let (primary, replica) = primary_with_replica();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let auto = ["--replicas", "auto"];
+    // Refreshed every 5 s; stopped 6 s before the lease could end.
+    let mut holder = hold.spawn(
+        &mut Job::new(&primary.url(), "hung")
+            .args(auto)
+            .args(["--ttl", "15s", "-v"])
+            .sh(hold.script("")),
+        LONG,
+    );
+    replica.pause();
+    assert!(
+        wait_until(LONG, || replica_lag(&primary).is_some_and(|lag| lag > 2)),
+        "the stopped replica's lag never grew"
+    );
+    // Still "connected" by the primary's count.
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut primary.conn())
+        .unwrap();
+    assert!(info.contains("connected_slaves:1"), "{info}");
+    // The holder refreshes with the replica hung.
+    let refreshes = |h: &RunningChild| h.stderr_now().matches("refreshed lock 'hung'").count();
+    let before = refreshes(&holder);
+    assert!(
+        wait_until(LONG, || refreshes(&holder) > before || holder.has_exited()),
+        "no refresh"
+    );
+    let out = run_with_timeout(
+        &mut Job::new(&primary.url(), "other")
+            .args(auto)
+            .args(["-n"])
+            .sh("true"),
+        LONG,
+    );
+    hold.go();
+    let held = holder.wait_timeout(LONG);
+    replica.resume();
+    assert_eq!(out.code, Some(0), "a new run: {out:?}");
+    assert_eq!(held.code, Some(0), "the holder: {held:?}");
+}
+
 #[test]
 fn fleet_options_are_validated_before_redis() {
     let server = RedisServer::start();

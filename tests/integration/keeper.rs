@@ -484,9 +484,11 @@ fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
         redlock(&server.url()).args(["doctor", "--key", "said"]),
         LONG,
     );
+    // `  PASS  tree         COMMAND's tree ...` under `this host`.
     let tree = doctor
         .stdout
         .lines()
+        .map(str::trim_start)
         .find(|l| l.contains(" tree "))
         .unwrap_or_else(|| panic!("doctor says nothing of the tree: {}", doctor.stdout));
     if cgroups_here() {
@@ -502,7 +504,10 @@ fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
         );
     } else {
         assert!(out.stderr.contains("keeper process only"), "{}", out.stderr);
-        assert!(tree.starts_with("WARN"), "{tree}");
+        assert!(
+            tree.starts_with("PASS") && tree.contains("keeper"),
+            "{tree}"
+        );
     }
     let keeper = run_with_timeout(
         &mut server
@@ -519,4 +524,110 @@ fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
         "{}",
         keeper.stderr
     );
+}
+
+#[test]
+fn in_a_pid_namespace_killing_wrapper_and_keeper_together_takes_the_tree() {
+    let server = RedisServer::start();
+    let secs = unique_sleep("5");
+    let dir = TestDir::new();
+    // The worker's pid is its namespace's: it is looked for by name.
+    let job = format!(
+        "setsid sleep {secs} & set -m; sleep {secs} & touch '{ready}'; wait",
+        ready = dir.file("ready").display()
+    );
+    let run = spawn_piped(
+        &mut server
+            .job("pidns-both")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .line(&job),
+    );
+    assert!(wait_for_file(dir.file("ready"), LONG));
+    let keeper = keeper_of(run.pid());
+    assert!(running(&format!("^sleep {secs}$")));
+    // As `kill -9 WRAPPER KEEPER`, or a pattern naming both.
+    run.signal(Signal::SIGKILL);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), Signal::SIGKILL).unwrap();
+    assert!(
+        wait_until(LONG, || !running(&format!("^sleep {secs}$"))),
+        "the job's workers run on after wrapper and keeper were killed"
+    );
+}
+
+#[test]
+fn in_a_pid_namespace_the_job_cannot_kill_its_keeper_and_sees_its_own_pid() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(
+        &mut server
+            .job("pidns-self")
+            .env("REDLOCK_CONTAIN", "pid-namespace")
+            .sh("echo \"pid $$ parent $PPID\"; kill -9 $PPID; exit 5"),
+        LONG,
+    );
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout.trim(), "pid 2 parent 1", "{out:?}");
+}
+
+/// The cgroups of runs of `pid` left in the cgroup v2 hierarchy.
+fn cgroups_of(pid: i32) -> Vec<String> {
+    let mut found = Vec::new();
+    for mount in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let Ok(out) = Command::new("find")
+            .args([mount, "-maxdepth", "4", "-type", "d", "-name"])
+            .arg(format!("redlock-run.{pid}.*"))
+            .output()
+        else {
+            continue;
+        };
+        found.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from),
+        );
+    }
+    found
+}
+
+#[test]
+fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
+    if !cgroups_here() {
+        assert!(!tools_required(), "no cgroup v2 for root here");
+        eprintln!(
+            "\n!!!!! SKIPPED: no cgroup v2 for root here: cgroup clean-up is NOT tested !!!!!\n"
+        );
+        return;
+    }
+    let server = RedisServer::start();
+    // The job makes a cgroup below its own (as a nested run killed before
+    // it cleaned up would leave one).
+    let job = "cg=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+               for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do \
+               [ -e \"$m$cg/cgroup.procs\" ] && mkdir \"$m$cg/below\" && exit 0; done; exit 9";
+    let mut run = spawn_piped(&mut server.job("cg-left").sh(job));
+    let pid = run.pid();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(cgroups_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
+    let server = RedisServer::start();
+    for contain in CONTAIN {
+        let dir = TestDir::new();
+        let key = format!("stopped-keeper-killed-wrapper-{contain}");
+        let script = format!("{w} wait", w = escaped_worker(&dir, "w"));
+        let run = spawn_piped(&mut server.job(&key).env("REDLOCK_CONTAIN", contain).sh(&script));
+        let worker = read_pid(&dir, "w", LONG);
+        let keeper = keeper_of(run.pid());
+        let keeper_pid = nix::unistd::Pid::from_raw(keeper);
+        nix::sys::signal::kill(keeper_pid, Signal::SIGSTOP).unwrap();
+        assert!(wait_until(LONG, || process_state(keeper) == Some('T')));
+        // Nobody continues the keeper: the kernel does, as redlock-run dies.
+        run.signal(Signal::SIGKILL);
+        assert!(
+            wait_until(LONG, || !process_alive(worker)),
+            "{contain}: the job runs on under a stopped keeper after redlock-run died"
+        );
+    }
 }

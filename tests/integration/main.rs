@@ -38,5 +38,6 @@ mod sentinel;
 mod tls;
 mod topology_harness;
 mod tree;
+mod trickle;
 mod wait;
 mod warn;

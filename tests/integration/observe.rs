@@ -500,3 +500,66 @@ fn a_refusal_is_an_event_that_names_its_key() {
         }
     }
 }
+
+/// Issue 36, item 17: `-v` tells a lost lock once, in the order things
+/// happened (no line for the stop before the line for the loss, no
+/// "refresh failed, retrying" once the lease ran out or COMMAND exited),
+/// and a key's first acquisition reads plainly, not like lost data.
+#[test]
+fn verbose_text_tells_a_lost_lock_once_in_order_and_a_new_key_plainly() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = format!(
+        "touch '{s}'; while :; do sleep 0.02; done",
+        s = dir.file("started").display()
+    );
+    let mut run = spawn_piped(
+        &mut Job::new(&server.url(), "told")
+            .args(["-v", "--ttl", "1s"])
+            .sh(&script),
+    );
+    assert!(wait_for_file(dir.file("started"), LONG));
+    server.pause();
+    let out = run.wait_timeout(LONG);
+    server.resume();
+    assert_eq!(out.code, Some(70), "{out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(
+            "redlock-run: lock 'told' is new on this server: its fence counter starts from the \
+             server's clock, in microseconds, so fences only grow"
+        ),
+        "{}",
+        out.stderr
+    );
+    let lost: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("lost"))
+        .collect();
+    assert_eq!(lost.len(), 1, "told once:\n{}", out.stderr);
+    assert!(
+        lines[lost[0]].starts_with("redlock-run: lock 'told' lost: it could not be refreshed")
+            && lines[lost[0]].contains("; stopping COMMAND (SIGTERM, SIGKILL after "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("stopping COMMAND (unconfirmed)")),
+        "{}",
+        out.stderr
+    );
+    let exited = lines
+        .iter()
+        .position(|l| *l == "redlock-run: COMMAND exited")
+        .expect("COMMAND exited");
+    assert!(lost[0] < exited, "{}", out.stderr);
+    assert!(
+        !lines[lost[0]..]
+            .iter()
+            .any(|l| l.contains("failed, retrying")),
+        "no retry told after the loss:\n{}",
+        out.stderr
+    );
+}

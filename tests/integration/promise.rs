@@ -49,7 +49,7 @@ fn job_control_stops_take_the_job_with_them() {
             "{sig}: the wrapper did not stop"
         );
         assert!(
-            wait_until(LONG, || process_state(child) == Some('T')),
+            wait_until(LONG, || job_stopped(child)),
             "{sig}: COMMAND runs on while the wrapper is stopped ({:?})",
             process_state(child)
         );
@@ -72,7 +72,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_before_it_continues() {
     // CI's load).
     let (mut run, child) = ticking_job(&server, &dir, "stopped", "4s");
     run.signal(Signal::SIGTSTP);
-    assert!(wait_until(LONG, || process_state(child) == Some('T')));
+    assert!(wait_until(LONG, || job_stopped(child)));
     // The lock runs out in Redis while both are stopped; another holder
     // takes it.
     let other = run_with_timeout(
@@ -457,6 +457,50 @@ fn a_holder_notices_a_restart_without_persistence_at_once() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Two waiters saw the holder when Redis restarts without persistence:
+/// the one whose try starts the fence counter anew must not be the only
+/// one to wait out the holder's lease; the other, whose own try finds the
+/// counter, must not take the lock beside the old job either.
+#[test]
+fn every_waiter_that_saw_a_holder_waits_out_its_lease_after_a_restart() {
+    let mut server = RedisServer::start();
+    let dir = TestDir::new();
+    let pid = dir.file("pid");
+    // Its job takes 2 s to stop after SIGTERM (it has 3).
+    let holder = format!(
+        "echo $$ > '{pid}'; trap 'sleep 2; exit 0' TERM; while :; do sleep 0.05; done",
+        pid = pid.display()
+    );
+    let slow = ["--ttl", "6s", "--kill-after", "3s"];
+    let mut holder = spawn_piped(&mut server.job("restarted").args(slow).sh(&holder));
+    let holder_pid = read_pid(&dir, "pid", LONG);
+    // Each waiter's job says whether the holder's job still ran when it began.
+    let waiter = |name: &str| {
+        let job = format!(
+            "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
+            log = dir.file(name).display()
+        );
+        spawn_waiting(
+            &mut server.job("restarted").args(["--ttl", "3s", "-v"]).sh(&job),
+            LONG,
+        )
+    };
+    let mut first = waiter("first");
+    let mut second = waiter("second");
+    server.restart();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    for (name, run) in [("first", &mut first), ("second", &mut second)] {
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(0), "{name}: {out:?}");
+        assert_eq!(
+            dir.read(name).as_deref(),
+            Some("alone\n"),
+            "{name}: {out:?}"
+        );
+    }
 }
 
 #[test]

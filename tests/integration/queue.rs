@@ -123,6 +123,34 @@ fn wait_times_out_with_the_busy_code() {
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
 
+/// A second holder joining a semaphore's free slot releases nothing:
+/// `wait` keeps waiting (busy at its timeout); a holder leaving is a
+/// release, and it returns 0.
+#[test]
+fn wait_on_a_semaphore_ignores_a_holder_joining_a_free_slot() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let (one, two) = (Hold::named(&dir, "one"), Hold::named(&dir, "two"));
+    let pool = |hold: &Hold| {
+        server
+            .job("pool")
+            .args(["--limit", "2"])
+            .sh(hold.script("true"))
+    };
+    let mut first = one.spawn(&mut pool(&one), LONG);
+    let mut joined = spawn_waiting(&mut wait_cmd(&server, "pool", &["--timeout", "6s"]), LONG);
+    let mut second = two.spawn(&mut pool(&two), LONG);
+    let out = joined.wait_timeout(LONG);
+    assert_eq!(out.code, Some(75), "nothing was released: {out:?}");
+    let mut left = spawn_waiting(&mut wait_cmd(&server, "pool", &[]), LONG);
+    one.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    let out = left.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "a holder left: {out:?}");
+    two.go();
+    assert_eq!(second.wait_timeout(LONG).code, Some(0));
+}
+
 #[test]
 fn wait_on_a_free_key_returns_at_once_and_bad_input_is_exit_2() {
     let server = RedisServer::start();
@@ -331,10 +359,17 @@ fn newest_wins_burst_of_20_runs_exactly_one() {
         }
         let out = w.wait_timeout(LONG);
         assert_eq!(out.code, Some(79), "{out:?}");
+        // At most the line that says it waits, then why it left.
         let reason: Vec<&str> = out.stderr.lines().collect();
-        assert_eq!(reason.len(), 1, "{out:?}");
+        assert!(reason.len() <= 2, "{out:?}");
         assert!(
-            reason[0].contains("replaced in line by a newer waiter"),
+            reason[..reason.len() - 1]
+                .iter()
+                .all(|l| l.contains("; waiting")),
+            "{out:?}"
+        );
+        assert!(
+            reason[reason.len() - 1].contains("replaced in line by a newer waiter"),
             "{out:?}"
         );
     }
@@ -386,12 +421,15 @@ fn a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first() {
             .query(&mut server.conn())
             .unwrap()
     };
-    let mut a = spawn_piped(&mut server.job("order").sh("true"));
+    // --ttl 3s: a waiter's liveness in line is six refresh periods, 6 s
+    // (a minute with the defaults).
+    let mut a = spawn_piped(&mut server.job("order").args(["--ttl", "3s"]).sh("true"));
     assert!(wait_until(LONG, || line().len() == 1), "a never queued");
     let b_ran = dir.file("b-ran");
     let mut b = spawn_piped(
         &mut server
             .job("order")
+            .args(["--ttl", "3s"])
             .sh(format!("touch '{}'", b_ran.display())),
     );
     assert!(wait_until(LONG, || line().len() == 2), "b never queued");

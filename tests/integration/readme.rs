@@ -472,3 +472,52 @@ fn github_anchors_are_made_as_github_makes_them() {
         vec![(1, "docs/a.md#x".to_string()), (5, "d.md".to_string())]
     );
 }
+
+/// The numbers the docs show right after `fence` (`fence 42`, `"fence":42`,
+/// `last fence 7`), with where they are.
+fn fences_shown(text: &str) -> Vec<(usize, u64)> {
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("fence") {
+        let rest = text[at + "fence".len()..].trim_start_matches(['"', ':', ' ']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let after = rest[digits.len()..].chars().next();
+        let word_ends = after.is_none_or(|c| !c.is_alphanumeric() && c != '.');
+        if let (Ok(n), true) = (digits.parse::<u64>(), word_ends) {
+            found.push((at, n));
+        }
+    }
+    found
+}
+
+/// Issue 36, item 15: a fence is a 64-bit number seeded from the server's
+/// clock in microseconds. What a job gets is past 2^31, the docs show
+/// such values (never `fence 42`), and the SQL recipe keeps it in BIGINT.
+#[test]
+fn fences_are_shown_as_they_are_and_stored_in_64_bits() {
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut server.job("fenced").line("echo $REDLOCK_FENCE"), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let fence: i64 = out.stdout.trim().parse().expect("an integer");
+    assert!(fence > i64::from(i32::MAX), "an INT would not hold {fence}");
+    assert_eq!(fence.to_string().len(), 16, "{fence}");
+
+    let mut pages = user_docs();
+    pages.push(("the man page".into(), man_page_text()));
+    for (path, text) in &pages {
+        for (at, shown) in fences_shown(text) {
+            // 0: never acquired; else a real fence has 16 digits.
+            assert!(
+                shown == 0 || shown >= 1_000_000_000_000_000,
+                "{path} shows a fence of {shown}, not one a user sees: ...{}...",
+                &text[at.saturating_sub(60)..(at + 40).min(text.len())]
+            );
+        }
+    }
+    let safety = source_file("docs/safety.md");
+    assert!(safety.contains("fence bigint"), "the recipe's table");
+    assert!(safety.contains("**64-bit**"), "docs/safety.md says it");
+    assert!(
+        man_page_text().contains("64-bit integer"),
+        "the man page says it"
+    );
+}

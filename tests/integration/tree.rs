@@ -262,7 +262,7 @@ fn ctrl_z_stops_workers_in_other_groups_and_sessions() {
     tmux.suspend(&dir);
     for pid in workers {
         assert!(
-            wait_until(LONG, || process_state(pid) == Some('T')),
+            wait_until(LONG, || job_stopped(pid)),
             "worker {pid} runs on while the job is suspended ({:?})",
             process_state(pid)
         );
@@ -344,13 +344,14 @@ fn out_of_processes_is_exit_71_with_the_lock_released() {
         "lock left held"
     );
 
-    // Three: redlock-run, its keeper and COMMAND (which execs, forking
-    // nothing); the refresh thread cannot start: the job is stopped.
+    // Four: redlock-run, its deadline watchdog thread (src/lock/
+    // deadline.rs), its keeper and COMMAND (which execs, forking nothing);
+    // the refresh thread cannot start: the job is stopped.
     let job = server
         .job("nproc3")
         .args(["--ttl", "30s"])
         .sh("echo started; exec sleep 20");
-    let Some((mut cmd, _bin)) = as_other_uid_limited("--nproc=3", job) else {
+    let Some((mut cmd, _bin)) = as_other_uid_limited("--nproc=4", job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);

@@ -365,3 +365,126 @@ fn queue_up_after(server: &RedisServer, dir: &TestDir, key: &str, i: usize) -> V
     );
     vec![waiter]
 }
+
+/// Issue 36, item 9: a run that waits says so once (who holds the lock,
+/// for how long, where it stands in line) and again every `--progress`,
+/// without -v; -q says nothing.
+#[test]
+fn a_waiting_run_says_so_and_again_at_a_low_rate_unless_quiet() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut server
+            .job("deploy")
+            .args(["--label", "deploy #7"])
+            .sh(hold.script("")),
+        LONG,
+    );
+    let said = |run: &RunningChild, what: &str| {
+        wait_until(LONG, || run.stderr_now().contains(what));
+        run.stderr_now()
+    };
+    let mut first = spawn_piped(
+        &mut server
+            .job("deploy")
+            .args(["--progress", "1s"])
+            .exec(["true"]),
+    );
+    let text = said(&first, "; waiting");
+    let who = format!(
+        "redlock-run: lock 'deploy' is held by {} pid {} (",
+        hostname(),
+        holder.pid()
+    );
+    assert!(text.starts_with(&who), "{text}");
+    assert!(
+        text.contains(") [deploy #7] for ") && text.contains(", expires in "),
+        "{text}"
+    );
+    assert!(text.ends_with("; waiting (first in line)\n"), "{text}");
+
+    let mut quiet = spawn_piped(&mut server.job("deploy").args(["-q"]).exec(["true"]));
+    let mut conn = server.conn();
+    let waiting = |conn: &mut redis::Connection| -> i64 {
+        redis::cmd("ZCARD")
+            .arg("redlock:{deploy}:waiters")
+            .query(conn)
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(LONG, || waiting(&mut conn) == 2),
+        "-q never waited"
+    );
+    let mut json = spawn_piped(
+        &mut server
+            .job("deploy")
+            .args(["--log-format", "json", "--progress", "0"])
+            .exec(["true"]),
+    );
+    let events = said(&json, "\"waiting\"");
+    let event: serde_json::Value =
+        serde_json::from_str(events.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(event["event"], "waiting", "{events}");
+    assert_eq!(event["level"], "info", "{events}");
+    assert_eq!(event["in_line"], 3, "{events}");
+    assert_eq!(event["label"], "deploy #7", "{events}");
+    assert!(
+        event["msg"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("; waiting (3 in line, this run included)")),
+        "{events}"
+    );
+
+    // Every --progress: one short line, with the line as it stands now.
+    let text = said(&first, "still waiting");
+    let still = text.lines().nth(1).expect("a second line");
+    assert!(still.starts_with(&who), "{text}");
+    assert!(still.contains("; still waiting ("), "{text}");
+    assert!(still.ends_with(" so far, 3 in line)"), "{text}");
+    hold.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    let out = first.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // Said at a low rate: about once a second here, never in a burst.
+    let lines = out.stderr.lines().count();
+    assert!(lines >= 2, "{out:?}");
+    let out = quiet.wait_timeout(LONG);
+    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
+    let out = json.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        !out.stderr.contains("still_waiting"),
+        "--progress 0: {out:?}"
+    );
+}
+
+/// `wait KEY` says once, without -v, that it waits and for whom; -q says
+/// nothing.
+#[test]
+fn wait_key_says_once_that_it_waits_unless_quiet() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, &dir, "migrate", "30s");
+    let mut said = spawn_piped(redlock(&server.url()).args(["wait", "migrate"]));
+    let mut quiet = spawn_piped(redlock(&server.url()).args(["wait", "migrate", "-q"]));
+    assert!(
+        wait_until(LONG, || said
+            .stderr_now()
+            .contains("; waiting until it is free")),
+        "{}",
+        said.stderr_now()
+    );
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let out = said.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("redlock-run: lock 'migrate' is held by "),
+        "{out:?}"
+    );
+    let out = quiet.wait_timeout(LONG);
+    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
+}

@@ -4,8 +4,8 @@
 //! backlog) but nothing is forwarded either way, while clients that talk
 //! to the server directly go on as before.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -17,6 +17,7 @@ import socket, sys, threading
 listen, target = int(sys.argv[1]), int(sys.argv[2])
 mode = sys.argv[3]
 late = None
+trickle = None
 limit = None
 drop = 0
 plan = []
@@ -24,6 +25,16 @@ if mode.startswith("plan:"):
     plan = mode[5:].split(",")
 elif mode.startswith("drop:"):
     drop = int(mode[5:])
+elif mode.startswith("trickle:"):
+    # trickle:MS:now or trickle:MS:later (from a line "trickle" on stdin on)
+    _, ms, when = mode.split(":")
+    trickle = {"gap": int(ms) / 1000, "on": when == "now"}
+    def control():
+        for line in sys.stdin:
+            if line.strip() == "trickle":
+                trickle["on"] = True
+                print("trickling", flush=True)
+    threading.Thread(target=control, daemon=True).start()
 elif mode.startswith("late:"):
     _, n, ms = mode.split(":")
     late = (int(n), int(ms) / 1000)
@@ -46,6 +57,30 @@ def pipe(a, b, limit=None):
                 continue
             b.sendall(data)
             sent += 1
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def pipe_trickle(a, b):
+    """Once trickling is on, a reply never ends: in its place come
+    out-of-band push messages (which a client skips while it waits for
+    its reply), one byte every `gap`, until the client leaves."""
+    endless = b">1\r\n+x\r\n"
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            if not trickle["on"]:
+                b.sendall(data)
+                continue
+            while True:
+                for i in range(len(endless)):
+                    b.sendall(endless[i:i + 1])
+                    time.sleep(trickle["gap"])
     except OSError:
         pass
     for s in (a, b):
@@ -102,6 +137,9 @@ while True:
         threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
     else:
         threading.Thread(target=pipe, args=(client, upstream, limit), daemon=True).start()
+    if trickle is not None:
+        threading.Thread(target=pipe_trickle, args=(upstream, client), daemon=True).start()
+        continue
     threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
 "#;
 
@@ -109,6 +147,7 @@ while True:
 pub struct Proxy {
     child: Child,
     port: u16,
+    stdout: BufReader<ChildStdout>,
 }
 
 impl Proxy {
@@ -149,23 +188,51 @@ impl Proxy {
         Proxy::spawn(target, &format!("plan:{}", plan.join(",")))
     }
 
+    /// A proxy whose replies trickle and never end: one byte every `gap`
+    /// (out-of-band push messages, which a client skips while it waits
+    /// for its reply), so no read ever times out; from the start or, with
+    /// `later`, from [`Proxy::start_trickling`] on. Requests go through
+    /// at once.
+    pub fn trickling(target: u16, gap: std::time::Duration, later: bool) -> Proxy {
+        let when = if later { "later" } else { "now" };
+        Proxy::spawn(target, &format!("trickle:{}:{when}", gap.as_millis()))
+    }
+
+    /// From now on, every reply trickles (see [`Proxy::trickling`]);
+    /// returns once the proxy has said so.
+    pub fn start_trickling(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("proxy stdin");
+        writeln!(stdin, "trickle").expect("tell the proxy");
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .expect("read from the proxy");
+        assert_eq!(
+            line.trim(),
+            "trickling",
+            "the proxy did not start trickling"
+        );
+    }
+
     fn spawn(target: u16, mode: &str) -> Proxy {
         let python = std::env::var("REDLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
         let port = free_port();
         let mut child = Command::new(&python)
             .args(["-c", SCRIPT, &port.to_string(), &target.to_string(), mode])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("{python} (REDLOCK_TEST_PYTHON): {e}"));
         let mut line = String::new();
-        let stdout = child.stdout.take().expect("proxy stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read from the proxy");
+        let mut stdout = BufReader::new(child.stdout.take().expect("proxy stdout"));
+        stdout.read_line(&mut line).expect("read from the proxy");
         assert_eq!(line.trim(), "ready", "the proxy did not start");
-        Proxy { child, port }
+        Proxy {
+            child,
+            port,
+            stdout,
+        }
     }
 
     /// `redis://127.0.0.1:PORT` through the proxy.
