@@ -85,7 +85,7 @@ impl Armed {
             id,
             // SAFETY: no preconditions; the id is this thread's own, and
             // this thread cannot end before `disarm` (drop) removes it.
-            thread: unsafe { libc::pthread_self() },
+            thread: Thread(unsafe { libc::pthread_self() }),
             at,
             fired: false,
         });
@@ -119,9 +119,18 @@ impl Drop for Armed {
     }
 }
 
+/// A thread's `pthread_t`: a number on glibc, a pointer on musl (so not
+/// `Send` there, and the static list below needs it to be).
+struct Thread(libc::pthread_t);
+
+// SAFETY: the handle is only an id, passed to `pthread_kill` from the
+// watchdog while the thread it names is alive (see `watchdog`); nothing
+// is read or written through it.
+unsafe impl Send for Thread {}
+
 struct Entry {
     id: u64,
-    thread: libc::pthread_t,
+    thread: Thread,
     at: Instant,
     fired: bool,
 }
@@ -189,7 +198,7 @@ fn watchdog() {
             entry.fired = true;
             // SAFETY: the thread is alive: it removes its entry (under
             // this lock) before it can end.
-            unsafe { libc::pthread_kill(entry.thread, SIGNAL) };
+            unsafe { libc::pthread_kill(entry.thread.0, SIGNAL) };
         }
         let next = next_wake(watch.armed.iter().map(|e| (e.at, e.fired)), now);
         watch.sleeping_until = next;
