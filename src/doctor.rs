@@ -596,23 +596,34 @@ impl Doctor {
                 node,
                 format!("--replicas {n}: {replicas} replica(s) connected"),
             ),
-            None if replicas == 0 => self.bad(
-                Status::Warn,
-                "replicas",
-                node,
-                "--replicas auto: no replica is connected, so no write is confirmed by \
-                 one and a failover would start from an empty copy"
-                    .into(),
-                "add a replica (or pass --replicas 0 to accept this)",
-            ),
-            None => self.pass(
-                "replicas",
-                node,
-                format!(
-                    "--replicas auto: {replicas} replica(s) connected, one confirms each write"
-                ),
-            ),
+            None => self.auto_replicas(info, replicas, node),
         }
+    }
+
+    /// The `replicas` line of `--replicas auto`: it waits for one replica
+    /// that is acknowledging (see `lock::acknowledging`), if any.
+    fn auto_replicas(&mut self, info: &Info, replicas: u64, node: &str) {
+        let text: String = info.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
+        let acking = crate::lock::acknowledging(&text);
+        let fix = "add a replica (or pass --replicas 0 to accept this)";
+        if replicas == 0 {
+            let detail = "--replicas auto: no replica is connected, so no write is confirmed by \
+                          one and a failover would start from an empty copy";
+            return self.bad(Status::Warn, "replicas", node, detail.into(), fix);
+        }
+        if acking == 0 {
+            let detail = format!(
+                "--replicas auto: {replicas} replica(s) connected, none acknowledging (hung, \
+                 stopped or cut off): writes go unconfirmed until one is back"
+            );
+            let fix = "check the replicas (INFO replication: state=online, lag of 2 s at most)";
+            return self.bad(Status::Warn, "replicas", node, detail, fix);
+        }
+        let detail = format!(
+            "--replicas auto: {replicas} replica(s) connected, {acking} acknowledging; one \
+             confirms each write"
+        );
+        self.pass("replicas", node, detail);
     }
 
     /// `maxmemory` with an evicting policy can drop a lock key early.
@@ -723,9 +734,15 @@ impl Doctor {
         match link.call(&["EVAL", script, "1", &probe]) {
             // A replica, or a primary that does not serve the lock's slot:
             // the role and lock-slot lines say so.
-            Err(Failed::Refused { code, .. }) if elsewhere(&code) => Ok(()),
+            Err(Failed::Refused { code, message }) if elsewhere(&code, &message) => Ok(()),
             Err(Failed::Refused { code, message }) if !is_noperm(&code, &message) => {
-                let fix = match code.as_str() {
+                // Redis 6.2 wraps a script's error code in its own.
+                let wrapped = |c: &str| code == c || message.contains(&format!("-{c} "));
+                let fix = match ["MISCONF", "OOM"]
+                    .into_iter()
+                    .find(|c| wrapped(c))
+                    .unwrap_or("")
+                {
                     "MISCONF" => {
                         "the server cannot persist: see its log (a failed RDB snapshot or AOF \
                          write: disk full, permissions), fix the disk, then BGSAVE"
@@ -1239,12 +1256,11 @@ fn is_noperm(code: &str, message: &str) -> bool {
 }
 
 /// A write refused because it belongs elsewhere: a replica's READONLY, a
-/// Cluster's redirections.
-fn elsewhere(code: &str) -> bool {
-    matches!(
-        code,
-        "READONLY" | "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"
-    )
+/// Cluster's redirections. Redis 6.2 wraps a script's error in its own
+/// (`ERR Error running script ... -READONLY ...`): its words count too.
+fn elsewhere(code: &str, message: &str) -> bool {
+    const CODES: [&str; 5] = ["READONLY", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
+    CODES.contains(&code) || CODES.iter().any(|c| message.contains(&format!("-{c} ")))
 }
 
 /// The server's words when TIME fails inside a script for another reason

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::exit::{Exit, Failure};
 use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
-use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, Place, Quorum, Wakeups};
+use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, LineTry, Place, Quorum, Wakeups};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals as SignalRelay;
 
@@ -166,6 +166,7 @@ pub fn acquire(
         log,
         wakeups: None,
         first_busy: true,
+        joined: false,
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
@@ -212,6 +213,8 @@ struct Waiter<'a> {
     log: &'a Log,
     wakeups: Option<Wakeups>,
     first_busy: bool,
+    /// A try in line was answered: we joined the line (see `LineTry`).
+    joined: bool,
     /// "Redis stopped answering" was said once already.
     warned_unreachable: bool,
     /// The first attempt failed unanswered and was made again.
@@ -318,14 +321,21 @@ impl Waiter<'_> {
     /// EVAL. In line and subscribed, our place lasts LIVENESS untouched.
     fn attempt(&mut self, quorum: &mut Quorum) -> Attempt {
         let liveness = self.wakeups.as_ref().map(|_| self.liveness());
-        let queued = !self.first_busy;
+        let waiting = match (self.first_busy, self.joined) {
+            (true, _) => LineTry::First,
+            (false, false) => LineTry::Joining,
+            (false, true) => LineTry::InLine,
+        };
         // A split's give-back wakes no one only if we try again soon
         // (time is left, and this is not one split too many in a row).
         let time_left = self
             .give_up
             .is_none_or(|end| Instant::now() + SPLIT_MAX < end);
         quorum.quiet_splits(time_left && self.splits < SPLITS_IN_A_ROW);
-        let attempt = quorum.try_acquire(&self.token, self.holder, queued, liveness);
+        let at = self.wakeups.as_ref().and_then(Wakeups::at);
+        let attempt = quorum.try_acquire(&self.token, self.holder, waiting, liveness, at);
+        let answered = matches!(attempt, Attempt::Busy(_) | Attempt::Acquired(_));
+        self.joined |= waiting != LineTry::First && answered;
         self.splits = match &attempt {
             Attempt::Busy(info) if info.split => self.splits + 1,
             _ => 0,

@@ -190,8 +190,9 @@ def host_windows(plan, runs, faults):
     """Runs whose job may run on after its run ended, by docs/safety.md's
     table of the tree's end (the documented host-side windows), with why:
 
-    - wrapper and keeper both SIGKILLed by pid (kill-both, mode pid): in
-      every containment "the leader dies; the rest runs on";
+    - wrapper and keeper both SIGKILLed by pid (kill-both, mode pid, or a
+      keeper-kill and a wrapper-kill of the same run): in every containment
+      but a PID namespace "the leader dies; the rest runs on";
     - the keeper alone without a usable /proc (a no-proc run, or a
       foreign-proc run without a delegated cgroup: what the harness gives
       it), a job that escaped its group (setsid, a double fork, a leader
@@ -203,9 +204,22 @@ def host_windows(plan, runs, faults):
     `pkill -9 redlock-run` is in the model: it selects the wrapper alone.
     """
     exempt = {}
+    keeper_killed, wrapper_killed = set(), set()
     for f in faults:
-        if f["kind"] == "kill-both" and f.get("mode") == "pid" and f.get("run") and not f.get("skipped"):
+        if f.get("skipped"):
+            continue
+        if f["kind"] == "kill-both" and f.get("mode") == "pid" and f.get("run"):
             exempt[f["run"]] = "wrapper and keeper both SIGKILLed by pid"
+        if f["kind"] == "keeper-kill" and f.get("run"):
+            keeper_killed.add(f["run"])
+        if f["kind"] == "wrapper-kill" and f.get("run"):
+            wrapper_killed.add(f["run"])
+        if f.get("strike") == "wrapper-kill" and f.get("strike_run"):
+            wrapper_killed.add(f["strike_run"])
+    # The same window reached by two faults: each SIGKILL by pid, the second
+    # before the survivor could act (seed 20261204 episode 779: 0.23 ms apart).
+    for run in keeper_killed & wrapper_killed:
+        exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (two faults)")
     delegated = plan.get("cgroups") == "delegated"
     for r in runs:
         env = r.get("env", "host")

@@ -3,19 +3,20 @@
 //! redis-rs bounds each `read()` by the socket's timeout, so a server (or
 //! a proxy) that trickles its reply a byte at a time, each byte sooner
 //! than the timeout, holds a command forever; and it does not let us
-//! reach the socket to shorten that timeout as the deadline nears. So a
-//! watchdog thread interrupts the thread of an exchange that outlives its
-//! deadline: `pthread_kill` with [`SIGNAL`], whose handler does nothing
-//! and is installed without `SA_RESTART`, so the blocked read fails with
-//! EINTR and the exchange fails with it. The signal is sent again every
-//! few milliseconds until the exchange has ended (one that arrived between
-//! two reads interrupts nothing). The caller then drops the connection,
-//! as after any failure: the stream may still carry the rest of a reply.
+//! reach the socket to shorten that timeout as the deadline nears. So
+//! each exchange arms a POSIX timer of its own thread (`timer_create`
+//! with `SIGEV_THREAD_ID`: no thread of ours) that sends [`SIGNAL`] to
+//! that thread at the deadline, and again every few milliseconds until
+//! the exchange ends (one that arrived between two reads interrupts
+//! nothing). The signal's handler does nothing and is installed without
+//! `SA_RESTART`, so the blocked read fails with EINTR, and the exchange
+//! with it. The caller then drops the connection, as after any failure:
+//! the stream may still carry the rest of a reply.
 //!
-//! What cannot be set up (the handler, the thread) leaves exchanges bounded
-//! per read, as redis-rs does on its own.
+//! Where a timer cannot be had (the handler, a timer), an exchange stays
+//! bounded per read, as redis-rs does on its own.
 
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::libc;
@@ -23,7 +24,7 @@ use redis::RedisError;
 
 /// The signal that interrupts an exchange past its deadline. Ignored by
 /// default and sent by nothing else we know of (Go's runtime uses it the
-/// same way); never caught by COMMAND, which gets default dispositions.
+/// same way); COMMAND gets the default disposition back at exec.
 pub const SIGNAL: i32 = libc::SIGURG;
 
 /// How often an exchange past its deadline is interrupted again.
@@ -66,162 +67,141 @@ pub fn overrun(limit: Duration) -> RedisError {
 
 /// An exchange being watched, until [`Armed::disarm`] (or drop).
 pub struct Armed {
-    id: Option<u64>,
+    /// The kernel's id of this thread's timer, if one could be made.
+    timer: Option<libc::c_int>,
+    deadline: Option<Instant>,
 }
 
 impl Armed {
     /// Watch this thread's exchange from now on, for `limit`.
     pub fn new(limit: Duration) -> Armed {
-        let Some(at) = Instant::now().checked_add(limit) else {
-            return Armed { id: None };
+        let deadline = Instant::now().checked_add(limit);
+        let timer = match deadline.is_some() && handler_installed() {
+            true => arm(limit),
+            false => None,
         };
-        if !started() {
-            return Armed { id: None };
-        }
-        let mut watch = state();
-        watch.next_id += 1;
-        let id = watch.next_id;
-        watch.armed.push(Entry {
-            id,
-            // SAFETY: no preconditions; the id is this thread's own, and
-            // this thread cannot end before `disarm` (drop) removes it.
-            thread: Thread(unsafe { libc::pthread_self() }),
-            at,
-            fired: false,
-        });
-        if watch.sleeping_until.is_none_or(|until| at < until) {
-            WAKE.notify_one();
-        }
-        Armed { id: Some(id) }
+        Armed { timer, deadline }
     }
 
     /// Stop watching; whether the deadline passed while it ran (its
     /// blocking calls were interrupted).
     pub fn disarm(mut self) -> bool {
-        self.remove()
+        self.delete();
+        self.timer_was_due()
     }
 
-    fn remove(&mut self) -> bool {
-        let Some(id) = self.id.take() else {
-            return false;
-        };
-        let mut watch = state();
-        match watch.armed.iter().position(|e| e.id == id) {
-            Some(i) => watch.armed.swap_remove(i).fired,
-            None => false,
+    fn timer_was_due(&self) -> bool {
+        self.deadline.is_some_and(|at| Instant::now() >= at)
+    }
+
+    fn delete(&mut self) {
+        if let Some(id) = self.timer.take() {
+            // SAFETY: our own timer, deleted once; a signal it queued just
+            // before is handled on the way out of this call (it does nothing).
+            unsafe { libc::syscall(libc::SYS_timer_delete, libc::c_long::from(id)) };
         }
     }
 }
 
 impl Drop for Armed {
     fn drop(&mut self) {
-        self.remove();
+        self.delete();
     }
 }
 
-/// A thread's `pthread_t`: a number on glibc, a pointer on musl (so not
-/// `Send` there, and the static list below needs it to be).
-struct Thread(libc::pthread_t);
-
-// SAFETY: the handle is only an id, passed to `pthread_kill` from the
-// watchdog while the thread it names is alive (see `watchdog`); nothing
-// is read or written through it.
-unsafe impl Send for Thread {}
-
-struct Entry {
-    id: u64,
-    thread: Thread,
-    at: Instant,
-    fired: bool,
+/// The kernel's `struct sigevent` (64 bytes), for `SIGEV_THREAD_ID`: libc
+/// wrappers differ on how they spell the thread id (musl's, glibc's), so
+/// the system call is made directly.
+#[repr(C)]
+struct KernelSigevent {
+    value: u64,
+    signo: libc::c_int,
+    notify: libc::c_int,
+    thread_id: libc::c_int,
+    pad: [libc::c_int; 11],
 }
 
-#[derive(Default)]
-struct Watch {
-    armed: Vec<Entry>,
-    next_id: u64,
-    /// When the watchdog wakes next (`None`: when told).
-    sleeping_until: Option<Instant>,
+/// Linux's `SIGEV_THREAD_ID`: signal the thread named in the event.
+const SIGEV_THREAD_ID: libc::c_int = 4;
+
+/// A timer that signals this thread after `limit`, then every [`AGAIN`].
+fn arm(limit: Duration) -> Option<libc::c_int> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    let event = KernelSigevent {
+        value: 0,
+        signo: SIGNAL,
+        notify: SIGEV_THREAD_ID,
+        thread_id: libc::c_int::try_from(tid).ok()?,
+        pad: [0; 11],
+    };
+    let mut id: libc::c_int = 0;
+    // SAFETY: both pointers are valid for the call; the kernel fills `id`.
+    let made = unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            // Variadic: every argument as a whole register (a long).
+            libc::c_long::from(libc::CLOCK_MONOTONIC),
+            &event as *const KernelSigevent,
+            &mut id as *mut libc::c_int,
+        )
+    };
+    if made != 0 {
+        return None;
+    }
+    // A zero first expiry would disarm the timer: at least 1 ns.
+    let spec = libc::itimerspec {
+        it_interval: timespec(AGAIN),
+        it_value: timespec(limit.max(Duration::from_nanos(1))),
+    };
+    let flags: libc::c_long = 0;
+    // SAFETY: our timer, a valid itimerspec, no old value asked for.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            libc::c_long::from(id),
+            flags,
+            &spec as *const libc::itimerspec,
+            std::ptr::null_mut::<libc::itimerspec>(),
+        )
+    };
+    if set != 0 {
+        // SAFETY: our timer, deleted once.
+        unsafe { libc::syscall(libc::SYS_timer_delete, libc::c_long::from(id)) };
+        return None;
+    }
+    Some(id)
 }
 
-static WATCH: Mutex<Watch> = Mutex::new(Watch {
-    armed: Vec::new(),
-    next_id: 0,
-    sleeping_until: None,
-});
-static WAKE: Condvar = Condvar::new();
-
-fn state() -> MutexGuard<'static, Watch> {
-    // Nothing is left half-done under this lock: a panic elsewhere does
-    // not make the list wrong.
-    WATCH
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The handler and the watchdog, set up once; whether both are there.
-fn started() -> bool {
-    static STARTED: OnceLock<bool> = OnceLock::new();
-    *STARTED.get_or_init(|| {
-        install_handler()
-            && std::thread::Builder::new()
-                .name("deadline".into())
-                .spawn(watchdog)
-                .is_ok()
-    })
+// `time_t` is deprecated in the libc crate's musl targets only (it becomes
+// 64-bit there); it is the field's type in every target.
+#[allow(deprecated)]
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(d.subsec_nanos()),
+    }
 }
 
 extern "C" fn interrupt(_: libc::c_int) {}
 
-fn install_handler() -> bool {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let Ok(signal) = Signal::try_from(SIGNAL) else {
-        return false;
-    };
-    // No SA_RESTART: the interrupted read must fail, not start over.
-    let action = SigAction::new(
-        SigHandler::Handler(interrupt),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    // SAFETY: the handler does nothing, so it is async-signal-safe.
-    unsafe { sigaction(signal, &action) }.is_ok()
-}
-
-/// Interrupt every exchange past its deadline, again every [`AGAIN`]
-/// until it ends; sleep until the next deadline otherwise.
-fn watchdog() {
-    crate::signals::block_in_this_thread();
-    let mut watch = state();
-    loop {
-        let now = Instant::now();
-        for entry in watch.armed.iter_mut().filter(|e| e.at <= now) {
-            entry.fired = true;
-            // SAFETY: the thread is alive: it removes its entry (under
-            // this lock) before it can end.
-            unsafe { libc::pthread_kill(entry.thread.0, SIGNAL) };
-        }
-        let next = next_wake(watch.armed.iter().map(|e| (e.at, e.fired)), now);
-        watch.sleeping_until = next;
-        watch = match next {
-            Some(at) => {
-                let wait = at.saturating_duration_since(now);
-                WAKE.wait_timeout(watch, wait)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .0
-            }
-            None => WAKE
-                .wait(watch)
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+/// The handler of [`SIGNAL`], installed once; whether it is.
+fn handler_installed() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let Ok(signal) = Signal::try_from(SIGNAL) else {
+            return false;
         };
-    }
-}
-
-/// When the watchdog must look again: at the earliest deadline, or
-/// [`AGAIN`] from `now` for an exchange interrupted already.
-fn next_wake(deadlines: impl Iterator<Item = (Instant, bool)>, now: Instant) -> Option<Instant> {
-    deadlines
-        .map(|(at, fired)| if fired { now + AGAIN } else { at })
-        .min()
+        // No SA_RESTART: the interrupted read must fail, not start over.
+        let action = SigAction::new(
+            SigHandler::Handler(interrupt),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        unsafe { sigaction(signal, &action) }.is_ok()
+    })
 }
 
 #[cfg(test)]
@@ -229,21 +209,6 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::os::unix::net::UnixStream;
-
-    #[test]
-    fn the_watchdog_wakes_at_the_first_deadline_or_soon_after_a_fired_one() {
-        let now = Instant::now();
-        let s = Duration::from_secs(1);
-        assert_eq!(next_wake(std::iter::empty(), now), None);
-        assert_eq!(
-            next_wake([(now + 2 * s, false), (now + s, false)].into_iter(), now),
-            Some(now + s)
-        );
-        assert_eq!(
-            next_wake([(now + s, false), (now, true)].into_iter(), now),
-            Some(now + AGAIN)
-        );
-    }
 
     /// A peer that sends a byte every 20 ms, each well within the read
     /// timeout, cannot hold a read loop past the exchange's deadline.
@@ -274,5 +239,26 @@ mod tests {
         let e = result.expect_err("the trickle ended the read");
         assert!(e.is_timeout(), "{e}");
         assert!(took < Duration::from_secs(2), "took {took:?}");
+    }
+
+    /// An exchange that ends in time is not touched, and later calls of
+    /// the thread are not interrupted.
+    #[test]
+    fn an_exchange_in_time_is_left_alone() {
+        let (mut ours, mut theirs) = UnixStream::pair().expect("socketpair");
+        std::io::Write::write_all(&mut theirs, b"y").expect("write");
+        let got: Result<u8, RedisError> = within(Duration::from_secs(5), || {
+            let mut byte = [0u8; 1];
+            let n = ours.read(&mut byte)?;
+            Ok(byte[..n].first().copied().unwrap_or_default())
+        });
+        assert_eq!(got.ok(), Some(b'y'));
+        ours.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let mut byte = [0u8; 1];
+        let late = ours.read(&mut byte).expect_err("nothing more came");
+        assert_eq!(late.kind(), std::io::ErrorKind::WouldBlock, "{late}");
+        // A limit too large for a deadline arms nothing.
+        assert!(!Armed::new(Duration::MAX).disarm());
     }
 }

@@ -9,6 +9,7 @@ use super::node::{Node, Unexpected};
 use super::reply::{self, Acquire, Ownership};
 use super::scripts;
 use super::timing::millis;
+use crate::queue::Queue;
 
 /// What kind of lock KEY is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +49,7 @@ impl LockKind {
         holder: &Holder,
         how: How<'_>,
     ) -> NodeResult<Acquire> {
-        let How {
-            queue,
-            liveness,
-            floor,
-            run_id,
-        } = how;
+        let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
         // or (--allow-eviction) an INFO of our own.
@@ -75,7 +71,10 @@ impl LockKind {
         ];
         // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
         let (script, eighth) = match self {
-            LockKind::Plain => (scripts::ACQUIRE, queue_flag(queue, holder).to_string()),
+            LockKind::Plain => {
+                let flag = queue_flag(how.queue, how.first, how.arriving, holder.queue);
+                (scripts::ACQUIRE, flag.to_string())
+            }
             LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
         };
         let subscribed = if liveness.is_some() { "1" } else { "0" };
@@ -86,10 +85,11 @@ impl LockKind {
             &kill_after_ms,
             subscribed,
             &liveness_ms,
-            if floor { "1" } else { "0" },
+            if how.floor { "1" } else { "0" },
             if screen { "1" } else { "0" },
             run_id.unwrap_or_default(),
             &holder.label,
+            how.at.unwrap_or_default(),
         ]);
         eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
     }
@@ -200,11 +200,19 @@ pub enum Wake {
 #[derive(Debug, Clone, Copy)]
 pub struct How<'a> {
     pub queue: bool,
+    /// Not in line yet, but a line is kept (one node, a plain lock): the
+    /// run's first try.
+    pub first: bool,
+    /// The run's first try in line.
+    pub arriving: bool,
     pub liveness: Option<Duration>,
     pub floor: bool,
     /// Redlock: the `run_id` an earlier run found at this node, for the
     /// script to check (`scripts::server_lib`).
     pub run_id: Option<&'a str>,
+    /// In line and subscribed: the `run_id` of the server subscribed on,
+    /// where the lock may move (see `Wakeups::at`).
+    pub at: Option<&'a str>,
 }
 
 /// Run an acquire script with `args`; with `checks` the script may answer
@@ -246,9 +254,32 @@ fn eval_acquire(
 const SCREEN: usize = 13;
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
-fn queue_flag(queue: bool, holder: &Holder) -> &'static str {
-    match queue {
-        true => holder.queue.argv(),
-        false => "0",
+/// The acquire script's ARGV[8] for a plain lock (see `scripts::ACQUIRE`):
+/// in line, the policy's flag; a newest-wins run's first try ('4') and
+/// first try in line ('5') make it the newest arrival.
+fn queue_flag(queue: bool, first: bool, arriving: bool, policy: Queue) -> &'static str {
+    match (queue, policy) {
+        (true, Queue::NewestWins) if arriving => "5",
+        (true, policy) => policy.argv(),
+        (false, Queue::NewestWins) if first => "4",
+        (false, _) => "0",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newest_wins_run_arrives_on_its_first_try_and_its_first_try_in_line() {
+        use Queue::*;
+        assert_eq!(queue_flag(false, true, false, NewestWins), "4");
+        assert_eq!(queue_flag(true, false, true, NewestWins), "5");
+        assert_eq!(queue_flag(true, false, false, NewestWins), "3");
+        // No line kept (several nodes, a semaphore): nothing to arrive in.
+        assert_eq!(queue_flag(false, false, false, NewestWins), "0");
+        assert_eq!(queue_flag(false, true, false, OldestFirst), "0");
+        assert_eq!(queue_flag(true, false, true, OldestFirst), "1");
+        assert_eq!(queue_flag(true, false, true, NewestFirst), "2");
     }
 }

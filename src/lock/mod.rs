@@ -46,6 +46,6 @@ pub use endpoint::{distinct, endpoint, with_password, with_tls, Endpoint, TlsFil
 pub use error::{Fault, NodeError};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
-pub use node::Wakeups;
+pub use node::{acknowledging, Wakeups};
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Place, Slot, SlotsTaken};

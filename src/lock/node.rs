@@ -455,11 +455,7 @@ impl Node {
         if settings && eviction(&info).is_none() && self.memory == Memory::Unchecked {
             self.memory = Memory::Checked;
         }
-        Ok(info
-            .lines()
-            .find_map(|line| line.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_string())
-            .filter(|id| !id.is_empty()))
+        Ok(run_id_of(&info))
     }
 
     /// Behind sentinels: check that they still name the master this
@@ -531,6 +527,17 @@ impl Node {
             _ => self.endpoint.clone(),
         };
         let mut other = Node::new(endpoint, self.timeout);
+        // Behind sentinels and on a Cluster the lock's keys may move to
+        // another server than this subscription's (a failover, a
+        // resharding): its run_id tells the scripts (see `scripts::line_lib`).
+        let at = match self.endpoint.is_topology() {
+            true => other
+                .query::<String>(redis::cmd("INFO").arg("server"))
+                .ok()
+                .and_then(|info| run_id_of(&info))
+                .map(String::into_boxed_str),
+            false => None,
+        };
         // A plain query, unlike `PubSub::subscribe`, reports NOPERM. It
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
@@ -538,6 +545,7 @@ impl Node {
             Some(Link::Plain(conn)) => Ok(Wakeups {
                 conn,
                 timeout: self.timeout,
+                at,
             }),
             _ => Err(NodeError {
                 fault: Fault::Dropped,
@@ -624,6 +632,14 @@ pub fn acknowledging(info: &str) -> u64 {
     u64::try_from(acking).unwrap_or(u64::MAX)
 }
 
+/// The `run_id` field of an `INFO` reply, if it has one.
+fn run_id_of(info: &str) -> Option<String> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
+}
+
 /// `INFO` refused to the user (no `+info`), or renamed away.
 fn cannot_read_info(e: &RedisError) -> bool {
     let message = e.to_string();
@@ -654,9 +670,18 @@ pub struct Wakeups {
     /// The per-node timeout: how long a message may take to come whole
     /// once the wait for one is over.
     timeout: Duration,
+    /// The `run_id` of the server subscribed on, behind sentinels and on
+    /// a Cluster (see [`Node::subscribe`]).
+    at: Option<Box<str>>,
 }
 
 impl Wakeups {
+    /// The `run_id` of the server these wake-ups come from, where the
+    /// lock's keys may move to another server (Sentinel, Cluster).
+    pub fn at(&self) -> Option<&str> {
+        self.at.as_deref()
+    }
+
     /// Block up to `d` (not zero) for a message: `Ok(true)` if one came,
     /// `Ok(false)` on timeout, an error if the connection broke.
     pub fn wait(&mut self, d: Duration) -> anyhow::Result<bool> {

@@ -103,6 +103,17 @@ fn may_have_run(fault: Fault) -> bool {
     )
 }
 
+/// Where an attempt stands with the line of waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineTry {
+    /// The run's first try: not in line (the uncontended path).
+    First,
+    /// The first try in line: it joins it.
+    Joining,
+    /// A later try in line.
+    InLine,
+}
+
 /// `--replicas`: how many replicas must confirm each write (WAIT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Replicas {
@@ -396,11 +407,15 @@ impl Quorum {
         &mut self,
         token: &str,
         holder: &Holder,
-        waiting: bool,
+        waiting: LineTry,
         liveness: Option<Duration>,
+        at: Option<&str>,
     ) -> Attempt {
         let (ttl, kind) = (self.ttl, self.kind);
-        let queue = waiting && self.queues_waiters();
+        let line = self.queues_waiters();
+        let queue = waiting != LineTry::First && line;
+        let first = waiting == LineTry::First && line;
+        let arriving = waiting == LineTry::Joining && line;
         let skipped = match self.distinct_servers() {
             Ok(skipped) => skipped,
             Err(same) => return Attempt::SameServer(same),
@@ -413,9 +428,12 @@ impl Quorum {
         let acquire = |node: &mut Node, keys: &LockKeys, run_id: Option<&str>| {
             let how = super::kind::How {
                 queue,
+                first,
+                arriving,
                 liveness,
                 floor,
                 run_id,
+                at,
             };
             kind.acquire(node, keys, token, ttl, holder, how)
         };

@@ -104,14 +104,33 @@ local function subscribed(token)
   if type(n) ~= 'table' or n.err then return nil end
   return (tonumber(n[2]) or 0) > 0
 end
+-- This server's run_id (INFO server, once per script; '' when refused).
+local here = nil
+local function this_server()
+  if here == nil then
+    local info = redis.pcall('INFO', 'server')
+    here = type(info) == 'string' and string.match(info, '\nrun_id:(%w+)') or ''
+  end
+  return here
+end
+-- Whether a waiter's subscription is on another server than this one
+-- (`at`: the run_id of the server it subscribed on): after a failover
+-- or a resharding of a Cluster, or a Sentinel failover, the lock's keys
+-- are here and its subscription there, and PUBSUB NUMSUB, which counts
+-- this server's subscribers only, cannot see it.
+local function elsewhere_sub(at)
+  return at ~= nil and at ~= false and at ~= '' and at ~= this_server()
+end
 -- A waiter in line is live while its liveness key exists and, if it was
--- subscribed when it last tried (sub 1), while it still is.
+-- subscribed when it last tried (sub 1), while it still is (where this
+-- server cannot tell, its liveness key alone says).
 local function live(token)
   local alive = KEYS[6] .. ':' .. token
   if redis.call('EXISTS', alive) == 0 then return false end
   -- Not a hash (an older version's '1'): live while it exists.
-  local sub = redis.pcall('HMGET', alive, 'sub')
+  local sub = redis.pcall('HMGET', alive, 'sub', 'at')
   if type(sub) ~= 'table' or sub.err or sub[1] ~= '1' then return true end
+  if elsewhere_sub(sub[2]) then return true end
   return subscribed(token) ~= false
 end
 "#
@@ -211,7 +230,10 @@ end
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
 /// screen (see `eviction_lib`), run_id (see `server_lib`), label (kept in
-/// the holder record and a waiter's liveness hash when not empty). With queue = '1' the caller
+/// the holder record and a waiter's liveness hash when not empty), at (in
+/// line and subscribed behind sentinels or on a Cluster: the `run_id` of
+/// the server subscribed on, kept in the liveness hash; see `line_lib`'s
+/// `elsewhere_sub`). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -225,7 +247,15 @@ end
 /// liveness hash becomes `replaced_by_host replaced_by_pid` for 60 s, and
 /// it is woken on its own channel; its next try answers `{-2, host, pid}`
 /// (replaced by that waiter) and never takes the lock (a newcomer that
-/// takes a free lock at once replaces them too). A waiter in line takes a
+/// takes a free lock at once replaces them too: queue = '4', a newest-wins
+/// run's first try). Every newest-wins run joining the line ('5', its
+/// first try in line; then as '3'), or taking a free lock at once ('4')
+/// where such a record exists, records itself as the newest arrival in
+/// `P{K}:waiters:newest` (token, host, pid; 7 days); a try in line ('3')
+/// by any other run answers
+/// `{-2, host, pid}` of the newest, whatever became of its mark (it lapses
+/// after 60 s: a waiter stopped longer would otherwise come back as a
+/// newcomer and replace the newer one). A waiter in line takes a
 /// free lock only when no live waiter stands before it (one of the first
 /// 100), so the line's order holds even against a waiter whose fallback
 /// poll comes first; a newcomer of '2' or '3' stands before them all.
@@ -250,8 +280,17 @@ pub const ACQUIRE: &str = concat!(
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
+-- newest-wins: '4' is a run's first try (not in line), '5' its first
+-- try in line; both make it the newest arrival.
+local first_try, arriving = mode == '4', mode == '5'
+if first_try then mode = '0' elseif arriving then mode = '3' end
 local queued = mode == '1' or mode == '2' or mode == '3'
 local alive = KEYS[6] .. ':' .. ARGV[1]
+local newest = KEYS[6] .. ':newest'
+local function arrive()
+  redis.call('HSET', newest, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4])
+  redis.call('PEXPIRE', newest, 604800000)
+end
 -- newest-wins: every other waiter leaves the line, told by whom.
 local function replace_others()
   for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
@@ -265,6 +304,18 @@ local function replace_others()
       end
       redis.call('ZREM', KEYS[6], old)
     end
+  end
+end
+if arriving then
+  arrive()
+elseif mode == '3' then
+  -- A newer run arrived since we did (our mark may have lapsed while we
+  -- were stopped): we are replaced, whatever the line says now.
+  local n = redis.call('HMGET', newest, 'token', 'host', 'pid')
+  if n[1] and n[1] ~= ARGV[1] then
+    redis.call('ZREM', KEYS[6], ARGV[1])
+    redis.call('DEL', alive)
+    return {-2, n[2] or '', n[3] or ''}
   end
 end
 local ahead, found = false, false
@@ -294,6 +345,12 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
+  elseif first_try then
+    -- A newcomer that finds the lock free runs first: the older waiters
+    -- are replaced, not served after it. No record of a newest arrival:
+    -- no newest-wins run waited here lately, so none can come back.
+    if redis.call('EXISTS', newest) == 1 then arrive() end
+    replace_others()
   end
   local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
@@ -327,13 +384,16 @@ if queued then
   -- 5-10 s, see `wait.rs`). A failover can lose a leaving waiter's ZREM
   -- (the old primary took it), so this bounds what a dead line leaves.
   redis.call('PEXPIRE', KEYS[6], math.max(tonumber(ARGV[12]) or 0, 60000))
-  local ms = 3000
+  local ms, sub_flag = 3000, 0
   if ARGV[11] == '1' then
     local sub = subscribed(ARGV[1])
     if sub then seen, ms = 1, tonumber(ARGV[12]) or 60000 elseif sub == nil then seen = -1 end
+    -- Subscribed on another server (see `elsewhere_sub`): it keeps its
+    -- place by its liveness key, and is told (seen 0) to subscribe here.
+    if not sub and elsewhere_sub(ARGV[17]) then ms, sub_flag = tonumber(ARGV[12]) or 60000, 1 end
   end
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
-    'sub', tostring(math.max(seen, 0)))
+    'sub', tostring(math.max(seen, sub_flag)), 'at', ARGV[17] or '')
   if (ARGV[16] or '') ~= '' then redis.call('HSET', alive, 'label', ARGV[16]) end
   redis.call('PEXPIRE', alive, ms)
   if not ahead then first = 1 end

@@ -246,3 +246,57 @@ fn contended_runs_all_exit_0_through_slot_migrations_back_and_forth() {
     let sections = assert_sections_apart(&log).len();
     assert!(sections >= 16, "{sections} sections");
 }
+
+/// `status --json`'s count of live waiters of `key`.
+fn waiters_seen(url: &str, key: &str) -> u64 {
+    let out = run_with_timeout(redlock(url).args(["status", key, "--json"]), LONG);
+    json_lines(&out)
+        .first()
+        .and_then(|v| v["waiters_count"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Waiters in line when the lock's primary fails over (CLUSTER FAILOVER:
+/// their subscriptions stay on the old primary, now a replica) and when
+/// the lock's slot moves to another primary: the new primary cannot see
+/// them subscribed (PUBSUB NUMSUB is per node), yet they are alive.
+/// `status` still counts both, and the release serves the first in line.
+#[test]
+fn waiters_in_line_stay_in_line_through_a_failover_and_a_resharding() {
+    let mut cluster = Cluster::start();
+    let url = cluster.url();
+    let slot = cluster.slot_of(&stored("line"));
+    let dir = TestDir::new();
+    let order = dir.file("order");
+    let hold = Hold::new(&dir);
+    let mut holder = hold.spawn(
+        &mut Job::new(&url, "line")
+            .args(["--ttl", "60s"])
+            .sh(hold.script("")),
+        LONG,
+    );
+    let waiter = |name: &str| {
+        let job = format!("echo {name} >> '{}'", order.display());
+        spawn_waiting(&mut Job::new(&url, "line").args(["-v"]).sh(job), LONG)
+    };
+    let mut first = waiter("first");
+    assert!(wait_until(LONG, || waiters_seen(&url, "line") == 1));
+    let mut second = waiter("second");
+    assert!(wait_until(LONG, || waiters_seen(&url, "line") == 2));
+    let primary = cluster.primary_for_slot(slot);
+    let promoted = cluster.failover_replica_of(primary);
+    assert_eq!(waiters_seen(&url, "line"), 2, "after the failover");
+    let other = cluster
+        .primaries()
+        .into_iter()
+        .find(|&p| p != promoted)
+        .expect("another primary");
+    cluster.migrate_slot(slot, other);
+    assert_eq!(waiters_seen(&url, "line"), 2, "after the resharding");
+    hold.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    assert_eq!(second.wait_timeout(LONG).code, Some(0));
+    let served = std::fs::read_to_string(&order).unwrap_or_default();
+    assert_eq!(served, "first\nsecond\n", "served out of order");
+}

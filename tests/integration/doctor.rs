@@ -700,17 +700,20 @@ fn a_server_refusing_writes_after_a_failed_snapshot_fails() {
     );
     let run = run_with_timeout(&mut server.job("x").exec(["true"]), T);
     assert_eq!(run.code, Some(77), "{run:?}");
-    let words = "currently unable to persist to disk";
-    assert!(
-        run.stderr.contains("MISCONF") && run.stderr.contains(words),
-        "{run:?}"
-    );
+    // Redis 7 says "currently unable to persist to disk", 6.2 "currently
+    // not able to persist on disk" (cut in the run's line).
+    assert!(run.stderr.contains("MISCONF"), "{run:?}");
+    let words = "MISCONF";
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");
     assert_eq!(r.of("writes"), ["FAIL"], "{r:?}");
     let line = r.line("writes");
     assert!(
         line.contains("(Redis refused, exit 77): ") && line.contains(words),
+        "{r:?}"
+    );
+    assert!(
+        r.line("writes").contains("the server cannot persist"),
         "{r:?}"
     );
 }
@@ -727,7 +730,8 @@ fn time_renamed_away_fails_the_clock() {
         .start();
     let run = run_with_timeout(&mut server.job("x").exec(["true"]), T);
     assert_eq!(run.code, Some(77), "{run:?}");
-    let words = "Unknown Redis command called from script";
+    // "from script" on Redis 7, "from Lua script" on 6.2.
+    let words = "Unknown Redis command called from";
     assert!(run.stderr.contains(words), "{run:?}");
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");

@@ -299,6 +299,19 @@ fn replicas_auto_does_not_wait_for_a_hung_replica() {
         .query(&mut primary.conn())
         .unwrap();
     assert!(info.contains("connected_slaves:1"), "{info}");
+    // doctor says so: a WARN, not a FAIL.
+    let doctor = run_with_timeout(
+        redlock(&primary.url()).args(["doctor", "--replicas", "auto"]),
+        LONG,
+    );
+    assert_eq!(doctor.code, Some(0), "{doctor:?}");
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("none acknowledging")),
+        "{doctor:?}"
+    );
     // The holder refreshes with the replica hung.
     let refreshes = |h: &RunningChild| h.stderr_now().matches("refreshed lock 'hung'").count();
     let before = refreshes(&holder);

@@ -380,7 +380,96 @@ fn newest_wins_burst_of_20_runs_exactly_one() {
     assert_eq!(last.code, Some(0), "{last:?}");
     // The holder, then exactly one of the burst; never two at once.
     assert_eq!(sections_in(&log), (2, 1));
-    assert_eq!(dbsize(&mut server.conn()), 1, "only the fence is left");
+    // Only the fence and the newest arrival (for waiters stopped past
+    // their mark, see below) are left.
+    let mut conn = server.conn();
+    assert_eq!(dbsize(&mut conn), 2);
+    assert!(exists(&mut conn, "redlock:{ci}:waiters:newest"));
+}
+
+/// A lock held by hand (no expiry), so that only the test frees it.
+fn held_by_hand(server: &RedisServer, key: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(format!("redlock:{{{key}}}"))
+        .arg("by-hand")
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// A newest-wins run that marks `ran` when its COMMAND runs.
+fn newest_wins(server: &RedisServer, key: &str, ran: &std::path::Path) -> Command {
+    server
+        .job(key)
+        .args(["-v", "--queue", "newest-wins"])
+        .sh(format!("touch '{}'", ran.display()))
+}
+
+/// A newcomer that finds the lock free (the holder's lock was deleted, and
+/// the waiter has not looked yet) takes it, and the older waiter is
+/// replaced (79): it does not run after it.
+#[test]
+fn newest_wins_a_newcomer_taking_a_free_lock_replaces_the_waiters() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    held_by_hand(&server, "free");
+    let (old_ran, new_ran) = (dir.file("old"), dir.file("new"));
+    let mut old = spawn_waiting(&mut newest_wins(&server, "free", &old_ran), LONG);
+    assert!(wait_until(LONG, || queued(&server, "free") == 1));
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:{free}")
+        .query(&mut server.conn())
+        .unwrap();
+    let out = run_with_timeout(&mut newest_wins(&server, "free", &new_ran), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(new_ran.exists());
+    let out = old.wait_timeout(LONG);
+    assert_eq!(out.code, Some(79), "{out:?}");
+    assert!(!old_ran.exists(), "the older run ran after the newer one");
+}
+
+/// A replaced waiter stopped past its mark's 60 s (a suspended runner;
+/// the mark is deleted here, as it would have lapsed) does not come back
+/// as a newcomer: it is the one replaced (79), named by the newer run,
+/// and the newer run is served.
+#[test]
+fn newest_wins_a_waiter_stopped_past_its_mark_does_not_replace_the_newer_one() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    held_by_hand(&server, "stale");
+    let (old_ran, new_ran) = (dir.file("old"), dir.file("new"));
+    let mut old = spawn_waiting(&mut newest_wins(&server, "stale", &old_ran), LONG);
+    assert!(wait_until(LONG, || queued(&server, "stale") == 1));
+    let tokens: Vec<String> = redis::cmd("ZRANGE")
+        .arg("redlock:{stale}:waiters")
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    let old_token = tokens.first().expect("the old waiter in line").clone();
+    old.signal(Signal::SIGSTOP);
+    let mut new = spawn_waiting(&mut newest_wins(&server, "stale", &new_ran), LONG);
+    let mark = format!("redlock:{{stale}}:waiters:{old_token}");
+    assert!(wait_until(LONG, || hgetall(&mut server.conn(), &mark)
+        .contains_key("replaced_by_pid")));
+    let _: () = redis::cmd("DEL")
+        .arg(&mark)
+        .query(&mut server.conn())
+        .unwrap();
+    old.signal(Signal::SIGCONT);
+    let out = old.wait_timeout(LONG);
+    assert_eq!(out.code, Some(79), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("pid {}", new.pid())),
+        "{out:?}"
+    );
+    assert!(!new.has_exited(), "the newer waiter was replaced");
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:{stale}")
+        .query(&mut server.conn())
+        .unwrap();
+    let out = new.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(new_ran.exists() && !old_ran.exists());
 }
 
 #[test]

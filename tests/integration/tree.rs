@@ -344,14 +344,15 @@ fn out_of_processes_is_exit_71_with_the_lock_released() {
         "lock left held"
     );
 
-    // Four: redlock-run, its deadline watchdog thread (src/lock/
-    // deadline.rs), its keeper and COMMAND (which execs, forking nothing);
-    // the refresh thread cannot start: the job is stopped.
+    // Three: redlock-run, its keeper and COMMAND (which execs, forking
+    // nothing; an exchange's deadline is a timer, no thread: see
+    // src/lock/deadline.rs); the refresh thread cannot start: the job is
+    // stopped.
     let job = server
         .job("nproc3")
         .args(["--ttl", "30s"])
         .sh("echo started; exec sleep 20");
-    let Some((mut cmd, _bin)) = as_other_uid_limited("--nproc=4", job) else {
+    let Some((mut cmd, _bin)) = as_other_uid_limited("--nproc=3", job) else {
         return;
     };
     let out = run_with_timeout(&mut cmd, LONG);
