@@ -18,8 +18,9 @@
 #   lost lock (the key replaced while the job runs) stopping the job with
 #   exit 70;
 # - the aarch64 binary under qemu: a subset of the integration suite
-#   (QEMU_TESTS below: tests that look only at what the binary does over
-#   Redis and to its job, not at its own pid, /proc or process names);
+#   (scripts/release-check-qemu-tests.txt: tests that look only at what
+#   the binary does over Redis and to its job, not at its own pid, /proc
+#   or process names);
 # - the OCI images: unpacked with umoci, holding the binary and the CA
 #   certificates and nothing else; a job run under a lock from the image's
 #   root filesystem, as the image's user, in new mount and PID namespaces
@@ -46,28 +47,9 @@ fail() {
     exit 1
 }
 
-# The integration tests run against the aarch64 binary under qemu: the
-# lock's contract over Redis (acquire, wait, refresh, lose, release, exit
-# codes, admin commands, semaphores, queues). Left out as a whole: tests of
-# the binary's own process (keeper, tree, nested, local_faults, signals to
-# its pid, ps names, /proc), which under qemu see qemu's process, and the
-# slow or timing-tight modules (chaos, fleet, faults). QEMU_SKIP: tests of
-# those modules that qemu-user cannot pass for its own reasons:
-QEMU_TESTS=(run:: wait:: admin:: limit:: queue::)
-QEMU_SKIP=(
-    # a real-time signal: qemu-user maps the guest's onto other host numbers
-    run::exit_codes_pass_through
-    # the spawn's clone(CLONE_VM | CLONE_VFORK) runs as a plain fork under
-    # qemu-user, so the child's exec error never reaches the parent's message
-    run::command_not_found_or_not_executable
-    # a 400 ms TTL: qemu's start-up and code translation eat the margin
-    run::the_shortest_ttl_the_defaults_accept_keeps_its_lock_while_redis_answers
-    # SIGSTOPs waiters by pid, and takes minutes under qemu
-    queue::a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first
-    # its 1 s progress line must count a waiter started just before, which
-    # qemu starts too slowly for that
-    wait::a_waiting_run_says_so_and_again_at_a_low_rate_unless_quiet
-)
+# The integration tests run against the aarch64 binary under qemu, by
+# exact name, and why the others are left out: scripts/release-check-qemu-tests.txt.
+mapfile -t QEMU_TESTS < <(grep -v '^#' scripts/release-check-qemu-tests.txt)
 
 section() { printf '\nrelease-check: == %s\n' "$*"; }
 
@@ -170,15 +152,17 @@ for arch in x86_64 aarch64; do
     runs_jobs_under_a_lock "the $arch binary${run:+ under qemu}" "${run[@]}" "$bin"
 
     if [ "$arch" = aarch64 ]; then
-        section "aarch64: integration tests under qemu: ${QEMU_TESTS[*]}"
+        section "aarch64: ${#QEMU_TESTS[@]} integration tests under qemu (scripts/release-check-qemu-tests.txt)"
         wrapper=$scratch/redlock-run-aarch64
         printf '#!/bin/sh\nexec qemu-aarch64-static %s "$@"\n' "$bin" >"$wrapper"
         chmod +x "$wrapper"
         started=$SECONDS
         REDLOCK_TEST_BINARY=$wrapper REDLOCK_TEST_REQUIRE_TOOLS=1 \
-            cargo test --locked --quiet --test integration -- "${QEMU_TESTS[@]}" \
-            $(printf -- '--skip %s ' "${QEMU_SKIP[@]}") ||
+            cargo test --locked --quiet --test integration -- --exact "${QEMU_TESTS[@]}" |
+            tee "$scratch/qemu-tests.log" ||
             fail "integration tests failed against the aarch64 binary under qemu (see above)"
+        grep -q "^test result: ok\. ${#QEMU_TESTS[@]} passed" "$scratch/qemu-tests.log" ||
+            fail "fewer tests ran under qemu than scripts/release-check-qemu-tests.txt lists (one renamed or removed?)"
         echo "release-check: the integration subset passed under qemu in $((SECONDS - started)) s"
     fi
 
