@@ -15,7 +15,9 @@
 #
 # Without the Rust target x86_64-unknown-linux-musl (and rustup cannot add
 # it) or without musl-gcc (Debian's musl-tools), it says so in one line and
-# benches the glibc build alone, as "redlock-run".
+# benches the glibc build alone, as "redlock-run". The musl build is made
+# in scripts/release.sh's environment (scripts/build-env.sh), so the
+# release that follows in CI reuses it instead of building it again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -23,6 +25,7 @@ musl=x86_64-unknown-linux-musl
 
 cargo build --release --quiet
 glibc="$target/release/redlock-run"
+source scripts/build-env.sh
 
 missing=''
 if ! command -v musl-gcc >/dev/null; then
@@ -30,8 +33,8 @@ if ! command -v musl-gcc >/dev/null; then
 elif ! rustup target list --installed 2>/dev/null | grep -qx "$musl" &&
     ! rustup target add "$musl" >/dev/null 2>&1; then
     missing="the Rust target $musl is not installed and rustup target add failed"
-# ring compiles C: it needs musl's gcc wrapper for this target.
-elif ! CC_x86_64_unknown_linux_musl=musl-gcc cargo build --quiet --locked --release --target "$musl"; then
+# ring compiles C: build-env.sh names musl's gcc wrapper for this target.
+elif ! cargo build --quiet --locked --release --target "$musl"; then
     missing="cargo build --target $musl failed (see above)"
 fi
 

@@ -5,7 +5,11 @@
 #
 #   scripts/prereqs.sh             Debian packages + a Python venv for tests
 #   scripts/prereqs.sh --demo      only what scripts/demo.sh needs
-#   scripts/prereqs.sh --release   also what scripts/release.sh needs
+#   scripts/prereqs.sh --release   also what scripts/release.sh needs: more
+#                                  Debian packages, the two static Rust
+#                                  targets and three cargo tools (below)
+#   scripts/prereqs.sh --no-venv   no Python venv (scripts/release.sh needs
+#                                  none; with it, nothing below is exported)
 #   scripts/prereqs.sh --list      print the packages (with --demo or
 #                                  --release: theirs), one a line; install nothing
 #
@@ -53,17 +57,62 @@ redlock_prereqs_release=(
     "lintian lintian"
     "musl-tools musl-gcc"        # ring's C code for the static binary
     "dpkg-dev dpkg-shlibdeps"    # cargo-deb's $auto Depends
+    "gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc"  # ring's C code and the linker for aarch64
+    "libc6-dev-arm64-cross -"    # the C headers ring includes, for aarch64
+    "qemu-user-static qemu-aarch64-static"  # CI runs the aarch64 binary (no binfmt needed)
+    "umoci umoci"                # CI unpacks the OCI image to run it
+    "minisign minisign"          # signs and verifies SHA256SUMS
+)
+# With --release: the Rust targets (rustup) and the cargo tools (crates.io,
+# exact versions: the .deb's and the SBOMs' bytes depend on them). Built
+# once into the cargo home and kept there: an installed tool of the right
+# version is not rebuilt. Built without LTO at opt-level 1: a fraction of
+# their own release profile's build time, fast enough for a small tree.
+redlock_prereqs_targets=(x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+redlock_prereqs_crates=(
+    "cargo-deb 3.8.0"            # the .debs
+    "cargo-cyclonedx 0.5.9"      # the SBOMs (CycloneDX)
+    "cargo-deny 0.20.2"          # licences, bans and sources, offline
 )
 
+# The Rust targets and cargo tools that --release adds (see above).
+redlock_prereqs_rust() {
+    local target sysroot entry crate version
+    sysroot=$(rustc --print sysroot) || return 1
+    for target in "${redlock_prereqs_targets[@]}"; do
+        [ -d "$sysroot/lib/rustlib/$target/lib" ] && continue
+        if ! command -v rustup >/dev/null || ! rustup target add "$target" >/dev/null 2>&1; then
+            echo "prereqs: cannot install the Rust target $target (rustup target add failed or no rustup)" >&2
+            return 3
+        fi
+    done
+    for entry in "${redlock_prereqs_crates[@]}"; do
+        crate=${entry% *} version=${entry#* }
+        # `cargo deb --version` says "cargo-deb 3.8.0", cargo-cyclonedx
+        # "cargo-cyclonedx 0.5.9", cargo-deny "cargo-deny 0.20.2".
+        case $(cargo "${crate#cargo-}" --version 2>/dev/null) in
+        *" $version") continue ;;
+        esac
+        echo "prereqs: building $crate $version (cargo install, once)" >&2
+        CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+            CARGO_PROFILE_RELEASE_OPT_LEVEL=1 nice -n 10 \
+            cargo install --locked --quiet --force "$crate@$version" || {
+            echo "prereqs: cargo install $crate@$version failed (see above)" >&2
+            return 1
+        }
+    done
+}
+
 redlock_prereqs_main() {
-    local root want=("${redlock_prereqs_demo[@]}") entry pkg cmd arg demo='' list=''
+    local root want=("${redlock_prereqs_demo[@]}") entry pkg cmd arg demo='' list='' release='' with_venv=1
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     # Sourced, "$@" may be the sourcing script's own arguments: only ours count.
     for arg in "$@"; do
         case $arg in
         --demo) demo=1 ;;
         --list) list=1 ;;
-        --release) want+=("${redlock_prereqs_release[@]}") ;;
+        --no-venv) with_venv='' ;;
+        --release) want+=("${redlock_prereqs_release[@]}") release=1 ;;
         esac
     done
     [ -n "$demo" ] || want+=("${redlock_prereqs_packages[@]}")
@@ -99,8 +148,10 @@ redlock_prereqs_main() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return 1
     fi
 
-    # The demo needs no python.
-    [ -z "$demo" ] || return 0
+    [ -z "$release" ] || redlock_prereqs_rust || return
+
+    # The demo and the release need no python.
+    [ -z "$demo" ] && [ -n "$with_venv" ] || return 0
     # Debian's own python (a pyenv or other python on PATH may lack venv).
     local python=python3
     [ -x /usr/bin/python3 ] && python=/usr/bin/python3
@@ -128,10 +179,10 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     redlock_prereqs_main "$@"
     case " $* " in
     *" --list "*) ;;
-    *" --demo "*) echo "prereqs: all the demo needs is installed" ;;
+    *" --demo "* | *" --no-venv "*) echo "prereqs: all installed" ;;
     *) echo "prereqs: all installed; REDLOCK_TEST_PYTHON=$REDLOCK_TEST_PYTHON" ;;
     esac
 else
-    redlock_prereqs_main "$@" || exit 1
+    redlock_prereqs_main "$@" || exit
 fi
-unset -f redlock_prereqs_main
+unset -f redlock_prereqs_main redlock_prereqs_rust
