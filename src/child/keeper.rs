@@ -461,22 +461,7 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
         let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if ready > 0 {
-            loop {
-                let n = libc::read(ctl_r, message[have..].as_mut_ptr().cast(), CTL - have);
-                if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
-                    // redlock-run is gone: nothing of the job may run on.
-                    kill_tree(tree);
-                    libc::_exit(0);
-                }
-                if n < 0 {
-                    break;
-                }
-                have += usize::try_from(n).unwrap_or(0);
-                if have == CTL {
-                    have = 0;
-                    lease_end = lease_end_in(&message, tree.leader);
-                }
-            }
+            read_messages(tree, ctl_r, &mut message, &mut have, &mut lease_end);
         }
         if !reported {
             reported = watch_leader(tree, st_w, ready <= 0);
@@ -494,6 +479,39 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
         }
         if killing {
             kill_all(tree);
+        }
+    }
+}
+
+/// Read every message waiting on `ctl_r` (nonblocking), keeping a part
+/// of one in `message[..have]`; the newest lease's end goes to
+/// `lease_end`. At redlock-run's end (the pipe closed), or its "done",
+/// the keeper ends here.
+///
+/// # Safety
+/// As [`run`]: in the keeper only; `ctl_r` is the control pipe's
+/// nonblocking reading end.
+unsafe fn read_messages(
+    tree: &Tree,
+    ctl_r: RawFd,
+    message: &mut [u8; CTL],
+    have: &mut usize,
+    lease_end: &mut i64,
+) {
+    loop {
+        let n = libc::read(ctl_r, message[*have..].as_mut_ptr().cast(), CTL - *have);
+        if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
+            // redlock-run is gone: nothing of the job may run on.
+            kill_tree(tree);
+            libc::_exit(0);
+        }
+        if n < 0 {
+            return;
+        }
+        *have += usize::try_from(n).unwrap_or(0);
+        if *have == CTL {
+            *have = 0;
+            *lease_end = lease_end_in(message, tree.leader);
         }
     }
 }
