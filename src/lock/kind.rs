@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use super::calls::{Acquire, Extend, Leave, RaiseFence, Release, Take};
 use super::error::{NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
 use super::node::{Node, Unexpected};
-use super::reply::{self, Acquire, Ownership};
-use super::scripts;
+use super::reply::{self, Ownership};
 use super::timing::millis;
 use crate::queue::Queue;
 
@@ -48,7 +48,7 @@ impl LockKind {
         ttl: Duration,
         holder: &Holder,
         how: How<'_>,
-    ) -> NodeResult<Acquire> {
+    ) -> NodeResult<reply::Acquire> {
         let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -57,41 +57,26 @@ impl LockKind {
         if !screen {
             node.check_eviction(keys)?;
         }
-        let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
-        let refresh_ms = holder.refresh_ms.to_string();
-        let kill_after_ms = holder.kill_after_ms.to_string();
-        let mut args = vec![
-            token,
-            &ttl_ms,
-            &holder.host,
-            &pid,
-            &holder.user,
-            &holder.command,
-            &holder.acquired_at,
-        ];
-        // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
-        let (script, eighth) = match self {
+        let take = match self {
             LockKind::Plain => {
-                let flag = queue_flag(how.queue, how.first, how.arriving, holder.queue);
-                (scripts::ACQUIRE, flag.to_string())
+                Take::Plain(queue_flag(how.queue, how.first, how.arriving, holder.queue))
             }
-            LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
+            LockKind::Semaphore(n) => Take::Slot(n),
         };
-        let subscribed = if liveness.is_some() { "1" } else { "0" };
-        let liveness_ms = liveness.map(millis).unwrap_or_default().to_string();
-        args.extend([
-            eighth.as_str(),
-            &refresh_ms,
-            &kill_after_ms,
-            subscribed,
-            &liveness_ms,
-            if how.floor { "1" } else { "0" },
-            if screen { "1" } else { "0" },
-            run_id.unwrap_or_default(),
-            &holder.label,
-            how.at.unwrap_or_default(),
-        ]);
-        eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
+        let call = Acquire {
+            token,
+            ttl_ms: millis(ttl),
+            holder,
+            take,
+            subscribed: liveness.is_some(),
+            liveness_ms: liveness.map(millis).unwrap_or_default(),
+            floor: how.floor,
+            screen,
+            run_id: run_id.unwrap_or_default(),
+            at: how.at.unwrap_or_default(),
+        };
+        let checks = screen || run_id.is_some();
+        eval_acquire(node, keys, call, checks)
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
@@ -104,14 +89,13 @@ impl LockKind {
         ttl: Duration,
         ended: Option<&str>,
     ) -> NodeResult<Ownership> {
-        let script = match self {
-            LockKind::Plain => scripts::EXTEND,
-            LockKind::Semaphore(_) => scripts::SLOT_EXTEND,
+        let call = Extend {
+            slot: self != LockKind::Plain,
+            token,
+            ttl_ms: millis(ttl),
+            ended_at: ended,
         };
-        let ttl = millis(ttl).to_string();
-        let mut args = vec![token, &ttl];
-        args.extend(ended);
-        let reply = node.eval(script, keys, &args)?;
+        let reply = node.call(keys, &call)?;
         reply::ownership(reply).unexpected(node, "extend")
     }
 
@@ -124,16 +108,13 @@ impl LockKind {
         token: &str,
         wake: Wake,
     ) -> NodeResult<Ownership> {
-        let script = match self {
-            LockKind::Plain => scripts::RELEASE,
-            LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
-        };
         let how = match wake {
             Wake::Next => "0",
             Wake::Nobody => "1",
             Wake::Anyway => "2",
         };
-        let reply = node.eval(script, keys, &[token, how])?;
+        let slot = self != LockKind::Plain;
+        let reply = node.call(keys, &Release { slot, token, how })?;
         let found = reply::ownership(reply).unexpected(node, "release")?;
         // Behind sentinels, a release counts only if it went to the master
         // they name now: one that a failover left behind still takes
@@ -144,7 +125,7 @@ impl LockKind {
 
     /// Leave the line of waiters (plain locks only queue).
     pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
-        node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+        node.call(keys, &Leave { token }).map(drop)
     }
 
     /// Keep our liveness key for `liveness` more: one PEXPIRE, the cheap
@@ -158,18 +139,17 @@ impl LockKind {
         liveness: Duration,
     ) -> NodeResult<bool> {
         let mut cmd = redis::cmd("PEXPIRE");
-        cmd.arg(format!("{}:{token}", keys.waiters))
-            .arg(millis(liveness));
+        cmd.arg(keys.mark(token)).arg(millis(liveness));
         node.query_at::<i64>(&cmd, Some(keys.slot()))
             .map(|n| n == 1)
     }
 }
 
 impl Node {
-    /// Raise the fence counter (see `scripts::RAISE_FENCE`; `args`: token,
-    /// fence, limit): `true` when the node still holds our lock.
-    pub(super) fn raise_fence(&mut self, keys: &LockKeys, args: &[&str]) -> NodeResult<bool> {
-        let reply = self.eval(scripts::RAISE_FENCE, keys, args)?;
+    /// Raise the fence counter (see `scripts::RAISE_FENCE`): `true` when
+    /// the node still holds our lock.
+    pub(super) fn raise_fence(&mut self, keys: &LockKeys, call: RaiseFence) -> NodeResult<bool> {
+        let reply = self.call(keys, &call)?;
         match reply {
             redis::Value::Int(n @ 0..=1) => Ok(n == 1),
             other => Err(NodeError::unexpected(
@@ -215,18 +195,17 @@ pub struct How<'a> {
     pub at: Option<&'a str>,
 }
 
-/// Run an acquire script with `args`; with `checks` the script may answer
-/// one of its checks first (ARGV[14] = '1': eviction; ARGV[15]: the
-/// server's `run_id`), and a user who may not read `INFO` (noted) is
-/// asked again without the eviction check.
+/// Run an acquire script; with `checks` the script may answer one of its
+/// checks first (`screen`: eviction; `run_id`: the server's), and a user
+/// who may not read `INFO` (noted) is asked again without the eviction
+/// check.
 fn eval_acquire(
     node: &mut Node,
-    script: &str,
     keys: &LockKeys,
-    args: &mut [&str],
+    mut call: Acquire,
     checks: bool,
-) -> NodeResult<Acquire> {
-    let reply = node.eval(script, keys, args)?;
+) -> NodeResult<reply::Acquire> {
+    let reply = node.call(keys, &call)?;
     if !checks {
         return reply::acquire(reply).unexpected(node, "acquire");
     }
@@ -234,14 +213,12 @@ fn eval_acquire(
     if let Some(answer) = node.screened(found)? {
         return Ok(answer);
     }
-    if let Some(screen) = args.get_mut(SCREEN) {
-        *screen = "0";
-    }
-    let reply = node.eval(script, keys, args)?;
+    call.screen = false;
+    let reply = node.call(keys, &call)?;
     let found = reply::screened(reply).unexpected(node, "acquire")?;
     match found {
         reply::Screened::Answer(answer) => Ok(answer),
-        reply::Screened::Elsewhere(id) => Ok(Acquire::Elsewhere(id)),
+        reply::Screened::Elsewhere(id) => Ok(reply::Acquire::Elsewhere(id)),
         other => Err(NodeError::unexpected(
             node.shown(),
             "acquire",
@@ -249,9 +226,6 @@ fn eval_acquire(
         )),
     }
 }
-
-/// ARGV[14], the eviction check's flag, in the acquire scripts' arguments.
-const SCREEN: usize = 13;
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
 /// The acquire script's ARGV[8] for a plain lock (see `scripts::ACQUIRE`):

@@ -4,7 +4,8 @@
 //!
 //! - `endpoint`: one server as the user named it (URL, TLS files).
 //! - `keys`: the Redis keys of a lock and the holder record.
-//! - `scripts`: the Lua scripts, with their KEYS/ARGV layout.
+//! - `scripts`: the Lua scripts.
+//! - `calls`: each script's KEYS and ARGV, built from named fields.
 //! - `reply`: the scripts' replies as types.
 //! - `deadline`: one deadline per exchange (a server that trickles
 //!   its reply cannot hold a command past it).
@@ -24,6 +25,7 @@
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 //! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
+mod calls;
 mod cluster;
 mod deadline;
 mod dial;

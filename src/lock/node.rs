@@ -376,17 +376,16 @@ impl Node {
         result
     }
 
-    /// Run one script with the lock's keys.
+    /// Run one script with these KEYS (see `calls.rs`, which builds them).
     pub(super) fn eval(
         &mut self,
         script: &str,
-        keys: &LockKeys,
+        keys: &[String],
         args: &[&str],
     ) -> NodeResult<Value> {
         self.recheck_master()?;
-        let all = keys.all();
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
+        cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
         self.query(&cmd)
     }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
+use super::calls::RaiseFence;
 use super::endpoint::Endpoint;
 use super::error::{Fault, NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
@@ -770,10 +771,16 @@ impl Quorum {
         if at >= self.needed() {
             return Ok(());
         }
-        let (limit, fence_arg) = (self.kind.limit().to_string(), fence.to_string());
-        let args = [token, fence_arg.as_str(), limit.as_str()];
+        let limit = self.kind.limit();
         let answers = self.each_at(|i, node, keys| match granted.get(i) {
-            Some(Some(f)) if *f < fence => Some(node.raise_fence(keys, &args)),
+            Some(Some(f)) if *f < fence => {
+                let call = RaiseFence {
+                    token,
+                    fence,
+                    limit,
+                };
+                Some(node.raise_fence(keys, call))
+            }
             _ => None,
         });
         let mut raised = at;
