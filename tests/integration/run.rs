@@ -2,6 +2,7 @@
 //! Redis before, during and after, waiting, refresh, and mutual exclusion.
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -583,4 +584,42 @@ fn without_user_or_logname_the_holder_is_named_from_the_passwd_file() {
         status.stdout.contains(&format!("({name})")),
         "status should name the user {name}: {status:?}"
     );
+}
+
+#[test]
+fn a_script_without_a_shebang_runs_with_sh() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = dir.file("plain-script");
+    std::fs::write(&script, "echo \"ran with $# args: $1 $2\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // By path, and found on $PATH.
+    let by_path = run_with_timeout(
+        &mut server
+            .job("noshebang")
+            .exec([script.to_str().unwrap(), "a", "b c"]),
+        LONG,
+    );
+    assert_eq!(by_path.code, Some(7), "{by_path:?}");
+    assert_eq!(by_path.stdout, "ran with 2 args: a b c\n");
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let on_path = run_with_timeout(
+        server
+            .job("noshebang")
+            .exec(["plain-script", "x"])
+            .env("PATH", path),
+        LONG,
+    );
+    assert_eq!(on_path.code, Some(7), "{on_path:?}");
+    assert_eq!(on_path.stdout, "ran with 1 args: x \n");
+    // A file that is not executable is still 126, a missing one 127.
+    let data = dir.file("data");
+    std::fs::write(&data, "echo no\n").unwrap();
+    let denied = run_with_timeout(&mut server.job("noshebang").exec([&data]), LONG);
+    assert_eq!(denied.code, Some(126), "{denied:?}");
+    let missing = run_with_timeout(
+        &mut server.job("noshebang").exec(["no-such-command-here"]),
+        LONG,
+    );
+    assert_eq!(missing.code, Some(127), "{missing:?}");
 }
