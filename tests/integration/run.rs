@@ -468,51 +468,6 @@ fn a_closed_stderr_does_not_kill_the_wrapper() {
     );
 }
 
-#[test]
-fn the_shortest_ttl_the_defaults_accept_keeps_its_lock_while_redis_answers() {
-    // --ttl 400ms: refresh and --kill-after 133 ms each, the SIGTERM due
-    // 151 ms after the last confirmed write was sent. Each refresh must be
-    // sent a period after the write before it was *sent*, as the lease
-    // counts; a period after it was answered, or after the refresher
-    // thread started, is too late for every refresh. So few milliseconds
-    // are left that a loaded machine may lose one such lease for real (a
-    // refresh late by the scheduler): up to three holders are tried, and
-    // one must keep its lock through six refreshes (the old schedule lost
-    // every one).
-    let server = RedisServer::start();
-    let mut lost = Vec::new();
-    for attempt in 0..3 {
-        let key = format!("short{attempt}");
-        let dir = TestDir::new();
-        let hold = Hold::new(&dir);
-        let mut holder = hold.spawn(
-            &mut server
-                .job(&key)
-                .args(["--ttl", "400ms"])
-                .sh(hold.script("exit 0")),
-            LONG,
-        );
-        let lock = format!("redlock:{{{key}}}");
-        let mut conn = server.conn();
-        let (mut last, mut refreshed, mut gone) = (pttl(&mut conn, &lock), 0, false);
-        let kept = wait_until(LONG, || {
-            let now = pttl(&mut conn, &lock);
-            gone |= now <= 0;
-            refreshed += usize::from(now > last);
-            last = now;
-            gone || refreshed >= 6
-        });
-        hold.go();
-        let out = holder.wait_timeout(LONG);
-        if kept && !gone {
-            assert_eq!(out.code, Some(0), "{out:?}");
-            return;
-        }
-        lost.push(out);
-    }
-    panic!("the lock was lost under a running holder, three times: {lost:?}");
-}
-
 /// Wake-ups of every thread of `pid` so far (voluntary context switches:
 /// each is a sleep that ended), from /proc.
 fn wakeups(pid: i32) -> u64 {
