@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
-use crate::lock::{Extend, Ownership, Quorum, Wakeups};
+use crate::lock::{listen, Extend, Heard, Interrupts, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
 pub use crate::plan::Loss;
 use crate::plan::{self, Refresh};
@@ -241,29 +241,26 @@ fn refresh(
 /// stop is noticed at the next wake-up at the latest; nothing waits for
 /// it meanwhile, and no refresh follows it (see [`Refresher::stop`]).
 fn wait_for(next: Instant, watch: &mut Option<Wakeups>, stopped: &Receiver<()>) -> bool {
-    loop {
-        let left = next.saturating_duration_since(Instant::now());
-        let Some(subscription) = watch else {
-            return match stopped.recv_timeout(left) {
-                Err(RecvTimeoutError::Timeout) => true,
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => false,
-            };
-        };
-        if left.is_zero() {
-            return true;
+    let heard = listen(watch, next, stopped);
+    !matches!(heard, Heard::Interrupted(_)) && Interrupts::pending(stopped).is_none()
+}
+
+/// The refresher's thread blocks signals: only a stop ends its wait, and
+/// only when it wakes (its reads last until the next refresh).
+impl Interrupts for Receiver<()> {
+    fn pending(&self) -> Option<i32> {
+        match self.try_recv() {
+            Err(TryRecvError::Empty) => None,
+            Ok(()) | Err(TryRecvError::Disconnected) => Some(0),
         }
-        let heard = subscription.wait(left);
-        match stopped.try_recv() {
-            Err(TryRecvError::Empty) => {}
-            Ok(()) | Err(TryRecvError::Disconnected) => return false,
+    }
+    fn sleep(&self, d: Duration) -> Option<i32> {
+        match self.recv_timeout(d) {
+            Err(RecvTimeoutError::Timeout) => None,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => Some(0),
         }
-        match heard {
-            Ok(false) => {}
-            Ok(true) => return true,
-            Err(_) => {
-                *watch = None;
-                return true;
-            }
-        }
+    }
+    fn during_reads(&self) -> bool {
+        false
     }
 }

@@ -179,13 +179,16 @@ pub fn answered<T>(
     Ok(ok)
 }
 
-/// Too few nodes answered: exit 77 if one refused us (waiting or retrying
-/// will not help), else 69.
+/// Too few nodes answered: exit 71 if a resource of this host ran out (as
+/// the run says: Redis may be fine), 77 if a node refused us (waiting or
+/// retrying will not help), else 69.
 pub fn failure(errors: Vec<NodeError>, total: usize, what: &str) -> Failure {
+    let local = errors.iter().any(|e| e.fault == Fault::Local);
     let refused = errors.iter().any(|e| e.fault == Fault::Refused);
-    let (exit, why) = match refused {
-        true => (Exit::Refused, "Redis refused"),
-        false => (Exit::Unavailable, "Redis unavailable"),
+    let (exit, why) = match (local, refused) {
+        (true, _) => (Exit::LocalFailure, "local failure"),
+        (false, true) => (Exit::Refused, "Redis refused"),
+        (false, false) => (Exit::Unavailable, "Redis unavailable"),
     };
     Failure {
         exit,

@@ -23,6 +23,7 @@
 //! - `servers`: the nodes' `run_id`s remembered between runs (Redlock's
 //!   same-server check without a round trip).
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
+//! - `wakeups`: the one blocking wait on a lock's channels.
 //! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
 mod calls;
@@ -43,6 +44,7 @@ mod scripts;
 mod sentinel;
 mod servers;
 pub mod timing;
+mod wakeups;
 
 pub use endpoint::{distinct, endpoint, with_password, with_tls, Endpoint, TlsFiles};
 pub use error::{Fault, NodeError};
@@ -51,3 +53,4 @@ pub use line::{Line, Waiting};
 pub use node::{acknowledging, Wakeups};
 pub use quorum::*;
 pub use reply::{BusyInfo, Forced, Inspected, Ownership, Place, Slot, SlotsTaken};
+pub use wakeups::{listen, Heard, Interrupts};

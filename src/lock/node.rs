@@ -681,13 +681,9 @@ impl Wakeups {
         self.at.as_deref()
     }
 
-    /// Block up to `d` (not zero) for a message: `Ok(true)` if one came,
-    /// `Ok(false)` on timeout, an error if the connection broke.
-    pub fn wait(&mut self, d: Duration) -> anyhow::Result<bool> {
-        self.message(d).map(|m| m.is_some())
-    }
-
-    /// [`Wakeups::wait`], with the message's payload (empty if not text).
+    /// Block up to `d` (not zero) for a message: `Ok(Some(payload))` if one
+    /// came (empty if not text), `Ok(None)` on timeout or a signal, an
+    /// error if the connection broke. See `wakeups::listen`.
     pub fn message(&mut self, d: Duration) -> anyhow::Result<Option<String>> {
         let mut pubsub = self.conn.as_pubsub();
         // Each read waits up to `d`; a message trickled a byte at a time
