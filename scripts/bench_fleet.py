@@ -17,12 +17,11 @@ Only the Python standard library is used; nothing here asserts timing.
 import os
 import resource
 import statistics
-import subprocess
 import threading
 import time
 from pathlib import Path
 
-from benchlib import DelayProxy, redis_args, start_masters
+from benchlib import DelayProxy, build_c, redis_args, start_masters
 
 # Waits until its inherited pipe (fd 3) reaches end of file, then execs the
 # rest of its arguments: N processes started one by one are let go at once
@@ -41,10 +40,7 @@ int main(int argc, char **argv) {
 
 
 def build_gate(tmp: Path):
-    gate = tmp / "gate"
-    (tmp / "gate.c").write_text(GATE_C)
-    subprocess.run(["cc", "-O2", "-o", str(gate), str(tmp / "gate.c")], check=True)
-    return str(gate)
+    return build_c(tmp, "gate", GATE_C)
 
 
 def commands_processed(redis):

@@ -220,7 +220,15 @@ def start_cluster(servers):
 
 
 # ---------------------------------------------------------------------------
-# A TCP proxy that adds latency
+# Helpers in C, and a TCP proxy that adds latency
+
+
+def build_c(tmp: Path, name, source, *flags):
+    """`source` compiled with `cc -O2` to `tmp/name`; its path."""
+    binary = tmp / name
+    (tmp / f"{name}.c").write_text(source)
+    subprocess.run(["cc", "-O2", *flags, "-o", str(binary), str(tmp / f"{name}.c")], check=True)
+    return str(binary)
 
 
 # A TCP proxy: `delay-proxy LISTEN_FD TARGET_PORT DELAY_US`. Each accepted
@@ -300,9 +308,7 @@ class DelayProxy:
     def __init__(self, port, delay, tmp: Path):
         binary = tmp / "delay-proxy"
         if not binary.exists():
-            (tmp / "delay-proxy.c").write_text(DELAY_PROXY_C)
-            subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(tmp / "delay-proxy.c")],
-                           check=True)
+            build_c(tmp, "delay-proxy", DELAY_PROXY_C, "-pthread")
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.port = free_port()
