@@ -441,4 +441,71 @@ mod tests {
         let answer = Value::Array(vec![Value::Int(-1), Value::Int(2)]);
         assert_eq!(asking(&keys, &answer).expect("ok"), None);
     }
+
+    /// The largest `NAME[n]` a script's text reads.
+    fn largest(lua: &str, name: &str) -> usize {
+        lua.match_indices(&format!("{name}["))
+            .filter_map(|(at, m)| {
+                let rest = &lua[at + m.len()..];
+                rest[..rest.find(']')?].parse().ok()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn no_script_reads_past_what_its_builder_renders() {
+        let h = holder();
+        let acquire = |take| Acquire {
+            token: "t",
+            ttl_ms: 1,
+            holder: &h,
+            take,
+            subscribed: false,
+            liveness_ms: 0,
+            floor: false,
+            screen: false,
+            run_id: "",
+            at: "",
+        };
+        let extend = |slot| Extend {
+            slot,
+            token: "t",
+            ttl_ms: 1,
+            ended_at: Some("e"),
+        };
+        let release = |slot| Release {
+            slot,
+            token: "t",
+            how: "0",
+        };
+        let calls: Vec<Box<dyn Call>> = vec![
+            Box::new(acquire(Take::Plain("1"))),
+            Box::new(acquire(Take::Slot(2))),
+            Box::new(extend(false)),
+            Box::new(extend(true)),
+            Box::new(release(false)),
+            Box::new(release(true)),
+            Box::new(Leave { token: "t" }),
+            Box::new(Inspect),
+            Box::new(Waiters),
+            Box::new(ForceRelease {
+                token: Some("t"),
+                now: false,
+            }),
+            Box::new(RaiseFence {
+                token: "t",
+                fence: 1,
+                limit: 1,
+            }),
+        ];
+        let keys = LockKeys::new("p:", "k");
+        for call in calls {
+            let lua = call.lua();
+            let head = &lua[..lua.len().min(60)];
+            assert!(largest(lua, "ARGV") <= call.argv().len(), "{head}");
+            let given = keys.declared(call.token()).len();
+            assert!(largest(lua, "KEYS") <= given, "{head}");
+        }
+    }
 }
