@@ -40,7 +40,9 @@ impl LockKind {
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
     /// are subscribed to our wake channel) our liveness key lasts that long.
-    pub fn acquire(
+    /// The call to send in a round (see `fanout`); [`read_acquire`] reads
+    /// its reply.
+    pub fn acquiring(
         self,
         node: &mut Node,
         keys: &LockKeys,
@@ -48,7 +50,7 @@ impl LockKind {
         ttl: Duration,
         holder: &Holder,
         how: How<'_>,
-    ) -> NodeResult<Acquire> {
+    ) -> NodeResult<(redis::Cmd, Acquiring)> {
         let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -91,19 +93,29 @@ impl LockKind {
             &holder.label,
             how.at.unwrap_or_default(),
         ]);
-        eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
+        let cmd = Node::eval_cmd(script, keys, &args);
+        let args = args.into_iter().map(str::to_string).collect();
+        let checks = screen || run_id.is_some();
+        Ok((
+            cmd,
+            Acquiring {
+                script,
+                args,
+                checks,
+            },
+        ))
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
     /// COMMAND ended then (RFC 3339), and `--min-hold` keeps the lock.
-    pub fn extend(
+    /// The call to send in a round; [`read_ownership`] reads its reply.
+    pub fn extending(
         self,
-        node: &mut Node,
         keys: &LockKeys,
         token: &str,
         ttl: Duration,
         ended: Option<&str>,
-    ) -> NodeResult<Ownership> {
+    ) -> redis::Cmd {
         let script = match self {
             LockKind::Plain => scripts::EXTEND,
             LockKind::Semaphore(_) => scripts::SLOT_EXTEND,
@@ -111,19 +123,13 @@ impl LockKind {
         let ttl = millis(ttl).to_string();
         let mut args = vec![token, &ttl];
         args.extend(ended);
-        let reply = node.eval(script, keys, &args)?;
-        reply::ownership(reply).unexpected(node, "extend")
+        Node::eval_cmd(script, keys, &args)
     }
 
     /// Give back our lock (or slot), waking waiters as `wake` says (a plain
     /// lock only: a semaphore's release always wakes its waiters).
-    pub fn release(
-        self,
-        node: &mut Node,
-        keys: &LockKeys,
-        token: &str,
-        wake: Wake,
-    ) -> NodeResult<Ownership> {
+    /// The call to send in a round; [`read_release`] reads its reply.
+    pub fn releasing(self, keys: &LockKeys, token: &str, wake: Wake) -> redis::Cmd {
         let script = match self {
             LockKind::Plain => scripts::RELEASE,
             LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
@@ -133,13 +139,7 @@ impl LockKind {
             Wake::Nobody => "1",
             Wake::Anyway => "2",
         };
-        let reply = node.eval(script, keys, &[token, how])?;
-        let found = reply::ownership(reply).unexpected(node, "release")?;
-        // Behind sentinels, a release counts only if it went to the master
-        // they name now: one that a failover left behind still takes
-        // writes for a while, and the lock would stay on the new one.
-        node.confirm_master()?;
-        Ok(found)
+        Node::eval_cmd(script, keys, &[token, how])
     }
 
     /// Leave the line of waiters (plain locks only queue).
@@ -167,10 +167,14 @@ impl LockKind {
 
 impl Node {
     /// Raise the fence counter (see `scripts::RAISE_FENCE`; `args`: token,
-    /// fence, limit): `true` when the node still holds our lock.
-    pub(super) fn raise_fence(&mut self, keys: &LockKeys, args: &[&str]) -> NodeResult<bool> {
-        let reply = self.eval(scripts::RAISE_FENCE, keys, args)?;
-        match reply {
+    /// fence, limit): the call to send in a round.
+    pub(super) fn raising_fence(keys: &LockKeys, args: &[&str]) -> redis::Cmd {
+        Node::eval_cmd(scripts::RAISE_FENCE, keys, args)
+    }
+
+    /// Its reply: `true` when the node still holds our lock.
+    pub(super) fn read_raised(&mut self, reply: NodeResult<redis::Value>) -> NodeResult<bool> {
+        match reply? {
             redis::Value::Int(n @ 0..=1) => Ok(n == 1),
             other => Err(NodeError::unexpected(
                 self.shown(),
@@ -215,18 +219,29 @@ pub struct How<'a> {
     pub at: Option<&'a str>,
 }
 
-/// Run an acquire script with `args`; with `checks` the script may answer
-/// one of its checks first (ARGV[14] = '1': eviction; ARGV[15]: the
-/// server's `run_id`), and a user who may not read `INFO` (noted) is
-/// asked again without the eviction check.
-fn eval_acquire(
-    node: &mut Node,
-    script: &str,
-    keys: &LockKeys,
-    args: &mut [&str],
+/// An acquire on its way: what reading its reply needs.
+pub struct Acquiring {
+    script: &'static str,
+    args: Vec<String>,
+    /// The script may answer one of its checks first (ARGV[14] = '1':
+    /// eviction; ARGV[15]: the server's `run_id`).
     checks: bool,
+}
+
+/// The reply to an acquire; a user who may not read `INFO` (noted) is
+/// asked again without the eviction check.
+pub fn read_acquire(
+    node: &mut Node,
+    keys: &LockKeys,
+    acquiring: Acquiring,
+    reply: NodeResult<redis::Value>,
 ) -> NodeResult<Acquire> {
-    let reply = node.eval(script, keys, args)?;
+    let Acquiring {
+        script,
+        mut args,
+        checks,
+    } = acquiring;
+    let reply = reply?;
     if !checks {
         return reply::acquire(reply).unexpected(node, "acquire");
     }
@@ -235,9 +250,10 @@ fn eval_acquire(
         return Ok(answer);
     }
     if let Some(screen) = args.get_mut(SCREEN) {
-        *screen = "0";
+        *screen = "0".to_string();
     }
-    let reply = node.eval(script, keys, args)?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let reply = node.eval(script, keys, &args)?;
     let found = reply::screened(reply).unexpected(node, "acquire")?;
     match found {
         reply::Screened::Answer(answer) => Ok(answer),
@@ -248,6 +264,25 @@ fn eval_acquire(
             anyhow::anyhow!("{other:?}"),
         )),
     }
+}
+
+/// The reply to an extend or a release: whose the lock was.
+pub fn read_ownership(
+    node: &mut Node,
+    what: &str,
+    reply: NodeResult<redis::Value>,
+) -> NodeResult<Ownership> {
+    reply::ownership(reply?).unexpected(node, what)
+}
+
+/// The reply to a release.
+pub fn read_release(node: &mut Node, reply: NodeResult<redis::Value>) -> NodeResult<Ownership> {
+    let found = read_ownership(node, "release", reply)?;
+    // Behind sentinels, a release counts only if it went to the master
+    // they name now: one that a failover left behind still takes
+    // writes for a while, and the lock would stay on the new one.
+    node.confirm_master()?;
+    Ok(found)
 }
 
 /// ARGV[14], the eviction check's flag, in the acquire scripts' arguments.
