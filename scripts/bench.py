@@ -1039,9 +1039,9 @@ def targets(u, c, r, p, v):
         if five in st:
             if st[five] == "ok":
                 o = overhead(stats, five)[0]
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.3 * plain))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.2 * plain))
             else:
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node: {st[five]}", None))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node: {st[five]}", None))
         for name in ("sentinel", "cluster"):
             if name not in st:
                 continue

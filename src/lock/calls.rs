@@ -84,11 +84,12 @@ pub(super) enum Take {
 }
 
 /// ACQUIRE or SLOT_ACQUIRE (see the scripts for what each field does).
+/// Owned: it waits in a round for its reply, and may be sent again.
 #[derive(Debug, Clone)]
-pub(super) struct Acquire<'a> {
-    pub token: &'a str,
+pub(super) struct Acquire {
+    pub token: String,
     pub ttl_ms: u64,
-    pub holder: &'a Holder,
+    pub holder: Holder,
     pub take: Take,
     /// We listen on our wake channel: our liveness hash lasts `liveness_ms`.
     pub subscribed: bool,
@@ -98,12 +99,12 @@ pub(super) struct Acquire<'a> {
     /// Refuse a server that may evict the lock (`scripts::eviction_lib`).
     pub screen: bool,
     /// Redlock: the `run_id` this node had (`scripts::server_lib`).
-    pub run_id: &'a str,
+    pub run_id: String,
     /// In line and subscribed: the `run_id` of the server subscribed on.
-    pub at: &'a str,
+    pub at: String,
 }
 
-impl Call for Acquire<'_> {
+impl Call for Acquire {
     fn lua(&self) -> &'static str {
         match self.take {
             Take::Plain(_) => scripts::ACQUIRE,
@@ -111,10 +112,10 @@ impl Call for Acquire<'_> {
         }
     }
     fn token(&self) -> Option<&str> {
-        Some(self.token)
+        Some(&self.token)
     }
     fn argv(&self) -> Vec<String> {
-        let h = self.holder;
+        let h = &self.holder;
         let eighth = match self.take {
             Take::Plain(mode) => mode.to_string(),
             Take::Slot(n) => n.to_string(),
@@ -310,17 +311,50 @@ fn remember(keys: &LockKeys, names: &[String]) {
     known.insert(keys.lock.clone(), names.to_vec());
 }
 
+/// The EVAL of `call`, with the other clients' keys its script last asked
+/// for: to send in a round (see `fanout`), its reply read by
+/// [`Node::answer`].
+pub(super) fn command(keys: &LockKeys, call: &impl Call) -> redis::Cmd {
+    eval_cmd(keys, call, &asked(keys))
+}
+
+fn eval_cmd(keys: &LockKeys, call: &impl Call, others: &[String]) -> redis::Cmd {
+    let mut names = keys.declared(call.token());
+    names.extend(others.iter().cloned());
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(call.lua())
+        .arg(names.len())
+        .arg(names)
+        .arg(call.argv());
+    cmd
+}
+
 impl Node {
+    /// The reply to [`command`] sent in a round: when its script asked for
+    /// other keys, it is sent again here with them (see the module doc).
+    pub(super) fn answer(
+        &mut self,
+        keys: &LockKeys,
+        call: &impl Call,
+        reply: NodeResult<Value>,
+    ) -> NodeResult<Value> {
+        let reply = reply?;
+        match asking(keys, &reply) {
+            Ok(None) => Ok(reply),
+            Ok(Some(wanted)) => {
+                remember(keys, &wanted);
+                self.call(keys, call)
+            }
+            Err(why) => Err(NodeError::unexpected(self.shown(), "a script", why)),
+        }
+    }
+
     /// Run one script with its KEYS and ARGV (see the module doc), giving
     /// it other clients' keys when it asks for them.
     pub(super) fn call(&mut self, keys: &LockKeys, call: &impl Call) -> NodeResult<Value> {
-        let argv = call.argv();
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut others = asked(keys);
         for _ in 0..ASKS {
-            let mut names = keys.declared(call.token());
-            names.extend(others.iter().cloned());
-            let reply = self.eval(call.lua(), &names, &argv)?;
+            let reply = self.eval(&eval_cmd(keys, call, &others))?;
             match asking(keys, &reply) {
                 Ok(Some(wanted)) => {
                     remember(keys, &wanted);
@@ -388,16 +422,16 @@ mod tests {
     fn acquire_renders_the_documented_positions() {
         let h = holder();
         let call = Acquire {
-            token: "tok",
+            token: "tok".into(),
             ttl_ms: 30,
-            holder: &h,
+            holder: h,
             take: Take::Plain("1"),
             subscribed: true,
             liveness_ms: 60,
             floor: false,
             screen: true,
-            run_id: "rid",
-            at: "at",
+            run_id: "rid".into(),
+            at: "at".into(),
         };
         let argv = call.argv();
         let expected = [
@@ -457,16 +491,16 @@ mod tests {
     fn no_script_reads_past_what_its_builder_renders() {
         let h = holder();
         let acquire = |take| Acquire {
-            token: "t",
+            token: "t".into(),
             ttl_ms: 1,
-            holder: &h,
+            holder: h.clone(),
             take,
             subscribed: false,
             liveness_ms: 0,
             floor: false,
             screen: false,
-            run_id: "",
-            at: "",
+            run_id: String::new(),
+            at: String::new(),
         };
         let extend = |slot| Extend {
             slot,

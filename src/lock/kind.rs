@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::calls::{Acquire, Extend, Leave, RaiseFence, Release, Take};
+use super::calls::{self, Acquire, Extend, Leave, RaiseFence, Release, Take};
 use super::error::{NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
 use super::node::{Node, Unexpected};
@@ -40,7 +40,9 @@ impl LockKind {
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
     /// are subscribed to our wake channel) our liveness key lasts that long.
-    pub fn acquire(
+    /// The call to send in a round (see `fanout`); [`read_acquire`] reads
+    /// its reply.
+    pub fn acquiring(
         self,
         node: &mut Node,
         keys: &LockKeys,
@@ -48,7 +50,7 @@ impl LockKind {
         ttl: Duration,
         holder: &Holder,
         how: How<'_>,
-    ) -> NodeResult<reply::Acquire> {
+    ) -> NodeResult<(redis::Cmd, Acquiring)> {
         let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -64,63 +66,51 @@ impl LockKind {
             LockKind::Semaphore(n) => Take::Slot(n),
         };
         let call = Acquire {
-            token,
+            token: token.to_string(),
             ttl_ms: millis(ttl),
-            holder,
+            holder: holder.clone(),
             take,
             subscribed: liveness.is_some(),
             liveness_ms: liveness.map(millis).unwrap_or_default(),
             floor: how.floor,
             screen,
-            run_id: run_id.unwrap_or_default(),
-            at: how.at.unwrap_or_default(),
+            run_id: run_id.unwrap_or_default().to_string(),
+            at: how.at.unwrap_or_default().to_string(),
         };
         let checks = screen || run_id.is_some();
-        eval_acquire(node, keys, call, checks)
+        Ok((calls::command(keys, &call), Acquiring { call, checks }))
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
     /// COMMAND ended then (RFC 3339), and `--min-hold` keeps the lock.
-    pub fn extend(
+    /// The call to send in a round; [`read_ownership`] reads its reply.
+    pub fn extending(
         self,
-        node: &mut Node,
         keys: &LockKeys,
         token: &str,
         ttl: Duration,
         ended: Option<&str>,
-    ) -> NodeResult<Ownership> {
+    ) -> redis::Cmd {
         let call = Extend {
             slot: self != LockKind::Plain,
             token,
             ttl_ms: millis(ttl),
             ended_at: ended,
         };
-        let reply = node.call(keys, &call)?;
-        reply::ownership(reply).unexpected(node, "extend")
+        calls::command(keys, &call)
     }
 
     /// Give back our lock (or slot), waking waiters as `wake` says (a plain
     /// lock only: a semaphore's release always wakes its waiters).
-    pub fn release(
-        self,
-        node: &mut Node,
-        keys: &LockKeys,
-        token: &str,
-        wake: Wake,
-    ) -> NodeResult<Ownership> {
+    /// The call to send in a round; [`read_release`] reads its reply.
+    pub fn releasing(self, keys: &LockKeys, token: &str, wake: Wake) -> redis::Cmd {
         let how = match wake {
             Wake::Next => "0",
             Wake::Nobody => "1",
             Wake::Anyway => "2",
         };
         let slot = self != LockKind::Plain;
-        let reply = node.call(keys, &Release { slot, token, how })?;
-        let found = reply::ownership(reply).unexpected(node, "release")?;
-        // Behind sentinels, a release counts only if it went to the master
-        // they name now: one that a failover left behind still takes
-        // writes for a while, and the lock would stay on the new one.
-        node.confirm_master()?;
-        Ok(found)
+        calls::command(keys, &Release { slot, token, how })
     }
 
     /// Leave the line of waiters (plain locks only queue).
@@ -146,11 +136,15 @@ impl LockKind {
 }
 
 impl Node {
-    /// Raise the fence counter (see `scripts::RAISE_FENCE`): `true` when
-    /// the node still holds our lock.
-    pub(super) fn raise_fence(&mut self, keys: &LockKeys, call: RaiseFence) -> NodeResult<bool> {
-        let reply = self.call(keys, &call)?;
-        match reply {
+    /// Raise the fence counter (see `scripts::RAISE_FENCE`): the call to
+    /// send in a round.
+    pub(super) fn raising_fence(keys: &LockKeys, call: RaiseFence) -> redis::Cmd {
+        calls::command(keys, &call)
+    }
+
+    /// Its reply: `true` when the node still holds our lock.
+    pub(super) fn read_raised(&mut self, reply: NodeResult<redis::Value>) -> NodeResult<bool> {
+        match reply? {
             redis::Value::Int(n @ 0..=1) => Ok(n == 1),
             other => Err(NodeError::unexpected(
                 self.shown(),
@@ -195,17 +189,24 @@ pub struct How<'a> {
     pub at: Option<&'a str>,
 }
 
-/// Run an acquire script; with `checks` the script may answer one of its
-/// checks first (`screen`: eviction; `run_id`: the server's), and a user
-/// who may not read `INFO` (noted) is asked again without the eviction
-/// check.
-fn eval_acquire(
+/// An acquire on its way: what reading its reply needs.
+pub struct Acquiring {
+    call: Acquire,
+    /// The script may answer one of its checks first (`screen`: eviction;
+    /// `run_id`: the server's).
+    checks: bool,
+}
+
+/// The reply to an acquire; a user who may not read `INFO` (noted) is
+/// asked again without the eviction check.
+pub fn read_acquire(
     node: &mut Node,
     keys: &LockKeys,
-    mut call: Acquire,
-    checks: bool,
+    acquiring: Acquiring,
+    reply: NodeResult<redis::Value>,
 ) -> NodeResult<reply::Acquire> {
-    let reply = node.call(keys, &call)?;
+    let Acquiring { mut call, checks } = acquiring;
+    let reply = node.answer(keys, &call, reply)?;
     if !checks {
         return reply::acquire(reply).unexpected(node, "acquire");
     }
@@ -225,6 +226,25 @@ fn eval_acquire(
             anyhow::anyhow!("{other:?}"),
         )),
     }
+}
+
+/// The reply to an extend or a release: whose the lock was.
+pub fn read_ownership(
+    node: &mut Node,
+    what: &str,
+    reply: NodeResult<redis::Value>,
+) -> NodeResult<Ownership> {
+    reply::ownership(reply?).unexpected(node, what)
+}
+
+/// The reply to a release.
+pub fn read_release(node: &mut Node, reply: NodeResult<redis::Value>) -> NodeResult<Ownership> {
+    let found = read_ownership(node, "release", reply)?;
+    // Behind sentinels, a release counts only if it went to the master
+    // they name now: one that a failover left behind still takes
+    // writes for a while, and the lock would stay on the new one.
+    node.confirm_master()?;
+    Ok(found)
 }
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.

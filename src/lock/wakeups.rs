@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::node::Wakeups;
+use super::channels::Wakeups;
 
 /// How long one read lasts where a signal must end the wait. A signal
 /// interrupts the read (it has a timeout, so it is never restarted:
