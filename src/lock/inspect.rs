@@ -10,8 +10,21 @@ use super::scripts;
 impl Node {
     /// Read a lock, its holder record and its fence, changing nothing.
     pub fn inspect(&mut self, keys: &LockKeys) -> NodeResult<Inspected> {
-        let reply = self.eval(scripts::INSPECT, keys, &[])?;
-        reply::inspect(reply).unexpected(self, "inspect")
+        let reply = self.eval(scripts::INSPECT, keys, &[]);
+        self.read_inspect(reply)
+    }
+
+    /// [`Node::inspect`] as a call in a round (see `fanout`).
+    pub(super) fn inspecting(keys: &LockKeys) -> redis::Cmd {
+        Node::eval_cmd(scripts::INSPECT, keys, &[])
+    }
+
+    /// The reply to [`Node::inspecting`].
+    pub(super) fn read_inspect(
+        &mut self,
+        reply: NodeResult<redis::Value>,
+    ) -> NodeResult<Inspected> {
+        reply::inspect(reply?).unexpected(self, "inspect")
     }
 
     /// Take a lock from its holder, whoever it is, or only if it holds
