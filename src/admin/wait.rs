@@ -200,7 +200,7 @@ impl Watch<'_> {
     /// retried until the timeout.
     fn look(&mut self) -> Result<Looked, Failure> {
         let keys = &self.keys;
-        let answers = self.quorum.on_each(|node| node.inspect(keys));
+        let answers = self.quorum.inspect_each(keys);
         let total = self.quorum.nodes();
         let (ok, errors): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
         let ok: Vec<Inspected> = ok.into_iter().filter_map(Result::ok).collect();

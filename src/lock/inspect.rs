@@ -1,7 +1,7 @@
 //! Reading and deleting locks by hand, for `status`, `list` and
 //! `force-release`.
 
-use super::calls::{ForceRelease, Inspect};
+use super::calls::{self, ForceRelease, Inspect};
 use super::error::NodeResult;
 use super::keys::LockKeys;
 use super::node::{Node, Unexpected};
@@ -10,7 +10,23 @@ use super::reply::{self, Forced, Inspected};
 impl Node {
     /// Read a lock, its holder record and its fence, changing nothing.
     pub fn inspect(&mut self, keys: &LockKeys) -> NodeResult<Inspected> {
-        let reply = self.call(keys, &Inspect)?;
+        let reply = self.call(keys, &Inspect);
+        self.read_inspect(keys, reply)
+    }
+
+    /// [`Node::inspect`] as a call in a round (see `fanout`).
+    pub(super) fn inspecting(keys: &LockKeys) -> redis::Cmd {
+        calls::command(keys, &Inspect)
+    }
+
+    /// The reply to [`Node::inspecting`] (a semaphore's INSPECT may ask
+    /// for its holders' records first: see `calls.rs`).
+    pub(super) fn read_inspect(
+        &mut self,
+        keys: &LockKeys,
+        reply: NodeResult<redis::Value>,
+    ) -> NodeResult<Inspected> {
+        let reply = self.answer(keys, &Inspect, reply)?;
         reply::inspect(reply).unexpected(self, "inspect")
     }
 

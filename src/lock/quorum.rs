@@ -16,7 +16,7 @@ use super::kind::{read_acquire, read_ownership, read_release, How, LockKind, Wak
 use super::node::Node;
 use super::redlock::{self, AcquireRound, Redlock, Who};
 use super::replicas::{self, Replicas, Short};
-use super::reply::{Acquire, BusyInfo, Ownership};
+use super::reply::{Acquire, BusyInfo, Inspected, Ownership};
 use super::timing;
 
 /// A lock we hold, valid (by our own monotonic clock) until `valid_until`.
@@ -185,19 +185,13 @@ impl Quorum {
     /// Hear releases of the lock from the first node that answered the last
     /// attempt. One node is enough: waiters also poll, this only wakes them.
     pub fn subscribe(&self, token: &str) -> anyhow::Result<Wakeups> {
-        let node = self.nodes.iter().find(|n| n.is_connected());
-        let wake = self.keys.wake_channel(token);
-        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
-        Ok(node.subscribe(&self.keys, &[&self.keys.lock, &wake])?)
+        self.listen(Some(self.keys.wake_channel(token)), false)
     }
 
     /// For `wait KEY`: hear every release of the lock, also one that
     /// woke a waiter (`P{K}:free`), from the first connected node.
     pub fn watch_releases(&self) -> anyhow::Result<Wakeups> {
-        let node = self.nodes.iter().find(|n| n.is_connected());
-        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
-        let free = self.keys.free_channel();
-        Ok(node.subscribe(&self.keys, &[&self.keys.lock, &free])?)
+        self.listen(Some(self.keys.free_channel()), false)
     }
 
     /// For the holder: hear a force-release (or any release) of the lock,
@@ -205,10 +199,18 @@ impl Quorum {
     /// first node). The caller refreshes at once when it hears anything,
     /// or when the connection drops (it may have missed a message).
     pub fn watch(&self) -> anyhow::Result<Wakeups> {
+        self.listen(None, true)
+    }
+
+    /// The one way to subscribe: to the lock's channel and `also`, on the
+    /// first connected node (`any`: or the first node).
+    fn listen(&self, also: Option<String>, any: bool) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
-        let node = node.or(self.nodes.first());
-        let node = node.ok_or_else(|| anyhow!("no node to watch"))?;
-        Ok(node.subscribe(&self.keys, &[&self.keys.lock])?)
+        let node = node.or(self.nodes.first().filter(|_| any));
+        let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
+        let mut channels = vec![self.keys.lock.as_str()];
+        channels.extend(also.as_deref());
+        Ok(node.subscribe(&self.keys, &channels)?)
     }
 
     /// Whether waiters queue for this lock, to be woken one at a time:
@@ -538,8 +540,9 @@ impl Quorum {
     /// Whether `token` holds the lock now (on a majority of the nodes),
     /// read without changing anything: for a run nested inside its job.
     pub fn holds(&mut self, token: &str) -> bool {
-        let answers = self.each(|node, keys| node.inspect(keys));
-        let holding = answers
+        let keys = self.keys.clone();
+        let holding = self
+            .inspect_each(&keys)
             .into_iter()
             .flatten()
             .filter(|seen| {
@@ -553,6 +556,20 @@ impl Quorum {
             })
             .count();
         holding >= self.needed()
+    }
+
+    /// Read `keys`' lock on every node, in one round (see `fanout`): for
+    /// `status`, `wait KEY` and a nested run.
+    pub fn inspect_each(&mut self, keys: &LockKeys) -> Vec<NodeResult<Inspected>> {
+        let answers = fanout::round(
+            &mut self.nodes,
+            |_, _| Some(Ok((Node::inspecting(keys), ()))),
+            |node, (), reply| node.read_inspect(keys, reply),
+        );
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(not_asked))
+            .collect()
     }
 
     /// Release on every node, trying each up to `tries` times. With
