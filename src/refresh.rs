@@ -199,6 +199,11 @@ fn refresh(
             return;
         }
         let extended = quorum.extend(token);
+        // Counted before `stop` can return: a run that ends on this
+        // failure reports it (its metrics are read once `stop` returns).
+        if matches!(extended, Extend::Failed(_)) {
+            lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
+        }
         drop(busy);
         match extended {
             Extend::Extended(until) => {
@@ -214,7 +219,6 @@ fn refresh(
             Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
-                lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
                 // Said only while a retry can still matter: not once the
                 // run stopped refreshing (COMMAND has exited), nor once
                 // the lease has run out (the main thread tells that loss,
