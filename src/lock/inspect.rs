@@ -27,23 +27,25 @@ impl Node {
         reply::inspect(reply?).unexpected(self, "inspect")
     }
 
-    /// Take a lock from its holder, whoever it is, or only if it holds
-    /// `token`: revoke it (no waiter gets it before the holder has
-    /// stopped), or with `now` delete it at once. Returns what was done
-    /// and the lock as it was.
-    pub fn force_release(
-        &mut self,
-        keys: &LockKeys,
-        token: Option<&str>,
-        now: bool,
-    ) -> NodeResult<(Forced, Inspected)> {
+    /// The call that takes a lock from its holder, whoever it is, or only
+    /// if it holds `token`: revoke it (no waiter gets it before the holder
+    /// has stopped), or with `now` delete it at once; sent in a round (see
+    /// `fanout`), its reply read by [`Node::read_forced`].
+    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool) -> redis::Cmd {
         let now = if now { "1" } else { "0" };
         let args = match token {
             Some(token) => ["1", token, now],
             None => ["0", "", now],
         };
-        let reply = self.eval(scripts::FORCE_RELEASE, keys, &args)?;
-        reply::forced(reply).unexpected(self, "force-release")
+        Node::eval_cmd(scripts::FORCE_RELEASE, keys, &args)
+    }
+
+    /// The reply to [`Node::forcing`].
+    pub(super) fn read_forced(
+        &mut self,
+        reply: NodeResult<redis::Value>,
+    ) -> NodeResult<(Forced, Inspected)> {
+        reply::forced(reply?).unexpected(self, "force-release")
     }
 
     /// The names (KEY, not `P{KEY}`) of every lock under `prefix` on this
