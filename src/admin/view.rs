@@ -70,12 +70,7 @@ pub fn status(
     log: &Log,
 ) -> Result<Vec<LockView>, Failure> {
     let lock_keys: Vec<LockKeys> = keys.iter().map(|k| LockKeys::new(prefix, k)).collect();
-    let answers = quorum.on_each(|node| {
-        lock_keys
-            .iter()
-            .map(|k| node.inspect(k))
-            .collect::<Result<Vec<_>, NodeError>>()
-    });
+    let answers = quorum.inspect_all(&lock_keys);
     let what = match keys {
         [key] => format!("cannot read lock '{key}'"),
         _ => "cannot read the locks".to_string(),

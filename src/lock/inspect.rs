@@ -30,17 +30,24 @@ impl Node {
         reply::inspect(reply).unexpected(self, "inspect")
     }
 
-    /// Take a lock from its holder, whoever it is, or only if it holds
-    /// `token`: revoke it (no waiter gets it before the holder has
-    /// stopped), or with `now` delete it at once. Returns what was done
-    /// and the lock as it was.
-    pub fn force_release(
+    /// The call that takes a lock from its holder, whoever it is, or only
+    /// if it holds `token`: revoke it (no waiter gets it before the holder
+    /// has stopped), or with `now` delete it at once; sent in a round (see
+    /// `fanout`), its reply read by [`Node::read_forced`].
+    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool) -> redis::Cmd {
+        calls::command(keys, &ForceRelease { token, now })
+    }
+
+    /// The reply to [`Node::forcing`] (a semaphore's may ask for its
+    /// holders' records first: see `calls.rs`).
+    pub(super) fn read_forced(
         &mut self,
         keys: &LockKeys,
         token: Option<&str>,
         now: bool,
+        reply: NodeResult<redis::Value>,
     ) -> NodeResult<(Forced, Inspected)> {
-        let reply = self.call(keys, &ForceRelease { token, now })?;
+        let reply = self.answer(keys, &ForceRelease { token, now }, reply)?;
         reply::forced(reply).unexpected(self, "force-release")
     }
 

@@ -26,6 +26,7 @@
 //! - `decide`: the lock's decisions as pure functions (answers in,
 //!   outcome out), and which error decides (local > refused > moving >
 //!   unavailable).
+//! - `outcome`: what the lock's calls come to (a lease, an attempt).
 //! - `quorum`: the lock over its nodes: attempts, refreshes, releases;
 //!   one server is a quorum of one.
 //! - `redlock`: what only several masters need (same-server check, fence
@@ -53,6 +54,7 @@ mod keys;
 mod kind;
 mod line;
 mod node;
+mod outcome;
 pub mod probe;
 mod quorum;
 mod redlock;

@@ -16,96 +16,10 @@ use super::kind::{read_acquire, read_ownership, read_release, How, LockKind, Wak
 use super::node::Node;
 use super::redlock::{self, AcquireRound, Redlock, Who};
 use super::replicas::{self, Replicas, Short};
-use super::reply::{Acquire, BusyInfo, Inspected, Ownership};
+use super::reply::{Acquire, Forced, Inspected, Ownership};
 use super::timing;
 
-/// A lock we hold, valid (by our own monotonic clock) until `valid_until`.
-#[derive(Debug, Clone, Copy)]
-pub struct Lease {
-    pub fence: i64,
-    /// When the winning attempt was sent: the lock is ours from then on.
-    pub acquired_at: Instant,
-    pub valid_until: Instant,
-    /// The fence counter was missing on a node of the majority and was
-    /// seeded from its clock: the data in Redis was lost (a restart
-    /// without persistence, FLUSHALL).
-    pub reset: bool,
-}
-
-/// The result of one acquisition attempt.
-pub enum Attempt {
-    Acquired(Lease),
-    Busy(BusyInfo),
-    /// Fewer than a quorum of nodes answered; none refused.
-    Unavailable(anyhow::Error),
-    /// Fewer than a quorum answered, and a node's call failed for want of
-    /// a resource of this host (file descriptors, memory, threads).
-    Local(anyhow::Error),
-    /// A node answered with an error (authentication, NOPERM, READONLY,
-    /// OOM, a script error...): waiting will not help.
-    Refused(anyhow::Error),
-    /// A Redis Cluster is moving the lock's slot: nothing was done; try
-    /// again (within `--wait`).
-    Moving(anyhow::Error),
-    /// Held, but not confirmed by `--replicas`; given back already.
-    Unconfirmed(anyhow::Error),
-    /// `--replicas N` can never be met: the node has fewer replicas
-    /// connected than N. Given back already.
-    TooFewReplicas(anyhow::Error),
-    /// KEY is held with another `--limit` (1: a plain lock); nothing taken.
-    Mismatch {
-        limit: u32,
-    },
-    /// Two of the nodes are one server (the same `run_id`), reached under
-    /// two addresses: not a quorum. Nothing taken.
-    SameServer(anyhow::Error),
-}
-
-/// The result of one refresh.
-pub enum Extend {
-    Extended(Instant),
-    /// The token is gone, replaced or revoked on so many nodes that no
-    /// quorum is left.
-    Lost(Ownership),
-    /// Not confirmed this time (nodes down, slow, or validity used up).
-    Failed(anyhow::Error),
-}
-
-/// What a release found on each node.
-#[derive(Debug, Default)]
-pub struct Released {
-    pub ours: usize,
-    pub replaced: usize,
-    pub gone: usize,
-    /// Gone (or taken by the next holder) on a retry after a try whose
-    /// reply never came (it timed out or the connection broke after the
-    /// request went out): most likely that try released it.
-    pub unanswered: usize,
-    pub errors: Vec<anyhow::Error>,
-}
-
-impl Released {
-    /// Whether the lock was really lost while held: so many of the `nodes`
-    /// were found holding another token or none (`replaced`, `gone`) that
-    /// fewer than `needed` can have been ours. Another token on a node of
-    /// a majority that held (a rival's minority, left by a rival that
-    /// died, on a node that lost our key) lost nothing. Nodes that did not
-    /// answer may still have been ours.
-    pub fn majority_lost(&self, nodes: usize, needed: usize) -> bool {
-        nodes.saturating_sub(self.replaced + self.gone) < needed
-    }
-}
-
-/// Where an attempt stands with the line of waiters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineTry {
-    /// The run's first try: not in line (the uncontended path).
-    First,
-    /// The first try in line: it joins it.
-    Joining,
-    /// A later try in line.
-    InLine,
-}
+pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released};
 
 pub struct Quorum {
     nodes: Vec<Node>,
@@ -559,12 +473,50 @@ impl Quorum {
     }
 
     /// Read `keys`' lock on every node, in one round (see `fanout`): for
-    /// `status`, `wait KEY` and a nested run.
+    /// `wait KEY` and a nested run.
     pub fn inspect_each(&mut self, keys: &LockKeys) -> Vec<NodeResult<Inspected>> {
+        let found = self.inspect_all(std::slice::from_ref(keys));
+        let one = |found: NodeResult<Vec<Inspected>>| found?.pop().ok_or_else(not_asked_error);
+        found.into_iter().map(one).collect()
+    }
+
+    /// Read each of `keys`' locks on every node (`status`): a round per
+    /// key, all nodes at once; a node that failed is not asked again in
+    /// this call, its error stands for every key.
+    pub fn inspect_all(&mut self, keys: &[LockKeys]) -> Vec<NodeResult<Vec<Inspected>>> {
+        let mut found: Vec<NodeResult<Vec<Inspected>>> =
+            self.nodes.iter().map(|_| Ok(Vec::new())).collect();
+        for keys in keys {
+            let answers = fanout::round(
+                &mut self.nodes,
+                |i, _| (found.get(i)?.is_ok()).then(|| Ok((Node::inspecting(keys), ()))),
+                |node, (), reply| node.read_inspect(keys, reply),
+            );
+            for (found, answer) in found.iter_mut().zip(answers) {
+                match (found.as_mut(), answer) {
+                    (Ok(seen), Some(Ok(one))) => seen.push(one),
+                    (Ok(_), Some(Err(e))) => *found = Err(e),
+                    _ => {}
+                }
+            }
+        }
+        found
+    }
+
+    /// Take `keys`' lock from its holder on every node, in one round,
+    /// whoever holds it, or only if it holds `token`: revoke it (no waiter
+    /// gets it before the holder has stopped), or with `now` delete it at
+    /// once. What was done and the lock as it was, by node.
+    pub fn force_each(
+        &mut self,
+        keys: &LockKeys,
+        token: Option<&str>,
+        now: bool,
+    ) -> Vec<NodeResult<(Forced, Inspected)>> {
         let answers = fanout::round(
             &mut self.nodes,
-            |_, _| Some(Ok((Node::inspecting(keys), ()))),
-            |node, (), reply| node.read_inspect(keys, reply),
+            |_, _| Some(Ok((Node::forcing(keys, token, now), ()))),
+            |node, (), reply| node.read_forced(keys, token, now, reply),
         );
         answers
             .into_iter()
@@ -645,36 +597,18 @@ type Answers = Vec<NodeResult<Acquire>>;
 
 /// The answer of a node a round left out (never: every node is asked).
 fn not_asked<T>() -> NodeResult<T> {
-    Err(NodeError {
+    Err(not_asked_error())
+}
+
+fn not_asked_error() -> NodeError {
+    NodeError {
         fault: Fault::Dropped,
         error: anyhow!("not asked"),
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Released;
-
-    #[test]
-    fn a_rivals_minority_on_a_node_of_ours_is_no_lost_majority() {
-        let found = |ours, replaced, gone| Released {
-            ours,
-            replaced,
-            gone,
-            ..Released::default()
-        };
-        // 3 nodes: one taken by a rival, two ours: held throughout.
-        assert!(!found(2, 1, 0).majority_lost(3, 2));
-        // Two of three taken or gone: lost.
-        assert!(found(1, 1, 1).majority_lost(3, 2));
-        assert!(found(1, 2, 0).majority_lost(3, 2));
-        // One node: another token there is the lock lost.
-        assert!(found(0, 1, 0).majority_lost(1, 1));
-        // Nodes that did not answer may have been ours.
-        assert!(!found(0, 1, 0).majority_lost(3, 2));
-        // 5 nodes: two taken, three ours.
-        assert!(!found(3, 2, 0).majority_lost(5, 3));
-    }
     use super::*;
 
     fn quorum(n: usize) -> Quorum {
