@@ -43,8 +43,9 @@ pub struct SharedLease {
     refresh_failures: AtomicU64,
     /// Held by the refresher while it talks to Redis; taken by `stop`.
     busy: Mutex<bool>,
-    /// Set by `stop` before it waits for `busy`: a refresh in flight then
-    /// ends quietly (COMMAND has exited; its failure is news to nobody).
+    /// Set by `stop` before it waits for `busy`, or by `hush` once a loss
+    /// was told: a refresh in flight then ends quietly (its failure is
+    /// news to nobody).
     stopping: AtomicBool,
     /// Written to when a loss is found, to wake the main thread's poll.
     wake: UnixStream,
@@ -97,6 +98,12 @@ impl SharedLease {
         if let Some(file) = self.file.get() {
             file.remove();
         }
+    }
+
+    /// The loss has been told (or COMMAND has exited): a refresh that
+    /// fails from now on says nothing.
+    pub fn hush(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
     }
 
     /// A loss the refresher found, if any.
@@ -164,7 +171,7 @@ impl Refresher {
     /// Stop refreshing: waits for a refresh in flight (at most one per-node
     /// timeout), so that none lands after this returns.
     pub fn stop(self) {
-        self.lease.stopping.store(true, Ordering::SeqCst);
+        self.lease.hush();
         let mut busy = self
             .lease
             .busy
