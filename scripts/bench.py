@@ -33,6 +33,7 @@ status is non-zero only if a wrapped run failed or two sections overlapped.
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -53,6 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fleet as fleet  # noqa: E402  (sections 7-9)
+import bench_focus as focus  # noqa: E402  (--focus: issue 39's figures)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
@@ -1281,6 +1283,44 @@ def smoke(tools):
             sys.exit(f"bench: `{name} -- true` exited {code}; not measuring")
 
 
+def focus_main(args):
+    """--focus N: issue 39's figures, N rounds (see bench_focus.py)."""
+    params = (args.focus, 20 if args.quick else 100, 8, 5 if args.quick else 10)
+    n, rounds, workers, runs = params
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="redlock-focus") as tmp:
+        tmp = Path(tmp)
+        section = build_section(tmp)
+        servers = Servers(tmp)
+        try:
+            tools = Tools(tmp, servers.start("redis"), Path(args.binary))
+            smoke(tools)
+            got = [focus.one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended)
+                   for i in range(n)]
+            tools.failures += tools.release_warnings()
+        finally:
+            servers.stop()
+    s = focus.summary(got)
+    print(f"redlock-run bench (focus), {time.strftime('%Y-%m-%d')}: {machine()}")
+    print(f"(load average {os.getloadavg()[0]:.2f} at the end)")
+    print(binaries_header(args))
+    focus.report(got, s, params)
+    if args.json:
+        save_json(args, dict(kind="focus", params=params, rounds=got, summary=s,
+                             targets=focus.targets(s), failures=tools.failures))
+    print(f"(the bench took {time.monotonic() - began:.0f} s)")
+    if tools.failures:
+        print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))
+    return 1 if tools.failures else 0
+
+
+def save_json(args, results):
+    """The raw results as JSON (scripts/bench_render.py makes tables of it)."""
+    results.update(date=time.strftime("%Y-%m-%d"), machine=machine(),
+                   binary=shown_path(args.binary), linkage=linkage(args.binary))
+    Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
 def on_signal(signum, frame):
     raise Stop(signal.Signals(signum).name)
 
@@ -1296,6 +1336,9 @@ def parse_args():
     ap.add_argument("--no-topologies", action="store_true", help="skip the 5-node, Sentinel and Cluster rows")
     ap.add_argument("--phases", action="store_true", help="per-phase strace breakdown of one run, instead of the bench")
     ap.add_argument("--traces", type=int, default=5, help="traced runs for --phases (median)")
+    ap.add_argument("--focus", type=int, metavar="N",
+                    help="only issue 39's figures against flock, N interleaved rounds (medians)")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results to FILE (JSON)")
     return ap.parse_args()
 
 
@@ -1311,6 +1354,8 @@ def main():
             sys.exit(f"bench: {binary} is not an executable (scripts/bench.sh builds it)")
     if args.phases:
         return phases_main(args)
+    if args.focus:
+        return focus_main(args)
 
     args.load = os.getloadavg()[0]
     q = args.quick
@@ -1352,6 +1397,9 @@ def main():
         finally:
             servers.stop()
     report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
+    if args.json:
+        save_json(args, dict(kind="quick" if q else "full", params=params, uncontended=u, contended=c,
+                             rss=r, queue=w, processes=p, variants=v, fleet=f, failures=tools.failures))
     return 1 if tools.failures else 0
 
 
