@@ -175,12 +175,13 @@ impl Keeper {
     /// it, with the job still running, the keeper kills the whole tree
     /// (we are stopped or hung: SIGSTOP cannot be caught). A nonblocking
     /// write of one message; a full pipe keeps the last end it read.
-    pub fn lease_until(&mut self, until: std::time::Instant) {
+    /// Whether it told a new end after an earlier one.
+    pub fn lease_until(&mut self, until: std::time::Instant) -> bool {
         if self.told == Some(until) {
-            return;
+            return false;
         }
         let Some(ctl) = &self.ctl else {
-            return;
+            return false;
         };
         let left = until.saturating_duration_since(std::time::Instant::now());
         let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
@@ -188,9 +189,11 @@ impl Keeper {
         message[0] = b'L';
         message[1..].copy_from_slice(&monotonic_ns().saturating_add(left).to_ne_bytes());
         // O_NONBLOCK is set on our end at spawn.
+        let again = self.told.is_some();
         if nix::unistd::write(ctl, &message).is_ok() {
             self.told = Some(until);
         }
+        again
     }
 
     /// The leader has ended and the keeper, looking after that, found no
@@ -338,6 +341,9 @@ pub(super) struct Start {
     pub title: (*mut u8, usize),
     /// The keeper is the init of a PID namespace: `kill(-1)` is the job.
     pub init: bool,
+    /// Our binary's read-only pages, which the keeper lets go of once
+    /// COMMAND runs (see trim.rs).
+    pub trim: super::trim::Segments,
 }
 
 /// The keeper's name in `ps`, `pkill` and `killall`: not redlock-run's,
@@ -396,6 +402,7 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // stdout, its sockets), so that nothing waits on us once it is done.
     let cgroup = start.cgroup;
     close_all_but(&[ctl_r, st_w, cgroup.kill, cgroup.events]);
+    let_go(start);
     let tree = Tree {
         leader,
         cgroup,
@@ -403,6 +410,25 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         init: start.init,
     };
     keep(&tree, ctl_r, st_w, start.lease_end)
+}
+
+/// From here on the keeper runs a loop of a few pages on a few locals:
+/// what start-up mapped of the binary goes (it stays in the page cache,
+/// shared), and so does redlock-run's memory (its heap, its threads'
+/// stacks), which the keeper never reads again (see trim.rs).
+///
+/// # Safety
+/// As [`run`], once COMMAND has exec'd (its child's stack is unused).
+unsafe fn let_go(start: &Start) {
+    // Only in the static build: in a dynamically linked one, a preloaded
+    // library (LD_PRELOAD: a fake clock, a test's shim) may wrap the calls
+    // the keeper makes and keep its state in memory of that kind.
+    if cfg!(target_env = "musl") && start.proc_ok {
+        let here = 0u8;
+        let errno_at = libc::__errno_location() as usize;
+        super::trim::drop_anonymous([std::ptr::addr_of!(here) as usize, errno_at]);
+    }
+    start.trim.drop_pages();
 }
 
 /// What the keeper watches: COMMAND's leader (its own child, unreaped

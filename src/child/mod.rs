@@ -31,6 +31,7 @@ use crate::exit::Exit;
 mod cgroup;
 mod keeper;
 mod spawn;
+mod trim;
 
 pub use cgroup::Cgroup;
 pub use spawn::Failed;
@@ -294,8 +295,14 @@ impl Job {
 
     /// Tell the keeper the lease's end: past it, a job still running is
     /// killed by the keeper (see keeper.rs).
+    ///
+    /// A later end than the first is a refresh just confirmed: until the
+    /// next one, nothing runs here but the wait for it, so the binary's
+    /// pages are let go of (see trim.rs).
     pub fn lease_until(&mut self, until: std::time::Instant) {
-        self.keeper.lease_until(until);
+        if self.keeper.lease_until(until) {
+            trim::trim();
+        }
     }
 
     /// Whether the keeper killed the job at the lease's end.
