@@ -363,6 +363,8 @@ class Tools:
         self.glibc = str(glibc) if glibc else None
         self.failures = []
         self.variants = {"redlock-run": ["--redis", self.url]}
+        # Rows run by another binary (--focus --before B: "before").
+        self.others = {}
         if self.glibc:
             self.variants[GLIBC] = ["--redis", self.url]
         self.wrapper = None
@@ -385,7 +387,7 @@ class Tools:
             return [self.flock, str(self.tmp / f"{key}.flock")] + command
         if name == "redis-cli":
             return [str(self.wrapper), f"cli:{key}"] + command
-        binary = self.glibc if name == GLIBC else self.binary
+        binary = self.glibc if name == GLIBC else self.others.get(name, self.binary)
         return [binary, *self.variants[name], "--key", key, "--"] + command
 
     def stderr_log(self, name):
@@ -1294,20 +1296,25 @@ def focus_main(args):
         servers = Servers(tmp)
         try:
             tools = Tools(tmp, servers.start("redis"), Path(args.binary))
+            if args.before:
+                tools.others[focus.BEFORE] = str(args.before)
+                tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
             smoke(tools)
             got = [focus.one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended)
                    for i in range(n)]
             tools.failures += tools.release_warnings()
         finally:
             servers.stop()
-    s = focus.summary(got)
+    s = {n: focus.summary(got, n) for n in got[0]["overhead_ms"] if n != "flock"}
     print(f"redlock-run bench (focus), {time.strftime('%Y-%m-%d')}: {machine()}")
     print(f"(load average {os.getloadavg()[0]:.2f} at the end)")
     print(binaries_header(args))
-    focus.report(got, s, params)
+    if args.before:
+        print(f"{focus.BEFORE} = {shown_path(args.before)}, measured in the same rounds")
+    focus.report(got, params)
     if args.json:
         save_json(args, dict(kind="focus", params=params, rounds=got, summary=s,
-                             targets=focus.targets(s), failures=tools.failures))
+                             targets={n: focus.targets(x, n) for n, x in s.items()}, failures=tools.failures))
     print(f"(the bench took {time.monotonic() - began:.0f} s)")
     if tools.failures:
         print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))
@@ -1338,6 +1345,8 @@ def parse_args():
     ap.add_argument("--traces", type=int, default=5, help="traced runs for --phases (median)")
     ap.add_argument("--focus", type=int, metavar="N",
                     help="only issue 39's figures against flock, N interleaved rounds (medians)")
+    ap.add_argument("--before", metavar="BINARY",
+                    help="with --focus: also measure BINARY (an earlier build), a row of its own in every round")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results to FILE (JSON)")
     return ap.parse_args()
 

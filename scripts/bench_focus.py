@@ -13,6 +13,9 @@ import statistics
 import time
 from pathlib import Path
 
+# The row of an earlier build (--before), measured in the same rounds.
+BEFORE = "before"
+
 # Issue 39's targets: ratios against flock in the same run, and memory.
 TARGETS = dict(overhead=1.15, handover=1.2, total=1.03, memory_mb=2.5)
 
@@ -81,9 +84,10 @@ def spawn(argv, stderr_path):
 
 def one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended):
     """One round of every figure, the rows' order turned each round."""
-    names = ["true", "flock", "redlock-run"]
-    u = summarize(time_runs(tools, names[i % 3:] + names[:i % 3], rounds, key=f"focus{i}"))
-    pair = ["flock", "redlock-run"][:: 1 if i % 2 == 0 else -1]
+    ours = ["redlock-run"] + [n for n in tools.variants if n == BEFORE]
+    pair = ["flock"] + ours
+    pair = pair[i % len(pair):] + pair[:i % len(pair)]
+    u = summarize(time_runs(tools, ["true"] + pair, rounds, key=f"focus{i}"))
     c = contended(tools, section, workers, runs, 10, pair, tag=f"focus{i}")
     mem = {n: holder_memory(tools, n) for n in pair}
     over = {n: u[n][0] - u["true"][0] for n in pair}
@@ -101,12 +105,11 @@ def holder_kb(m, field="rss"):
     return (m[field] or 0) + (m.get("keeper_" + field) or 0)
 
 
-def summary(rounds_):
+def summary(rounds_, ours="redlock-run"):
     """Medians over the rounds: each figure, and its ratio against flock."""
     def med(f):
         return statistics.median(f(r) for r in rounds_)
 
-    ours = "redlock-run"
     out = {}
     for fig in ("overhead_ms", "handover_ms", "handover_p99_ms", "total_s"):
         out[fig] = {n: med(lambda r, n=n, fig=fig: r[fig][n]) for n in ("flock", ours)}
@@ -122,11 +125,11 @@ def summary(rounds_):
     return out
 
 
-def targets(s):
+def targets(s, ours="redlock-run"):
     """[(text, met)] for issue 39."""
     t, m = TARGETS, s["memory"]
-    row = lambda fig, unit, scale=1: (
-        f"{s[fig]['redlock-run'] * scale:.2f} vs {s[fig]['flock'] * scale:.2f} {unit} = {s[fig]['ratio']:.3f}x")
+    row = lambda fig, unit: (
+        f"{s[fig][ours]:.2f} vs {s[fig]['flock']:.2f} {unit} = {s[fig]['ratio']:.3f}x")
     return [
         (f"hand-over median <= {t['handover']}x flock's ({row('handover_ms', 'ms')})",
          s["handover_ms"]["ratio"] <= t["handover"]),
@@ -139,18 +142,22 @@ def targets(s):
     ]
 
 
-def report(rounds_, s, params):
+def report(rounds_, params):
     n, rounds, workers, runs = params
+    rows = [r for r in ("redlock-run", BEFORE) if r in rounds_[0]["overhead_ms"]]
     print(f"Issue 39, {n} interleaved rounds (each: {rounds} uncontended runs per row, "
           f"{workers} workers x {runs} sections of 10 ms, one holder's memory)")
-    print(f"   {'round':<6} {'overhead x':>11} {'hand-over x':>12} {'total x':>8} "
+    print(f"   {'round':<6} {'row':<12} {'overhead x':>11} {'hand-over x':>12} {'total x':>8} "
           f"{'hand-over ms (flock)':>21} {'holder MB':>10}")
     for i, r in enumerate(rounds_):
-        ratio = lambda fig: r[fig]["redlock-run"] / max(r[fig]["flock"], 1e-9)
-        hand = f"{r['handover_ms']['redlock-run']:.2f} ({r['handover_ms']['flock']:.2f})"
-        mem = holder_kb(r["memory_kb"]["redlock-run"]) / 1024
-        print(f"   {i + 1:<6} {ratio('overhead_ms'):>10.3f}x {ratio('handover_ms'):>11.3f}x "
-              f"{ratio('total_s'):>7.3f}x {hand:>21} {mem:>10.2f}")
-    print("Targets (issue 39), medians of the rounds' ratios against flock:")
-    for text, ok in targets(s):
-        print(f"   [{'met' if ok else 'MISSED'}] {text}")
+        for name in rows:
+            ratio = lambda fig: r[fig][name] / max(r[fig]["flock"], 1e-9)
+            hand = f"{r['handover_ms'][name]:.2f} ({r['handover_ms']['flock']:.2f})"
+            mem = holder_kb(r["memory_kb"][name]) / 1024
+            print(f"   {i + 1:<6} {name:<12} {ratio('overhead_ms'):>10.3f}x {ratio('handover_ms'):>11.3f}x "
+                  f"{ratio('total_s'):>7.3f}x {hand:>21} {mem:>10.2f}")
+    for name in rows:
+        label = "this build" if name == "redlock-run" else "the --before build"
+        print(f"Targets (issue 39), {label}, medians of the rounds' ratios against flock:")
+        for text, ok in targets(summary(rounds_, name), name):
+            print(f"   [{'met' if ok else 'MISSED'}] {text}")
