@@ -49,7 +49,7 @@ def keeper_of(pid):
     return None
 
 
-def holder_memory(tools, name, settle=1.5):
+def holder_memory(tools, name, settle=2.5):
     """VmRSS and RssAnon (kB) of a wrapper holding the lock, and of its
     keeper, `settle` seconds into a job that runs on: with `--ttl 3s`
     redlock-run has refreshed the lock once by then (a holder measured as

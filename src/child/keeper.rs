@@ -247,14 +247,27 @@ impl Keeper {
         self.dead
     }
 
+    /// The job is over and nothing of it is left ([`Keeper::alone`]):
+    /// the keeper is told so by [`finish_deferred`], after the release,
+    /// so that its wake-up and exit (and our SIGCHLD) do not run on two
+    /// cores beside the release and the next holder's start. Until then
+    /// the leader's zombie keeps its group id.
+    pub fn finish_later(&mut self) {
+        let Some(ctl) = self.ctl.take() else {
+            return;
+        };
+        let mut later = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(earlier) = later.replace(ctl) {
+            finish_with(&earlier);
+        }
+    }
+
     /// The job is over: the keeper reaps the leader and exits. It is not
     /// waited for (it holds nothing of ours; a wait would cost every run
     /// a round trip), only reaped if it is done already.
     pub fn finish(&mut self) {
         if let Some(ctl) = self.ctl.take() {
-            let mut message = [0u8; CTL];
-            message[0] = b'R';
-            let _ = nix::unistd::write(&ctl, &message);
+            finish_with(&ctl);
         }
         let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
@@ -292,6 +305,26 @@ impl Keeper {
         };
         Some((word(0), word(4), word(8)))
     }
+}
+
+/// A keeper's control pipe whose "done" waits for the release (see
+/// [`Keeper::finish_later`]). Closed unsaid at our exit, it still ends
+/// the keeper: it then kills what is left below it (nothing) and exits.
+static DEFERRED: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+
+/// Tell the keeper whose "done" was deferred (if any) that it is.
+pub fn finish_deferred() {
+    let ctl = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(ctl) = ctl {
+        finish_with(&ctl);
+    }
+}
+
+/// "Done": the keeper reaps the leader and exits.
+fn finish_with(ctl: &OwnedFd) {
+    let mut message = [0u8; CTL];
+    message[0] = b'R';
+    let _ = nix::unistd::write(ctl, &message);
 }
 
 impl Drop for Keeper {
@@ -402,24 +435,27 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // stdout, its sockets), so that nothing waits on us once it is done.
     let cgroup = start.cgroup;
     close_all_but(&[ctl_r, st_w, cgroup.kill, cgroup.events]);
-    let_go(start);
     let tree = Tree {
         leader,
         cgroup,
         proc_ok: start.proc_ok,
         init: start.init,
+        trim: start.trim,
     };
     keep(&tree, ctl_r, st_w, start.lease_end)
 }
 
-/// From here on the keeper runs a loop of a few pages on a few locals:
-/// what start-up mapped of the binary goes (it stays in the page cache,
-/// shared), and so does redlock-run's memory (its heap, its threads'
-/// stacks), which the keeper never reads again (see trim.rs).
+/// Once redlock-run has told a second lease's end (a refresh: COMMAND
+/// runs on), the keeper runs a loop of a few pages on a few locals until
+/// COMMAND's end: what start-up mapped of the binary goes (it stays in
+/// the page cache, shared), and so does redlock-run's memory (its heap,
+/// its threads' stacks), which the keeper never reads again (see
+/// trim.rs). A job that ends before a refresh is not touched: its end is
+/// on the hand-over's path, where the pages would fault back in.
 ///
 /// # Safety
 /// As [`run`], once COMMAND has exec'd (its child's stack is unused).
-unsafe fn let_go(start: &Start) {
+unsafe fn let_go(start: &Tree) {
     // Only in the static build: in a dynamically linked one, a preloaded
     // library (LD_PRELOAD: a fake clock, a test's shim) may wrap the calls
     // the keeper makes and keep its state in memory of that kind.
@@ -440,6 +476,8 @@ struct Tree {
     /// The init of the job's PID namespace: every other process in it is
     /// the job's (and dies with us).
     init: bool,
+    /// Our binary's read-only segments (see [`let_go`]).
+    trim: super::trim::Segments,
 }
 
 /// Overwrite our command line's memory with [`NAME`], NUL-padded.
@@ -477,6 +515,8 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
+    // Lease ends told (see `let_go`).
+    let mut ends = 0;
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,
@@ -487,7 +527,11 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
         let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if ready > 0 {
-            read_messages(tree, ctl_r, &mut message, &mut have, &mut lease_end);
+            let was = ends;
+            ends += read_messages(tree, ctl_r, &mut message, &mut have, &mut lease_end);
+            if was < 2 && ends >= 2 {
+                let_go(tree);
+            }
         }
         if !reported {
             reported = watch_leader(tree, st_w, ready <= 0);
@@ -511,8 +555,8 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
 
 /// Read every message waiting on `ctl_r` (nonblocking), keeping a part
 /// of one in `message[..have]`; the newest lease's end goes to
-/// `lease_end`. At redlock-run's end (the pipe closed), or its "done",
-/// the keeper ends here.
+/// `lease_end`; how many ends were read. At redlock-run's end (the pipe
+/// closed), or its "done", the keeper ends here.
 ///
 /// # Safety
 /// As [`run`]: in the keeper only; `ctl_r` is the control pipe's
@@ -523,7 +567,8 @@ unsafe fn read_messages(
     message: &mut [u8; CTL],
     have: &mut usize,
     lease_end: &mut i64,
-) {
+) -> u32 {
+    let mut ends = 0;
     loop {
         let n = libc::read(ctl_r, message[*have..].as_mut_ptr().cast(), CTL - *have);
         if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
@@ -532,12 +577,13 @@ unsafe fn read_messages(
             libc::_exit(0);
         }
         if n < 0 {
-            return;
+            return ends;
         }
         *have += usize::try_from(n).unwrap_or(0);
         if *have == CTL {
             *have = 0;
             *lease_end = lease_end_in(message, tree.leader);
+            ends += 1;
         }
     }
 }
@@ -628,11 +674,14 @@ unsafe fn watch_leader(tree: &Tree, st_w: RawFd, reap: bool) -> bool {
         true => reap_others(tree),
         false => None,
     };
-    if ended && left == Some(0) {
-        report(st_w, ALONE, 0, 0);
-    }
     if ended {
-        report(st_w, EXITED, info.si_code, info.si_status());
+        // One write, so one wake-up of redlock-run: it releases the lock
+        // once it has both.
+        let exited = [EXITED, info.si_code, info.si_status()];
+        match left == Some(0) {
+            true => report_all(st_w, &[[ALONE, 0, 0], exited]),
+            false => report_all(st_w, &[exited]),
+        }
     }
     ended
 }
@@ -800,11 +849,23 @@ unsafe fn close_all_but(keep: &[RawFd]) {
 /// Only in the keeper (see [`run`]): a `write` from the stack; `fd` is the
 /// status pipe's writing end.
 unsafe fn report(fd: RawFd, tag: i32, a: i32, b: i32) {
-    let mut message = [0u8; MESSAGE];
-    message[..4].copy_from_slice(&tag.to_ne_bytes());
-    message[4..8].copy_from_slice(&a.to_ne_bytes());
-    message[8..].copy_from_slice(&b.to_ne_bytes());
-    while libc::write(fd, message.as_ptr().cast(), MESSAGE) < 0 && errno() == libc::EINTR {}
+    report_all(fd, &[[tag, a, b]]);
+}
+
+/// Up to two reports in one write (atomic: under PIPE_BUF bytes).
+///
+/// # Safety
+/// As [`report`].
+unsafe fn report_all(fd: RawFd, reports: &[[i32; 3]]) {
+    let mut message = [0u8; 2 * MESSAGE];
+    let mut len = 0;
+    for words in reports.iter().take(2) {
+        for word in words {
+            message[len..len + 4].copy_from_slice(&word.to_ne_bytes());
+            len += 4;
+        }
+    }
+    while libc::write(fd, message.as_ptr().cast(), len) < 0 && errno() == libc::EINTR {}
 }
 
 fn errno() -> c_int {
