@@ -301,8 +301,6 @@ impl Held<'_> {
         // Its rmdir after the release: the next holder need not wait.
         let cgroup = ended.cgroup.take();
         let exit = self.finish(main, ended, lease.valid_until());
-        // The keeper's "done", once the lock is free (see keeper.rs).
-        child::after_release();
         drop(cgroup);
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {

@@ -247,27 +247,14 @@ impl Keeper {
         self.dead
     }
 
-    /// The job is over and nothing of it is left ([`Keeper::alone`]):
-    /// the keeper is told so by [`finish_deferred`], after the release,
-    /// so that its wake-up and exit (and our SIGCHLD) do not run on two
-    /// cores beside the release and the next holder's start. Until then
-    /// the leader's zombie keeps its group id.
-    pub fn finish_later(&mut self) {
-        let Some(ctl) = self.ctl.take() else {
-            return;
-        };
-        let mut later = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(earlier) = later.replace(ctl) {
-            finish_with(&earlier);
-        }
-    }
-
     /// The job is over: the keeper reaps the leader and exits. It is not
     /// waited for (it holds nothing of ours; a wait would cost every run
     /// a round trip), only reaped if it is done already.
     pub fn finish(&mut self) {
         if let Some(ctl) = self.ctl.take() {
-            finish_with(&ctl);
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
         }
         let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
@@ -305,26 +292,6 @@ impl Keeper {
         };
         Some((word(0), word(4), word(8)))
     }
-}
-
-/// A keeper's control pipe whose "done" waits for the release (see
-/// [`Keeper::finish_later`]). Closed unsaid at our exit, it still ends
-/// the keeper: it then kills what is left below it (nothing) and exits.
-static DEFERRED: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
-
-/// Tell the keeper whose "done" was deferred (if any) that it is.
-pub fn finish_deferred() {
-    let ctl = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some(ctl) = ctl {
-        finish_with(&ctl);
-    }
-}
-
-/// "Done": the keeper reaps the leader and exits.
-fn finish_with(ctl: &OwnedFd) {
-    let mut message = [0u8; CTL];
-    message[0] = b'R';
-    let _ = nix::unistd::write(ctl, &message);
 }
 
 impl Drop for Keeper {

@@ -34,7 +34,6 @@ mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
-pub use keeper::finish_deferred as after_release;
 pub use spawn::Failed;
 
 use keeper::Keeper;
@@ -410,10 +409,7 @@ impl Job {
             return exit;
         }
         let exit = self.keeper.wait_exit();
-        match self.keeper.alone() {
-            true => self.keeper.finish_later(),
-            false => self.keeper.finish(),
-        }
+        self.keeper.finish();
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
