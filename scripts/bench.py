@@ -29,7 +29,10 @@ too, side by side, when given), and how many Redis commands one run sends
 
 Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
-`--quick` exists so CI can check the bench still runs.
+`--quick` exists so CI can check the bench still runs. `--focus N` measures
+only issue 39's figures against flock over N interleaved rounds
+(bench_focus.py); `--json FILE` keeps the raw results of any mode
+(bench_render.py makes docs/benchmarks.md's side-by-side table of them).
 """
 
 import argparse

@@ -51,9 +51,10 @@ def keeper_of(pid):
 
 def holder_memory(tools, name, settle=2.5):
     """VmRSS and RssAnon (kB) of a wrapper holding the lock, and of its
-    keeper, `settle` seconds into a job that runs on: with `--ttl 3s`
-    redlock-run has refreshed the lock once by then (a holder measured as
-    it sits through a long job, between two refreshes)."""
+    keeper, medians of samples over the second up to `settle` seconds
+    into a job that runs on: with `--ttl 3s` redlock-run has refreshed the
+    lock by then, and refreshes it once in that second (a holder measured
+    as it sits through a long job, refreshes included)."""
     marker = tools.tmp / f"mem-{name}-{time.monotonic_ns()}"
     job = ["/bin/sh", "-c", f"touch {marker}; exec sleep {settle + 0.5}"]
     argv = tools.argv(name, f"mem-{name}", job)
@@ -63,12 +64,18 @@ def holder_memory(tools, name, settle=2.5):
     deadline = time.monotonic() + 10
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
-    time.sleep(settle)
+    time.sleep(settle - 1)
     keeper = keeper_of(pid)
-    got = dict(rss=status_kb(pid, "VmRSS"), anon=status_kb(pid, "RssAnon"),
-               keeper_rss=None, keeper_anon=None)
-    if keeper is not None:
-        got.update(keeper_rss=status_kb(keeper, "VmRSS"), keeper_anon=status_kb(keeper, "RssAnon"))
+    # Ten samples over a second, a refresh period: the median of each
+    # figure, so that the moment of a refresh neither hides nor counts.
+    samples = []
+    for _ in range(10):
+        samples.append([status_kb(pid, "VmRSS"), status_kb(pid, "RssAnon"),
+                        status_kb(keeper, "VmRSS") if keeper else None,
+                        status_kb(keeper, "RssAnon") if keeper else None])
+        time.sleep(0.1)
+    mid = lambda i: statistics.median(s[i] for s in samples) if samples[0][i] is not None else None
+    got = dict(rss=mid(0), anon=mid(1), keeper_rss=mid(2), keeper_anon=mid(3))
     tools.check(name, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     return got
 
