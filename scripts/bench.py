@@ -122,184 +122,12 @@ class Stop(Exception):
 
 
 # ---------------------------------------------------------------------------
-# Redis servers
+# Redis servers and topologies: scripts/benchlib.py
 
-
-class Redis:
-    """A throwaway redis-server (or sentinel) with a minimal RESP client."""
-
-    def __init__(self, tmp: Path, name="redis", args=(), sentinel_for=None):
-        self.name = name
-        self.dir = tmp / name
-        self.dir.mkdir()
-        self.sock = None
-        for _ in range(5):
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                self._argv(list(args), sentinel_for),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-            if self._ready():
-                return
-            self.stop()
-        raise SetupError(f"{name}: redis-server did not start (see {self.dir / 'redis.log'})")
-
-    def _argv(self, args, sentinel_for):
-        if sentinel_for is None:
-            return [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-                "--logfile", str(self.dir / "redis.log"), "--daemonize", "no",
-                "--protected-mode", "no", *args,
-            ]
-        conf = self.dir / "sentinel.conf"   # a sentinel rewrites its config: a file of its own
-        conf.write_text(
-            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
-            f"dir {self.dir}\nlogfile {self.dir / 'redis.log'}\n"
-            f"sentinel monitor mymaster 127.0.0.1 {sentinel_for} 2\n"
-        )
-        return ["redis-server", str(conf), "--sentinel"]
-
-    def _ready(self):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-                self.reader = self.sock.makefile("rb")
-                if self.cmd("PING") == "PONG":
-                    return True
-            except OSError:
-                time.sleep(0.02)
-        return False
-
-    def cmd(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-        return self._reply()
-
-    def _reply(self):
-        line = self.reader.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.reader.read(n + 2)[:-2]
-            return data.decode()
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise RuntimeError(f"bad reply {line!r}")
-
-    def calls(self, only=None):
-        """Commands served since CONFIG RESETSTAT (those run by scripts
-        included), the bench's own excluded; or calls of `only`."""
-        total = 0
-        for line in self.cmd("INFO", "commandstats").splitlines():
-            if line.startswith("cmdstat_"):
-                name, stats = line[len("cmdstat_"):].split(":", 1)
-                name = name.split("|")[0]
-                if name == only or (only is None and name not in ("info", "config", "pubsub", "ping")):
-                    total += int(stats.split(",")[0].split("=")[1])
-        return total
-
-    def subscribers(self, channel):
-        return self.cmd("PUBSUB", "NUMSUB", channel)[1]
-
-    def stop(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-class SetupError(Exception):
-    pass
-
-
-class Servers:
-    """Every redis-server and sentinel the bench starts, stopped together."""
-
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.all = []
-
-    def start(self, name, args=(), sentinel_for=None):
-        server = Redis(self.tmp, name, args, sentinel_for)
-        self.all.append(server)
-        return server
-
-    def stop(self):
-        for server in reversed(self.all):
-            server.stop()
-        self.all = []
-
-
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
-
-
-def wait_for(what, check, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except (OSError, RuntimeError):
-            pass
-        if time.monotonic() > deadline:
-            raise SetupError(f"{what} not ready after {timeout} s")
-        time.sleep(0.05)
-
-
-def start_quorum(servers, nodes=5):
-    """`nodes` independent masters: `--redis` repeated, a Redlock quorum."""
-    masters = [servers.start(f"quorum{i}") for i in range(nodes)]
-    return [a for m in masters for a in ("--redis", f"redis://127.0.0.1:{m.port}")]
-
-
-def start_sentinel(servers):
-    """One primary watched by 3 sentinels (quorum 2)."""
-    primary = servers.start("sentinel-primary")
-    sentinels = [servers.start(f"sentinel{i}", sentinel_for=primary.port) for i in range(3)]
-    want = ["127.0.0.1", str(primary.port)]
-    for s in sentinels:
-        wait_for(s.name, lambda: s.cmd("SENTINEL", "get-master-addr-by-name", "mymaster") == want)
-    hosts = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
-    return ["--redis", f"redis+sentinel://{hosts}/mymaster"]
-
-
-def start_cluster(servers):
-    """3 primaries, no replicas, all 16384 slots assigned."""
-    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "5000"]
-    nodes = [servers.start(f"cluster{i}", args) for i in range(3)]
-    addrs = [f"127.0.0.1:{n.port}" for n in nodes]
-    made = subprocess.run(
-        ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-    )
-    if made.returncode != 0:
-        raise SetupError("redis-cli --cluster create: " + (made.stderr or made.stdout).strip()[-200:])
-    for n in nodes:
-        wait_for(n.name, lambda: "cluster_state:ok" in n.cmd("CLUSTER", "INFO"))
-    return ["--redis", "redis+cluster://" + ",".join(addrs)]
+from benchlib import (  # noqa: E402
+    Redis, SetupError, Servers, free_port, start_cluster, start_quorum, start_sentinel,
+    wait_for,
+)
 
 
 def ping(s):
@@ -1218,9 +1046,9 @@ def targets(u, c, r, p, v):
         if five in st:
             if st[five] == "ok":
                 o = overhead(stats, five)[0]
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.3 * plain))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.2 * plain))
             else:
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node: {st[five]}", None))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node: {st[five]}", None))
         for name in ("sentinel", "cluster"):
             if name not in st:
                 continue
