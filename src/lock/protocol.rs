@@ -379,6 +379,12 @@ mod tests {
             ),
             ("ERR", "unknown command 'DELIFEQ'"),
             ("OOM", "command not allowed when used memory > 'maxmemory'"),
+            // EVAL allowed, a declared key not: the rights line's matter.
+            ("NOPERM", "No permissions to access a key"),
+            (
+                "NOPERM",
+                "this user has no permissions to access one of the keys used as arguments",
+            ),
         ];
         for (code, message) in others {
             assert_eq!(Scripting::of_error(code, message), None, "{message}");
