@@ -82,8 +82,10 @@ impl Scripting {
     /// ("ACL failure in script", "Error running script") is not one.
     pub fn of_error(code: &str, message: &str) -> Option<Scripting> {
         let lower = message.to_ascii_lowercase();
+        // Quoted as 'eval' (Redis 7, Valkey) or `eval` (Redis 6.2).
         let scripting = ["'eval'", "'evalsha'", "'fcall'", "'script"];
-        let names_eval = scripting.iter().any(|c| lower.contains(c));
+        let backticked = lower.replace('`', "'");
+        let names_eval = scripting.iter().any(|c| backticked.contains(c));
         if lower.contains("in script") || lower.contains("running script") {
             return None;
         }
@@ -345,6 +347,14 @@ mod tests {
                 refused(
                     "ERR",
                     "ERR unknown command 'EVAL', with args beginning with: ",
+                ),
+                Scripting::Unknown,
+            ),
+            // Redis 6.2 quotes with backticks.
+            (
+                refused(
+                    "ERR",
+                    "unknown command `EVAL`, with args beginning with: `return 1`",
                 ),
                 Scripting::Unknown,
             ),
