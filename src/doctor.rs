@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
 use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
+use crate::lock::protocol::{self, Scripting};
 use crate::lock::{timing, LockKeys, Replicas};
 use crate::log::show;
 use crate::secrets::{escaped, untrusted};
@@ -689,37 +690,46 @@ impl Doctor {
         }
     }
 
-    /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
-    /// Lua is a module; Garnet's Lua is off by default); and they may
-    /// write (see [`Doctor::writes`]).
+    /// Which protocol the server gets (`lock::protocol`), found without
+    /// writing; where it is scripts, whether they may write (see
+    /// [`Doctor::writes`]). This build runs locks with scripts only, so
+    /// any other protocol FAILs, saying which one the server would get
+    /// and why.
     fn scripting(&mut self, link: &mut Link, node: &str) {
-        match link.call(&["EVAL", "return 1", "0"]) {
-            Ok(Reply::Int(1)) => match self.writes(link) {
+        let found = protocol::detect(&mut |args: &[&str]| link.call(args));
+        let chosen = found.protocol();
+        if chosen.built() {
+            self.pass("protocol", node, format!("scripts: {}", found.reason()));
+            match self.writes(link) {
                 Ok(()) => self.pass(
                     "scripting",
                     node,
                     "EVAL runs Lua scripts, and they may write".into(),
                 ),
                 Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
-            },
-            Ok(other) => self.bad(
-                Status::Fail,
-                "scripting",
-                node,
-                format!("EVAL 'return 1' answered {other:?}, not 1"),
-                "redlock-run needs Lua scripts that behave as Redis's",
-            ),
-            // Not allowed to the user: the rights line says which right.
-            Err(Failed::Refused { code, .. }) if code == "NOPERM" => {}
-            Err(e) => self.bad(
-                Status::Fail,
-                "scripting",
-                node,
-                format!("EVAL does not run: {e}"),
-                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
-                 the Lua module must be loaded)",
-            ),
+            }
+            return;
         }
+        let detail = format!(
+            "{}: {}; this build runs locks with Lua scripts only, so every run exits 77",
+            chosen.name(),
+            found.reason()
+        );
+        let fix = match found.scripting {
+            Scripting::Denied => {
+                "give the user +eval (see REDIS PERMISSIONS in redlock-run(1)); the \
+                 script-free protocols are not built yet (docs/compatibility.md)"
+            }
+            Scripting::Unloaded => {
+                "load the Lua module (Valkey 9.1: loadmodule of its lua module, or do not \
+                 MODULE UNLOAD lua); the script-free protocols are not built yet"
+            }
+            _ => {
+                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
+                 the Lua module must be loaded)"
+            }
+        };
+        self.bad(Status::Fail, "protocol", node, detail, fix);
     }
 
     /// A script's write, as every lock script makes: a DEL of a key of
