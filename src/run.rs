@@ -138,23 +138,8 @@ fn run_recorded(
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
-    // What the servers' checks found about a lock now held (an evicting
-    // maxmemory-policy accepted with --allow-eviction, or a Redlock node
-    // left out for it; a policy that could not be read).
-    for note in main.take_notes() {
-        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
-    }
+    tell_acquired(&mut main, cfg, log, acquired.fence, started.elapsed());
     record.acquired(started.elapsed(), acquired.fence);
-    log.emit(
-        Ev::Acquired,
-        format!("acquired lock '{}' (fence {})", cfg.key, acquired.fence),
-        &[
-            field("fence", acquired.fence),
-            ms("wait_ms", started.elapsed()),
-            ms("ttl_ms", cfg.timing.ttl),
-            crate::holder::label_of(&cfg.label),
-        ],
-    );
     let held = Held {
         cfg,
         log,
@@ -164,6 +149,25 @@ fn run_recorded(
         containment: std::cell::Cell::new(Some(containment)),
     };
     held.run(&mut main, quorum, record, subscription)
+}
+
+/// Say the lock is ours, after what the servers' checks found about it
+/// (an evicting maxmemory-policy accepted with --allow-eviction, or a
+/// Redlock node left out for it; a policy that could not be read).
+fn tell_acquired(main: &mut Quorum, cfg: &RunConfig, log: &Log, fence: i64, waited: Duration) {
+    for note in main.take_notes() {
+        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
+    }
+    log.emit(
+        Ev::Acquired,
+        format!("acquired lock '{}' (fence {fence})", cfg.key),
+        &[
+            field("fence", fence),
+            ms("wait_ms", waited),
+            ms("ttl_ms", cfg.timing.ttl),
+            crate::holder::label_of(&cfg.label),
+        ],
+    );
 }
 
 /// The lock's nodes, not connected yet (each user opens its own).
