@@ -234,8 +234,6 @@ impl Node {
                 self.info_unreadable(&error);
                 Ok(None)
             }
-            // Not checked for eviction: this is another server.
-            Screened::Elsewhere(id) => Ok(Some(Acquire::Elsewhere(id))),
         }
     }
 
@@ -466,35 +464,6 @@ impl Node {
     pub(super) fn eval(&mut self, cmd: &redis::Cmd) -> NodeResult<Value> {
         self.recheck_master()?;
         self.query(cmd)
-    }
-
-    /// Whether the node has a `run_id` (`INFO server`), which tells one
-    /// server from another whatever address or socket reached it: not a
-    /// Cluster (many servers).
-    pub(super) fn has_run_id(&self) -> bool {
-        !matches!(self.endpoint.target, Target::Cluster(_))
-    }
-
-    /// The command that asks [`Node::has_run_id`]'s `run_id`, in a round.
-    ///
-    /// The default sections (a plain `INFO`) also carry the memory
-    /// settings: a server that cannot evict is then checked for this
-    /// connection (see [`Node::check_eviction`]), which saves a Redlock
-    /// node a round trip before its first acquire. One that can evict
-    /// is asked again there, and refused with the whole message.
-    pub(super) fn run_id_cmd(&self) -> redis::Cmd {
-        redis::cmd("INFO")
-    }
-
-    /// The `run_id` in the reply to [`Node::run_id_cmd`].
-    pub(super) fn read_run_id(&mut self, reply: NodeResult<Value>) -> NodeResult<Option<String>> {
-        let info = String::from_redis_value(reply?)
-            .map_err(|e| NodeError::unexpected(self.shown(), "INFO", e.into()))?;
-        let settings = info.contains("\nmaxmemory:") && info.contains("\nmaxmemory_policy:");
-        if settings && eviction(&info).is_none() && self.memory == Memory::Unchecked {
-            self.memory = Memory::Checked;
-        }
-        Ok(run_id_of(&info))
     }
 
     /// Behind sentinels: check that they still name the master this

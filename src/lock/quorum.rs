@@ -14,9 +14,9 @@ use super::fanout;
 use super::keys::{Holder, LockKeys};
 use super::kind::{read_acquire, read_ownership, read_release, How, LockKind, Wake};
 use super::node::Node;
-use super::redlock::{self, AcquireRound, Redlock, Who};
+use super::redlock::{self, Redlock};
 use super::replicas::{self, Replicas, Short};
-use super::reply::{Acquire, Forced, Inspected, Ownership};
+use super::reply::{Forced, Inspected, Ownership};
 use super::timing;
 
 pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released};
@@ -49,7 +49,7 @@ impl Quorum {
             replicas: Replicas::Default,
             kind: LockKind::Plain,
             timeout,
-            redlock: (endpoints.len() > 1).then(|| Redlock::new(endpoints.len())),
+            redlock: (endpoints.len() > 1).then(Redlock::new),
             quiet_splits: false,
             owed: false,
         }
@@ -183,52 +183,29 @@ impl Quorum {
         at: Option<&str>,
     ) -> Attempt {
         let how = self.how(waiting, liveness, at);
-        let queue = how.queue;
-        let (ttl, kind) = (self.ttl, self.kind);
-        let acquire = |nodes: &mut [Node], keys: &LockKeys, who: &mut Who<'_>| {
-            fanout::round(
-                nodes,
-                |i, node| {
-                    let run_id = match who(i)? {
-                        Ok(run_id) => run_id,
-                        Err(e) => return Some(Err(e)),
-                    };
-                    let how = How {
-                        run_id: run_id.as_deref(),
-                        ..how
-                    };
-                    Some(kind.acquiring(node, keys, token, ttl, holder, how))
-                },
-                |node, acquiring, reply| read_acquire(node, keys, acquiring, reply),
-            )
-        };
-        let (answers, start) = match self.redlock.take() {
-            None => {
-                let start = Instant::now();
-                let answers = acquire(&mut self.nodes, &self.keys, &mut |_| Some(Ok(None)));
-                (
-                    answers
-                        .into_iter()
-                        .map(|a| a.unwrap_or_else(not_asked))
-                        .collect(),
-                    start,
-                )
+        let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
+        let start = Instant::now();
+        let answers = fanout::round(
+            &mut self.nodes,
+            |_, node| Some(kind.acquiring(node, keys, token, ttl, holder, how)),
+            |node, acquiring, reply| read_acquire(node, keys, acquiring, reply),
+        );
+        let (answers, servers): (Vec<_>, Vec<_>) = answers
+            .into_iter()
+            .map(|answer| match answer.unwrap_or_else(not_asked) {
+                Ok((answer, server)) => (Ok(answer), server),
+                Err(e) => (Err(e), None),
+            })
+            .unzip();
+        if self.redlock.is_some() {
+            if let Err(same) = redlock::distinct(&self.nodes, &servers) {
+                // Refused, after what the round took is given back.
+                self.give_back(token, how.queue);
+                return Attempt::SameServer(same);
             }
-            Some(mut redlock) => {
-                let round = self.redlock_round(&mut redlock, &acquire);
-                self.redlock = Some(redlock);
-                match round {
-                    Ok(answers) => answers,
-                    Err((same, false)) => return Attempt::SameServer(same),
-                    Err((same, true)) => {
-                        self.give_back(token, queue);
-                        return Attempt::SameServer(same);
-                    }
-                }
-            }
-        };
+        }
         let valid_until = timing::valid_until(start, ttl);
-        self.decide(token, Tally::of(answers), (start, valid_until), queue)
+        self.decide(token, Tally::of(answers), (start, valid_until), how.queue)
     }
 
     /// How an attempt stands with the line of waiters (see `kind::How`).
@@ -249,37 +226,10 @@ impl Quorum {
             // majority's raise instead: clocks differ between nodes, so a
             // floor would make every acquisition need a raise.
             floor: self.nodes.len() == 1,
-            run_id: None,
+            // Several nodes: each answer says which server gave it.
+            say: self.redlock.is_some(),
             at,
         }
-    }
-
-    /// A Redlock's acquire round, with its same-server check: the answers
-    /// and when the round began; else two nodes that are one server, and
-    /// whether the round took anything to give back.
-    fn redlock_round(
-        &mut self,
-        redlock: &mut Redlock,
-        acquire: &AcquireRound<'_>,
-    ) -> Result<(Answers, Instant), (anyhow::Error, bool)> {
-        let mut skipped = (redlock.distinct_servers(&mut self.nodes)).map_err(|e| (e, false))?;
-        let expected = redlock.expected();
-        let start = Instant::now();
-        let mut who = |i: usize| {
-            // A node that did not answer INFO just now is not asked again.
-            match skipped.get_mut(i).and_then(Option::take) {
-                Some(error) => Some(Err(error)),
-                None => Some(Ok(expected.get(i).cloned().flatten())),
-            }
-        };
-        let answers = acquire(&mut self.nodes, &self.keys, &mut who);
-        let mut answers: Vec<NodeResult<Acquire>> = answers
-            .into_iter()
-            .map(|a| a.unwrap_or_else(not_asked))
-            .collect();
-        let nodes = (self.nodes.as_mut_slice(), &self.keys);
-        (redlock.settle_run_ids(nodes, &mut answers, &expected, acquire)).map_err(|e| (e, true))?;
-        Ok((answers, start))
     }
 
     /// An attempt's answers (started at `at.0`, valid until `at.1`): held
@@ -591,9 +541,6 @@ impl Quorum {
         released
     }
 }
-
-/// Every node's answer to an acquire.
-type Answers = Vec<NodeResult<Acquire>>;
 
 /// The answer of a node a round left out (never: every node is asked).
 fn not_asked<T>() -> NodeResult<T> {

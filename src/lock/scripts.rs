@@ -115,7 +115,8 @@ end
     };
 }
 
-/// Lua functions for the line of waiters (see the module doc).
+/// Lua functions for the line of waiters (see the module doc); after
+/// `server_lib`.
 macro_rules! line_lib {
     () => {
         r#"
@@ -125,15 +126,6 @@ local function subscribed(token)
   local n = redis.pcall('PUBSUB', 'NUMSUB', KEYS[1] .. ':wake:' .. token)
   if type(n) ~= 'table' or n.err then return nil end
   return (tonumber(n[2]) or 0) > 0
-end
--- This server's run_id (INFO server, once per script; '' when refused).
-local here = nil
-local function this_server()
-  if here == nil then
-    local info = redis.pcall('INFO', 'server')
-    here = type(info) == 'string' and string.match(info, '\nrun_id:(%w+)') or ''
-  end
-  return here
 end
 -- Whether a waiter's subscription is on another server than this one
 -- (`at`: the run_id of the server it subscribed on): after a failover
@@ -162,30 +154,47 @@ end
     };
 }
 
-/// With ARGV[15] a `run_id` (Redlock's same-server check, remembered from
-/// an earlier run: see `lock::servers`), the acquire scripts first check
-/// that they run on that server: if not, they write nothing and answer
-/// `{-5, run_id}` with this server's (`''` when `INFO server` is refused
-/// or has none), and the caller checks it against the other nodes'.
+/// This server's `run_id`, which tells one server from another whatever
+/// address or socket reached it: for a waiter subscribed elsewhere
+/// (`line_lib`), and the server that gave an acquire's answer.
 macro_rules! server_lib {
     () => {
         r#"
-local function elsewhere()
-  local expected = ARGV[15]
-  if expected == nil or expected == '' then return nil end
-  local info = redis.pcall('INFO', 'server')
-  if type(info) ~= 'string' then return {-5, ''} end
-  local id = string.match(info, '\nrun_id:(%w+)')
-  if id == expected then return nil end
-  return {-5, id or ''}
+-- This server's run_id (INFO server, once per script; '' when refused).
+local here = nil
+local function this_server()
+  if here == nil then
+    local info = redis.pcall('INFO', 'server')
+    here = type(info) == 'string' and string.match(info, '\nrun_id:(%w+)') or ''
+  end
+  return here
 end
-local moved = elsewhere()
-if moved then return moved end
 "#
     };
 }
 
-/// With ARGV[14] = '1', the acquire scripts first refuse a server that may
+/// An acquire script's body, run as a function so that with ARGV[15] =
+/// '1' (a Redlock run) every answer says which server gave it:
+/// `{answer, run_id}` (`''` when `INFO server` is refused or has none),
+/// and the caller refuses two nodes that are one server before it counts
+/// them (`lock::redlock`). An ask for keys (`{-99, names}`) goes as it
+/// is: its answer, sent again with them, says. One node never asks.
+macro_rules! saying_server {
+    ($body:literal) => {
+        concat!(
+            "local function answer()\n",
+            $body,
+            r#"
+end
+local reply = answer()
+if ARGV[15] ~= '1' or reply[1] == -99 then return reply end
+return {reply, this_server()}
+"#
+        )
+    };
+}
+
+/// With ARGV[14] = '1', the acquire scripts first (`evicts()`) refuse a server that may
 /// evict the lock's key (the eviction check of `Node::check_eviction`,
 /// made here so that it costs no round trip of its own), before anything
 /// is written: `{-3, maxmemory, policy}` when `maxmemory` is set (not 0)
@@ -210,8 +219,6 @@ local function evicts()
   end
   return nil
 end
-local refused = evicts()
-if refused then return refused end
 "#
     };
 }
@@ -254,7 +261,8 @@ end
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`), run_id (see `server_lib`), label (kept in
+/// screen (see `eviction_lib`), say ('1': say which server answers, see
+/// `saying_server`), label (kept in
 /// the holder record and a waiter's liveness hash when not empty), at (in
 /// line and subscribed behind sentinels or on a Cluster: the `run_id` of
 /// the server subscribed on, kept in the liveness hash; see `line_lib`'s
@@ -302,7 +310,10 @@ pub const ACQUIRE: &str = concat!(
     fence_lib!(),
     declare_lib!(),
     line_lib!(),
-    r#"
+    saying_server!(
+        r#"
+local refused = evicts()
+if refused then return refused end
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
@@ -446,6 +457,7 @@ if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
   first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
 "#
+    )
 );
 
 /// Leave the queue of waiters (given up, or stopped by a signal).
@@ -468,6 +480,7 @@ return 1
 /// a stopped one once its liveness key has expired) is not counted.
 pub const WAITERS: &str = concat!(
     declare_lib!(),
+    server_lib!(),
     line_lib!(),
     r#"
 local ask = declare(named(KEYS[6], KEYS[6], 999))
@@ -523,6 +536,7 @@ return -1
 /// stopped, the next waiter may go.
 pub const RELEASE: &str = concat!(
     declare_lib!(),
+    server_lib!(),
     line_lib!(),
     r#"
 local cur = redis.call('GET', KEYS[1])
@@ -711,7 +725,7 @@ return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
 /// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
-/// floor, screen, run_id, label.
+/// floor, screen, say, label.
 /// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
 /// holders, N}` when all N slots are taken (the plain busy reply's layout,
 /// with no single holder to name), `pttl_ms` the time until the first of
@@ -722,7 +736,10 @@ pub const SLOT_ACQUIRE: &str = concat!(
     eviction_lib!(),
     slot_lib!(),
     fence_lib!(),
-    r#"
+    saying_server!(
+        r#"
+local refused = evicts()
+if refused then return refused end
 local ttl = tonumber(ARGV[2])
 local limit = tonumber(ARGV[8])
 if redis.call('GET', KEYS[1]) then return {-1, 1} end
@@ -760,6 +777,7 @@ redis.call('SET', KEYS[5], limit)
 settle(now)
 return {1, fence, reset}
 "#
+    )
 );
 
 /// Push the expiry of our slot of a semaphore.
