@@ -58,8 +58,9 @@ enum Link {
 
 /// A call of a round between its two halves (see [`Node::start`]).
 pub(super) enum Sent {
-    /// Sent; the reply is still to be read.
-    Pending(redis::Cmd),
+    /// Sent; the reply is still to be read (on a Cluster, from the
+    /// primary of the slot).
+    Pending(redis::Cmd, Option<u16>),
     /// Answered already (a Cluster's call, or a failure to send).
     Done(NodeResult<Value>),
     /// Not sent: the sentinels could not be asked first.
@@ -101,6 +102,11 @@ impl Node {
     /// Whether this node has ever answered anything, error replies included.
     pub fn ever_answered(&self) -> bool {
         self.ever_answered
+    }
+
+    /// Whether this node is a Sentinel service.
+    pub(super) fn is_sentinel(&self) -> bool {
+        matches!(self.endpoint.target, Target::Sentinel(_))
     }
 
     /// Whether this node is a Sentinel service or a Cluster.
@@ -401,8 +407,9 @@ impl Node {
     /// The first half of a call in a round (see `fanout`): connect if
     /// need be and send `cmd` (a script of the lock), leaving its reply
     /// to [`Node::finish`]. A Cluster's call is made whole here: it may
-    /// follow a MOVED to another server.
-    pub(super) fn start(&mut self, cmd: redis::Cmd) -> Sent {
+    /// follow a MOVED to another server. On a Cluster a command without
+    /// keys (WAIT, INFO) goes to the primary of `slot`.
+    pub(super) fn start(&mut self, cmd: redis::Cmd, slot: Option<u16>) -> Sent {
         if let Err(e) = self.recheck_master() {
             return Sent::Failed(e);
         }
@@ -412,12 +419,12 @@ impl Node {
             Ok(Link::Plain(conn)) => conn
                 .send_packed_command(&cmd.get_packed_command())
                 .map_err(Failed::Redis),
-            Ok(Link::Cluster(_)) => return Sent::Done(self.query(&cmd)),
+            Ok(Link::Cluster(_)) => return Sent::Done(self.query_at(&cmd, slot)),
             Err(failed) => Err(failed),
         };
         match sent {
-            Ok(()) => Sent::Pending(cmd),
-            Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, None)),
+            Ok(()) => Sent::Pending(cmd, slot),
+            Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, slot)),
         }
     }
 
@@ -425,8 +432,8 @@ impl Node {
     /// under the round's deadline (`round`: its end and its length), whose
     /// timer the caller armed (see `deadline`).
     pub(super) fn finish(&mut self, sent: Sent, round: (Instant, Duration)) -> NodeResult<Value> {
-        let cmd = match sent {
-            Sent::Pending(cmd) => cmd,
+        let (cmd, slot) = match sent {
+            Sent::Pending(cmd, slot) => (cmd, slot),
             Sent::Done(answer) => return answer,
             Sent::Failed(e) => return Err(e),
         };
@@ -437,7 +444,7 @@ impl Node {
                     other => break other,
                 }
             },
-            _ => return self.query(&cmd),
+            _ => return self.query_at(&cmd, slot),
         };
         let reply = match reply {
             Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= round.0 => {
@@ -447,7 +454,7 @@ impl Node {
         };
         // An error reply (a script's error, READONLY) is the answer.
         let reply = reply.and_then(Value::extract_error);
-        self.settle(reply.map_err(Failed::Redis), &cmd, None)
+        self.settle(reply.map_err(Failed::Redis), &cmd, slot)
     }
 
     /// The per-node timeout: connecting, and every command.

@@ -167,7 +167,7 @@ impl Quorum {
     /// [`fanout::each`] with the lock's keys.
     fn each<R: Send>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
         let keys = &self.keys;
-        fanout::each(&mut self.nodes, |node| f(node, keys))
+        fanout::each(&mut self.nodes, |_, node| f(node, keys))
     }
 }
 
