@@ -109,6 +109,11 @@ impl Node {
         matches!(self.endpoint.target, Target::Sentinel(_))
     }
 
+    /// Whether this node is a Redis Cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self.endpoint.target, Target::Cluster(_))
+    }
+
     /// Whether this node is a Sentinel service or a Cluster.
     pub(super) fn is_topology(&self) -> bool {
         self.endpoint.is_topology()

@@ -434,8 +434,30 @@ impl Quorum {
     /// key, all nodes at once; a node that failed is not asked again in
     /// this call, its error stands for every key.
     pub fn inspect_all(&mut self, keys: &[LockKeys]) -> Vec<NodeResult<Vec<Inspected>>> {
-        let mut found: Vec<NodeResult<Vec<Inspected>>> =
-            self.nodes.iter().map(|_| Ok(Vec::new())).collect();
+        let found = self.nodes.iter().map(|_| Ok(Vec::new())).collect();
+        self.inspect_from(keys, found)
+    }
+
+    /// `list`: every lock under `prefix`, by node: SCAN's pages in rounds,
+    /// then each name any node has read on every node that answered (a
+    /// round per name); a node's error stands for all.
+    pub fn list_all(&mut self, prefix: &str) -> Vec<NodeResult<Vec<(String, Inspected)>>> {
+        let scanned = super::inspect::scan_each(&mut self.nodes, prefix);
+        let names: std::collections::BTreeSet<String> =
+            scanned.iter().flatten().flatten().cloned().collect();
+        let keys: Vec<LockKeys> = names.iter().map(|n| LockKeys::new(prefix, n)).collect();
+        let found = scanned.into_iter().map(|s| s.map(|_| Vec::new())).collect();
+        let found = self.inspect_from(&keys, found);
+        let named = |seen: Vec<Inspected>| names.iter().cloned().zip(seen).collect();
+        found.into_iter().map(|f| f.map(named)).collect()
+    }
+
+    /// [`Quorum::inspect_all`], asking only the nodes `found` is `Ok` for.
+    fn inspect_from(
+        &mut self,
+        keys: &[LockKeys],
+        mut found: Vec<NodeResult<Vec<Inspected>>>,
+    ) -> Vec<NodeResult<Vec<Inspected>>> {
         for keys in keys {
             let answers = fanout::round(
                 &mut self.nodes,
