@@ -19,7 +19,7 @@ use super::replicas::{self, Replicas, Short};
 use super::reply::{Forced, Inspected, Ownership};
 use super::timing;
 
-pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released};
+pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released, Tried};
 
 pub struct Quorum {
     nodes: Vec<Node>,
@@ -31,10 +31,6 @@ pub struct Quorum {
     timeout: Duration,
     /// With several nodes, what only a Redlock needs; `None` for one.
     redlock: Option<Redlock>,
-    /// See [`Quorum::quiet_splits`].
-    quiet_splits: bool,
-    /// A give-back was held over (see [`Quorum::give_back_owed`]).
-    owed: bool,
 }
 
 impl Quorum {
@@ -50,8 +46,6 @@ impl Quorum {
             kind: LockKind::Plain,
             timeout,
             redlock: (endpoints.len() > 1).then(Redlock::new),
-            quiet_splits: false,
-            owed: false,
         }
     }
 
@@ -173,15 +167,16 @@ impl Quorum {
 
 impl Quorum {
     /// One attempt; `waiting` says we wait in line if it is busy, and
-    /// `liveness` (we are subscribed) how long our place lasts untouched.
+    /// `liveness` (we are subscribed) how long our place lasts untouched;
+    /// `quiet_splits`: a split's give-back may wake no one (the caller
+    /// tries again soon: a waiter with time left).
     pub fn try_acquire(
         &mut self,
         token: &str,
         holder: &Holder,
-        waiting: LineTry,
-        liveness: Option<Duration>,
-        at: Option<&str>,
-    ) -> Attempt {
+        (waiting, liveness, at): (LineTry, Option<Duration>, Option<&str>),
+        quiet_splits: bool,
+    ) -> Tried {
         let how = self.how(waiting, liveness, at);
         let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
         let start = Instant::now();
@@ -200,12 +195,13 @@ impl Quorum {
         if self.redlock.is_some() {
             if let Err(same) = redlock::distinct(&self.nodes, &servers) {
                 // Refused, after what the round took is given back.
-                self.give_back(token, how.queue);
-                return Attempt::SameServer(same);
+                let owes = self.give_back_or_owe(token, how.queue);
+                return Tried::new(Attempt::SameServer(same), owes);
             }
         }
         let valid_until = timing::valid_until(start, ttl);
-        self.decide(token, Tally::of(answers), (start, valid_until), how.queue)
+        let line = (how.queue, quiet_splits);
+        self.decide(token, Tally::of(answers), (start, valid_until), line)
     }
 
     /// How an attempt stands with the line of waiters (see `kind::How`).
@@ -234,13 +230,14 @@ impl Quorum {
 
     /// An attempt's answers (started at `at.0`, valid until `at.1`): held
     /// when a majority granted in time and its fence is raised on one.
+    /// `line`: the token is kept (in line), and splits may be quiet.
     fn decide(
         &mut self,
         token: &str,
         mut tally: Tally,
         (start, valid_until): (Instant, Instant),
-        queue: bool,
-    ) -> Attempt {
+        line: (bool, bool),
+    ) -> Tried {
         let nodes = self.nodes.len();
         let mut granted = decide::granted(&tally, nodes, Instant::now() < valid_until);
         let fence = tally.fence();
@@ -272,9 +269,9 @@ impl Quorum {
                 valid_until,
                 reset: tally.reset,
             };
-            return self.confirmed(token, lease, queue);
+            return self.confirmed(token, lease, line.0);
         }
-        self.not_acquired(token, tally, queue)
+        self.not_acquired(token, tally, line)
     }
 
     /// Give back what a failed attempt may hold, now, or once the token
@@ -282,63 +279,70 @@ impl Quorum {
     /// (its place) for the next attempt, and a give-back whose fate is
     /// unknown (a lossy link may deliver it late, on a connection we
     /// dropped) could then delete the lock that attempt takes: so it is
-    /// held over until the wait ends without the lock ([`give_back_owed`]).
-    /// Meanwhile what the failed attempt took is still ours: the next
-    /// attempt finds it with our token.
-    ///
-    /// [`give_back_owed`]: Quorum::give_back_owed
-    fn give_back(&mut self, token: &str, token_kept: bool) {
-        match token_kept {
-            true => self.owed = true,
-            false => drop(self.release_waking(token, 1, Wake::Next)),
+    /// owed (`true`), and the waiter gives it back once its wait ends
+    /// without the lock ([`Quorum::give_back`]). Meanwhile what the
+    /// failed attempt took is still ours: the next attempt finds it with
+    /// our token.
+    fn give_back_or_owe(&mut self, token: &str, token_kept: bool) -> bool {
+        if !token_kept {
+            self.give_back(token);
         }
+        token_kept
     }
 
-    /// The wait ended without the lock: give back what a failed attempt
-    /// may still hold with `token`, which no later attempt will use.
-    pub fn give_back_owed(&mut self, token: &str) {
-        if std::mem::take(&mut self.owed) {
-            drop(self.release_waking(token, 1, Wake::Next));
-        }
+    /// Give back what a failed attempt may still hold with `token` (a
+    /// waiter whose wait ended without the lock, see [`Tried::owes`]).
+    pub fn give_back(&mut self, token: &str) {
+        drop(self.release_waking(token, 1, Wake::Next));
     }
 
     /// Granted: kept if the replicas confirm it, else given back.
-    fn confirmed(&mut self, token: &str, lease: Lease, token_kept: bool) -> Attempt {
+    fn confirmed(&mut self, token: &str, lease: Lease, token_kept: bool) -> Tried {
         match replicas::confirm(&mut self.nodes, &self.keys, self.replicas, self.timeout / 2) {
-            Ok(()) => {
-                // Ours now: nothing held over is owed.
-                self.owed = false;
-                Attempt::Acquired(lease)
-            }
+            Ok(()) => Tried::new(Attempt::Acquired(lease), false),
             Err(short) => {
                 // Not durable: a failover could lose it. Give it back.
-                self.give_back(token, token_kept);
-                match short {
+                let owes = self.give_back_or_owe(token, token_kept);
+                let attempt = match short {
                     Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
                     Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
                     Short::Refused(e) => Attempt::Refused(e),
-                }
+                };
+                Tried::new(attempt, owes)
             }
         }
     }
 
     /// Not granted: what was taken given back, and why, most telling first.
-    fn not_acquired(&mut self, token: &str, tally: Tally, token_kept: bool) -> Attempt {
+    fn not_acquired(
+        &mut self,
+        token: &str,
+        tally: Tally,
+        (token_kept, quiet_splits): (bool, bool),
+    ) -> Tried {
         let shape = decide::Shape {
             nodes: self.nodes.len(),
             splits: self.nodes.len() > 1 && self.kind == LockKind::Plain && !token_kept,
-            quiet_splits: self.quiet_splits,
+            quiet_splits,
         };
         let (give_back, outcome) = decide::not_acquired(&tally, shape);
-        match give_back {
+        let owes = match give_back {
             // With a wake-up, the waiters (subscribed on the first node)
             // woke each other for as long as a holder without that node
             // held the lock.
-            GiveBack::Quietly => drop(self.release_waking(token, 1, Wake::Nobody)),
+            GiveBack::Quietly => {
+                drop(self.release_waking(token, 1, Wake::Nobody));
+                false
+            }
             // Before anyone retries.
-            GiveBack::All => self.give_back(token, token_kept),
-            GiveBack::Nothing => {}
-        }
+            GiveBack::All => self.give_back_or_owe(token, token_kept),
+            GiveBack::Nothing => false,
+        };
+        Tried::new(self.failed(tally, outcome), owes)
+    }
+
+    /// What a failed attempt comes to.
+    fn failed(&self, tally: Tally, outcome: Outcome) -> Attempt {
         let error = || join_node_errors(tally.errors, self.nodes.len());
         match outcome {
             // Not a matter of waiting: the holders use another --limit.
@@ -353,12 +357,6 @@ impl Quorum {
                 Attempt::Busy(busy)
             }
         }
-    }
-
-    /// Whether a split's give-back may be quiet: only when the caller
-    /// tries again soon (a waiter with time left).
-    pub fn quiet_splits(&mut self, quiet: bool) {
-        self.quiet_splits = quiet;
     }
 
     /// Refresh the lock for another TTL.
