@@ -1,7 +1,7 @@
 //! How each script is called: its KEYS and ARGV, built from named fields
 //! (one struct per script), so that no caller counts positions. This
 //! table is the one place the layout is written down; the scripts
-//! themselves are in `scripts.rs`.
+//! themselves are in `scripts/`.
 //!
 //! KEYS, with prefix `P` and key `K` (see `LockKeys`), the same for every
 //! script so that each reads its keys by one number:
