@@ -133,11 +133,11 @@ fn connect_all(later: &[(usize, Unstarted<'_>)], slot: Option<u16>) -> Vec<(usiz
     })
 }
 
-/// Calls of several round trips on each node (the admin commands'
-/// scans, `--replicas`' WAIT and INFO, reading a lock for a nested run):
-/// every node at once, the first on this thread, the others on small
-/// threads of their own; one node is asked on this thread alone. The
-/// lock's own calls, one round trip each, go through [`round`] instead.
+/// Calls that are no command on the node's connection (behind sentinels,
+/// asking them whether they still name the master a write went to):
+/// every node at once (`f` gets its index), the first on this thread,
+/// the others on small threads of their own; one node is asked on this
+/// thread alone. Commands to the nodes go through [`round`] instead.
 pub fn each<R: Send>(nodes: &mut [Node], f: impl Fn(usize, &mut Node) -> R + Sync) -> Vec<R> {
     if let [node] = nodes {
         return vec![f(0, node)];
