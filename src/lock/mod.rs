@@ -54,6 +54,7 @@ mod line;
 mod node;
 mod outcome;
 pub mod probe;
+pub mod protocol;
 mod quorum;
 mod redlock;
 mod replicas;

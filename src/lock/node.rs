@@ -333,6 +333,18 @@ impl Node {
             result = self.send(cmd, slot);
             rediscovered = true;
         }
+        if let Err(Failed::Redis(e)) = &result {
+            // A script this server will not run: say which feature and why.
+            let code = e.code().unwrap_or_default();
+            if let Some(why) = super::protocol::refusal(cmd, code, &e.to_string()) {
+                (self.answered, self.ever_answered) = (true, true);
+                let error = why.context(scrub(self.shown()));
+                return Err(NodeError {
+                    fault: Fault::Refused,
+                    error,
+                });
+            }
+        }
         match result {
             Ok(value) => {
                 (self.answered, self.ever_answered) = (true, true);

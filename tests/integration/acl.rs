@@ -113,7 +113,7 @@ fn scenario_at(url: &str, user: &str, holder_url: &str) -> Vec<Step> {
     let handover = Hold::named(&dir, "handover");
     let mut handing = spawn_piped(
         &mut Job::new(&url, &key("handover"))
-            .args(["-v", "--ttl", "2s"])
+            .args(["-v", "--ttl", "5s"])
             .sh(handover.script("")),
     );
     // Without some permission the holder cannot even start: that is the step.

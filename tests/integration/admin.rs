@@ -328,7 +328,7 @@ fn list_shows_exactly_the_held_locks_among_unrelated_keys() {
 fn force_release_of_a_held_lock_stops_the_holder() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "1s"]);
+    let mut holder = hold(redlock(&server.url()), &dir, "job", &["--ttl", "5s"]);
     let fence = get(&mut server.conn(), "redlock:{job}:fence");
 
     let out = run(redlock(&server.url()).args(["force-release", "job", "--now"]));
@@ -422,7 +422,7 @@ fn odd_keys_round_trip() {
     ];
     let holders: Vec<RunningChild> = keys
         .iter()
-        .map(|k| hold(redlock(&server.url()), &dir, k, &["--ttl", "2s"]))
+        .map(|k| hold(redlock(&server.url()), &dir, k, &["--ttl", "5s"]))
         .collect();
     let mut conn = server.conn();
     // A KEY that begins with `}` would leave `P{K}` an empty hash tag.
@@ -634,7 +634,7 @@ fn force_release_across_three_nodes_deletes_everywhere() {
     let dir = TestDir::new();
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
     let with_nodes = || redlock_on(&urls);
-    let mut holder = hold(with_nodes(), &dir, "job", &["--ttl", "1s"]);
+    let mut holder = hold(with_nodes(), &dir, "job", &["--ttl", "5s"]);
     for s in &servers {
         assert!(exists(&mut s.conn(), "redlock:{job}"));
     }

@@ -44,7 +44,7 @@ fn everything_works(url: &str, secrets: &[&str]) {
     let marker = dir.file("started");
     let mut holder = spawn_piped(
         redlock(url)
-            .args(["-v", "-k", "job", "--ttl", "1s", "--", "sh", "-c"])
+            .args(["-v", "-k", "job", "--ttl", "5s", "--", "sh", "-c"])
             .arg("touch \"$1\"; exec sleep 60")
             .arg("sh")
             .arg(&marker),

@@ -213,7 +213,7 @@ fn a_plain_run_busy_min_hold_nested_and_the_admin_commands() {
         let mut held = hold.spawn(
             &mut server
                 .job("plain")
-                .args(["--ttl", "1s"])
+                .args(["--ttl", "5s"])
                 .sh(hold.script("true")),
             LONG,
         );
@@ -239,7 +239,7 @@ fn a_plain_run_busy_min_hold_nested_and_the_admin_commands() {
 
 /// A holder of `key` (with `extra` options) that runs until `hold.go()`.
 fn holder(server: &RedisServer, hold: &Hold, key: &str, extra: &[&str]) -> RunningChild {
-    let cmd = server.job(key).args(["--ttl", "1s"]).args(extra);
+    let cmd = server.job(key).args(["--ttl", "5s"]).args(extra);
     hold.spawn(&mut cmd.sh(hold.script("true")), LONG)
 }
 
@@ -337,7 +337,7 @@ fn redlock_over_three_nodes() {
         let hold = Hold::new(&dir);
         let mut held = hold.spawn(
             &mut Job::using(all(), "rl")
-                .args(["--ttl", "1s"])
+                .args(["--ttl", "5s"])
                 .sh(hold.script("true")),
             LONG,
         );
@@ -389,7 +389,7 @@ fn the_previous_version_and_this_one_exclude_each_other() {
     let dir = TestDir::new();
     for (first, second, name) in [(old(), new(), "o"), (new(), old(), "n")] {
         let hold = Hold::named(&dir, name);
-        let mut held = hold_with(first, &hold, name, &["--ttl", "2s"]);
+        let mut held = hold_with(first, &hold, name, &["--ttl", "5s"]);
         ok(&mut Job::using(new(), name).args(["-n"]).exec(["true"]), 75);
         ok(&mut Job::using(old(), name).args(["-n"]).exec(["true"]), 75);
         let mut waiter = spawn_waiting(
@@ -401,7 +401,7 @@ fn the_previous_version_and_this_one_exclude_each_other() {
         assert_eq!(held.wait_timeout(LONG).code, Some(0));
         assert_eq!(waiter.wait_timeout(LONG).code, Some(0));
     }
-    let sem = ["--limit", "2", "--ttl", "2s"];
+    let sem = ["--limit", "2", "--ttl", "5s"];
     let (a, b) = (Hold::named(&dir, "a"), Hold::named(&dir, "b"));
     let mut one = hold_with(old(), &a, "sem", &sem);
     let mut two = hold_with(new(), &b, "sem", &sem);

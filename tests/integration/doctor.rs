@@ -134,6 +134,7 @@ fn a_clean_server_gives_only_pass_and_exit_0() {
         "role",
         "eviction",
         "persistence",
+        "protocol",
         "scripting",
         "rights",
         "clock",
@@ -230,7 +231,10 @@ fn a_user_without_eval_fails_by_acl_dryrun_where_the_server_has_it() {
         .start();
     let r = doctor(&server.url_with(Some("noeval"), "pw-noeval"), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");
-    assert_eq!(r.not_passed(), ["FAIL rights"], "{r:?}");
+    // The rights line says which right; the protocol line what a server
+    // without scripts would get.
+    assert_eq!(r.not_passed(), ["FAIL protocol", "FAIL rights"], "{r:?}");
+    assert!(r.line("protocol").contains("denies EVAL"), "{r:?}");
     let line = r.line("rights");
     // Redis 6.2 has no ACL DRYRUN: the harmless commands are tried.
     let dryrun = redis::cmd("ACL")
@@ -277,7 +281,7 @@ fn the_least_privilege_user_passes_rights_by_trying_and_without_eval_fails() {
 }
 
 #[test]
-fn eval_disabled_fails_scripting() {
+fn eval_disabled_fails_protocol() {
     let server = RedisServer::builder()
         .arg("--appendonly")
         .arg("yes")
@@ -287,13 +291,14 @@ fn eval_disabled_fails_scripting() {
         .start();
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");
-    assert_eq!(r.of("scripting"), ["FAIL"], "{r:?}");
+    assert_eq!(r.of("protocol"), ["FAIL"], "{r:?}");
+    assert!(r.line("protocol").contains("no EVAL command"), "{r:?}");
 }
 
 /// Valkey 9.1 moved Lua into a module: unloaded, no script runs. Where
 /// the server has no such module (Redis, Valkey 8), nothing to unload.
 #[test]
-fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
+fn without_the_lua_module_doctor_fails_protocol_and_a_run_is_refused() {
     let probe = RedisServer::start();
     let has_switch: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
@@ -327,10 +332,9 @@ fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
         .expect("MODULE UNLOAD lua");
     let r = doctor(&server.url(), &[]);
     assert_eq!(r.code, Some(78), "{r:?}");
-    assert_eq!(r.not_passed(), ["FAIL scripting"], "{r:?}");
+    assert_eq!(r.not_passed(), ["FAIL protocol"], "{r:?}");
     assert!(
-        r.line("scripting")
-            .contains("the Lua module must be loaded"),
+        r.line("protocol").contains("Lua module is unloaded"),
         "{r:?}"
     );
     let dir = TestDir::new();
@@ -343,7 +347,7 @@ fn without_the_lua_module_doctor_fails_scripting_and_a_run_is_refused() {
     );
     assert_eq!(out.code, Some(77), "{out:?}");
     assert!(
-        out.stderr.contains("need their Lua module loaded"),
+        out.stderr.contains("load the server's Lua module"),
         "{out:?}"
     );
     assert!(!ran.exists(), "COMMAND ran without a lock");
@@ -409,13 +413,13 @@ fn the_report_names_each_server_once_fits_80_columns_and_sums_up() {
     let last = out.stdout.lines().last().unwrap_or_default();
     // And this host's check of how a job's tree is held.
     assert_eq!(
-        last, "summary: 16 PASS, 1 WARN, 0 FAIL (2 servers): usable, with warnings; exit 0",
+        last, "summary: 18 PASS, 1 WARN, 0 FAIL (2 servers): usable, with warnings; exit 0",
         "{}",
         out.stdout
     );
     let r = doctor(&clean.url(), &[]);
     assert_eq!(
-        r.summary, "9 PASS, 0 WARN, 0 FAIL (1 server): ready for locks; exit 0",
+        r.summary, "10 PASS, 0 WARN, 0 FAIL (1 server): ready for locks; exit 0",
         "{r:?}"
     );
 }

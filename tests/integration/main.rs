@@ -31,6 +31,7 @@ mod metrics_file;
 mod monitoring;
 mod nested;
 mod observe;
+mod protocols;
 mod queue;
 mod readme;
 mod redlock;

@@ -115,9 +115,17 @@ pub struct RedisServerBuilder {
     extra: Vec<String>,
     config: Option<String>,
     pick_port: Option<fn() -> u16>,
+    binary: Option<String>,
 }
 
 impl RedisServerBuilder {
+    /// Run this server binary instead of `redis_server_bin()` (a test that
+    /// needs one build whatever the suite runs against).
+    pub fn binary(mut self, path: &str) -> Self {
+        self.binary = Some(path.to_string());
+        self
+    }
+
     /// Password of the `default` user.
     pub fn requirepass(mut self, pass: &str) -> Self {
         self.requirepass = Some(pass.to_string());
@@ -190,6 +198,7 @@ impl RedisServerBuilder {
             password: self.requirepass,
             args,
             config: self.config.is_some(),
+            binary: self.binary,
         };
         // A port can be grabbed by someone else between our probe and redis's bind;
         // redis then exits immediately, so pick another port and try again.
@@ -214,6 +223,7 @@ pub struct RedisServer {
     password: Option<String>,
     args: Vec<String>, // everything except --port
     config: bool,      // dir/redis.conf goes first
+    binary: Option<String>,
 }
 
 const CONFIG_FILE: &str = "redis.conf";
@@ -238,7 +248,7 @@ impl RedisServer {
     /// Spawn on `self.port` and wait until ready. `Err` means the process exited early
     /// (typically: port taken); a hang past READY_TIMEOUT panics.
     fn spawn_and_wait(&mut self) -> Result<(), String> {
-        let bin = redis_server_bin();
+        let bin = self.binary.clone().unwrap_or_else(redis_server_bin);
         let mut cmd = Command::new(&bin);
         if let Some(conf) = self.config_file() {
             cmd.arg(conf);
