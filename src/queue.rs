@@ -1,7 +1,7 @@
 //! Queue policies: in which order waiters for a busy plain lock are
 //! served (`--queue`), and what a new waiter does to the older ones.
 //!
-//! The order is kept in Redis (`P{K}:waiters`, see `lock/scripts.rs`) and
+//! The order is kept in Redis (`P{K}:waiters`, see `lock/scripts/`) and
 //! decided by the acquire script when a waiter first stands in line, so
 //! every policy keeps the lock's one promise: `SET NX` hands it to one
 //! holder at a time. Waiters only queue for a plain lock on one node

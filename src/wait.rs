@@ -170,23 +170,29 @@ pub fn acquire(
         warned_unseen: false,
         resubscribed_unseen: false,
         splits: 0,
+        owes: false,
     };
     let waited = waiter.wait_in_line(quorum);
     let token = &waiter.token;
+    let give_back_owed = |quorum: &mut Quorum| {
+        if waiter.owes {
+            quorum.give_back(token);
+        }
+    };
     match waited {
         Ok(Waited::Acquired(lease, token, _)) => {
             Ok(Waited::Acquired(lease, token, waiter.wakeups.take()))
         }
         // Out of the line already: the newer waiter took us out.
         Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
-            quorum.give_back_owed(token);
+            give_back_owed(quorum);
             let (host, pid) = info.replaced_by.unwrap_or_default();
             Ok(Waited::Replaced(host, pid))
         }
         other => {
             // Let the next in line be woken instead of us.
             quorum.leave(token);
-            quorum.give_back_owed(token);
+            give_back_owed(quorum);
             other
         }
     }
@@ -230,6 +236,9 @@ struct Waiter<'a> {
     resubscribed_unseen: bool,
     /// Splits in a row (see SPLITS_IN_A_ROW).
     splits: u32,
+    /// A failed attempt's give-back is held over (see `lock::Tried`):
+    /// given back when the wait ends without the lock.
+    owes: bool,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -333,9 +342,13 @@ impl Waiter<'_> {
         let time_left = self
             .give_up
             .is_none_or(|end| Instant::now() + SPLIT_MAX < end);
-        quorum.quiet_splits(time_left && self.splits < SPLITS_IN_A_ROW);
+        let quiet_splits = time_left && self.splits < SPLITS_IN_A_ROW;
         let at = self.wakeups.as_ref().and_then(Wakeups::at);
-        let attempt = quorum.try_acquire(&self.token, self.holder, waiting, liveness, at);
+        let line = (waiting, liveness, at);
+        let tried = quorum.try_acquire(&self.token, self.holder, line, quiet_splits);
+        let attempt = tried.attempt;
+        // Ours now: nothing held over is owed.
+        self.owes = !matches!(attempt, Attempt::Acquired(_)) && (self.owes || tried.owes);
         let answered = matches!(attempt, Attempt::Busy(_) | Attempt::Acquired(_));
         self.joined |= waiting != LineTry::First && answered;
         self.splits = match &attempt {

@@ -88,17 +88,12 @@ pub fn status(
 
 /// `list`: every lock under the prefix that a majority holds, by KEY.
 pub fn list(quorum: &mut Quorum, prefix: &str, log: &Log) -> Result<Vec<LockView>, Failure> {
-    let answers = quorum.on_each(|node| {
-        let names = node.scan_locks(prefix)?;
-        names
-            .into_iter()
-            .map(|name| {
-                let inspected = node.inspect(&LockKeys::new(prefix, &name))?;
-                Ok((name, inspected))
-            })
-            .collect::<Result<HashMap<_, _>, NodeError>>()
-    });
+    let answers = quorum.list_all(prefix);
     let nodes = answered(quorum, answers, "cannot list the locks", log)?;
+    let nodes: Vec<HashMap<String, Inspected>> = nodes
+        .into_iter()
+        .map(|found| found.into_iter().collect())
+        .collect();
     // Sorted by KEY; a node without the key holds nothing under it.
     let names: BTreeSet<&str> = nodes
         .iter()

@@ -1,7 +1,7 @@
 //! How each script is called: its KEYS and ARGV, built from named fields
 //! (one struct per script), so that no caller counts positions. This
 //! table is the one place the layout is written down; the scripts
-//! themselves are in `scripts.rs`.
+//! themselves are in `scripts/`.
 //!
 //! KEYS, with prefix `P` and key `K` (see `LockKeys`), the same for every
 //! script so that each reads its keys by one number:
@@ -37,7 +37,7 @@
 //!
 //! | script | ARGV |
 //! |---|---|
-//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 run_id (`''`: none), 16 label, 17 at (`''`: none) |
+//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none) |
 //! | EXTEND, SLOT_EXTEND ([`Extend`]) | 1 token, 2 ttl_ms, 3 ended_at (absent while COMMAND runs) |
 //! | RELEASE ([`Release`]) | 1 token, 2 how (`0` wake the next, `1` nobody, `2` also where not ours) |
 //! | SLOT_RELEASE ([`Release`]) | 1 token |
@@ -98,8 +98,8 @@ pub(super) struct Acquire {
     pub floor: bool,
     /// Refuse a server that may evict the lock (`scripts::eviction_lib`).
     pub screen: bool,
-    /// Redlock: the `run_id` this node had (`scripts::server_lib`).
-    pub run_id: String,
+    /// Redlock: the reply says which server gave it (its `run_id`).
+    pub say: bool,
     /// In line and subscribed: the `run_id` of the server subscribed on.
     pub at: String,
 }
@@ -135,7 +135,7 @@ impl Call for Acquire {
             self.liveness_ms.to_string(),
             flag(self.floor),
             flag(self.screen),
-            self.run_id.to_string(),
+            flag(self.say),
             h.label.clone(),
             self.at.to_string(),
         ]
@@ -430,13 +430,13 @@ mod tests {
             liveness_ms: 60,
             floor: false,
             screen: true,
-            run_id: "rid".into(),
+            say: true,
             at: "at".into(),
         };
         let argv = call.argv();
         let expected = [
-            "tok", "30", "h", "42", "u", "c", "t0", "1", "10", "5", "1", "60", "0", "1", "rid",
-            "l", "at",
+            "tok", "30", "h", "42", "u", "c", "t0", "1", "10", "5", "1", "60", "0", "1", "1", "l",
+            "at",
         ];
         assert_eq!(argv, expected);
         let slot = Acquire {
@@ -499,7 +499,7 @@ mod tests {
             liveness_ms: 0,
             floor: false,
             screen: false,
-            run_id: String::new(),
+            say: false,
             at: String::new(),
         };
         let extend = |slot| Extend {

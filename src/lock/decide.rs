@@ -5,8 +5,6 @@
 //! (a fence raise, a give-back). One node is a quorum of one: the same
 //! functions, with `nodes == 1`.
 
-use anyhow::anyhow;
-
 use super::error::{Fault, NodeError, NodeResult};
 use super::reply::{Acquire, BusyInfo, Ownership};
 use crate::exit::Exit;
@@ -110,11 +108,6 @@ impl Tally {
                 Ok(Acquire::Mismatch { limit }) => {
                     tally.mismatch.get_or_insert(limit);
                 }
-                // Settled before the tally (Redlock's same-server check).
-                Ok(Acquire::Elsewhere(_)) => tally.errors.push(NodeError {
-                    fault: Fault::Dropped,
-                    error: anyhow!("another server than expected answered"),
-                }),
                 Err(e) => tally.errors.push(e),
             }
         }
@@ -141,6 +134,18 @@ impl Tally {
         let holds = |h: &Who| self.holders.iter().filter(|o| *o == h).count();
         self.holders.iter().any(|h| holds(h) >= needed)
     }
+}
+
+/// Two nodes of a Redlock that are one server reached under two names:
+/// the first node whose answer named (`servers`, by `run_id`) the same
+/// server as an earlier one, and that earlier one. A node that did not
+/// say is not compared.
+pub fn same_server(servers: &[Option<String>]) -> Option<(usize, usize)> {
+    servers.iter().enumerate().find_map(|(i, id)| {
+        let id = id.as_ref()?;
+        let first = servers[..i].iter().position(|o| o.as_ref() == Some(id))?;
+        Some((i, first))
+    })
 }
 
 /// Whether an acquire round holds the lock: a majority granted it, and
@@ -290,6 +295,7 @@ pub fn may_have_run(fault: Fault) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::anyhow;
 
     fn error(fault: Fault) -> NodeError {
         NodeError {
@@ -310,6 +316,23 @@ mod tests {
             fence,
             reset: false,
         })
+    }
+
+    #[test]
+    fn two_nodes_that_named_one_server_are_found_first_pair_first() {
+        let ids = |ids: &[Option<&str>]| -> Vec<Option<String>> {
+            ids.iter().map(|id| id.map(str::to_string)).collect()
+        };
+        assert_eq!(same_server(&ids(&[Some("a"), Some("b"), Some("c")])), None);
+        assert_eq!(same_server(&ids(&[Some("a"), None, None])), None, "unsaid");
+        assert_eq!(
+            same_server(&ids(&[Some("a"), Some("b"), Some("a")])),
+            Some((2, 0))
+        );
+        assert_eq!(
+            same_server(&ids(&[None, Some("b"), Some("b"), Some("b")])),
+            Some((2, 1))
+        );
     }
 
     #[test]

@@ -21,6 +21,17 @@ use super::node::{Node, Sent};
 /// node's answer. Answers in the nodes' order.
 pub fn round<P, R>(
     nodes: &mut [Node],
+    prepare: impl FnMut(usize, &mut Node) -> Option<NodeResult<(Cmd, P)>>,
+    read: impl FnMut(&mut Node, P, NodeResult<Value>) -> NodeResult<R>,
+) -> Vec<Option<NodeResult<R>>> {
+    round_at(nodes, None, prepare, read)
+}
+
+/// [`round`] of commands without keys (WAIT, INFO) that go, on a
+/// Cluster, to the primary of `slot` (the lock's).
+pub fn round_at<P, R>(
+    nodes: &mut [Node],
+    slot: Option<u16>,
     mut prepare: impl FnMut(usize, &mut Node) -> Option<NodeResult<(Cmd, P)>>,
     mut read: impl FnMut(&mut Node, P, NodeResult<Value>) -> NodeResult<R>,
 ) -> Vec<Option<NodeResult<R>>> {
@@ -37,7 +48,7 @@ pub fn round<P, R>(
         cmds.push(cmd);
         pending.push(state);
     }
-    let sent = start_all(nodes, cmds);
+    let sent = start_all(nodes, cmds, slot);
     // One deadline for every reply of the round: one timer.
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
     let armed = Armed::new(limit);
@@ -59,7 +70,7 @@ pub fn round<P, R>(
 /// while each is quick (no latency: a thread would cost more than it
 /// saves); once one took longer than [`QUICK`], the nodes still without
 /// one are connected in parallel.
-fn start_all(nodes: &mut [Node], cmds: Vec<Option<Cmd>>) -> Vec<Option<Sent>> {
+fn start_all(nodes: &mut [Node], cmds: Vec<Option<Cmd>>, slot: Option<u16>) -> Vec<Option<Sent>> {
     let mut sent: Vec<Option<Sent>> = Vec::with_capacity(nodes.len());
     let mut later = Vec::new();
     let mut slow = false;
@@ -72,13 +83,13 @@ fn start_all(nodes: &mut [Node], cmds: Vec<Option<Cmd>>) -> Vec<Option<Sent>> {
             Some(cmd) => {
                 let start = Instant::now();
                 let connecting = node.needs_connecting();
-                sent[i] = Some(node.start(cmd));
+                sent[i] = Some(node.start(cmd, slot));
                 slow |= connecting && start.elapsed() > QUICK;
             }
             None => {}
         }
     }
-    for (i, started) in connect_all(&later) {
+    for (i, started) in connect_all(&later, slot) {
         sent[i] = Some(started);
     }
     sent
@@ -94,10 +105,10 @@ type Unstarted<'n> = Mutex<Option<(&'n mut Node, Cmd)>>;
 /// thread), all at once. A node whose thread cannot start (out of
 /// processes) is started on this thread, after the others: slower, never
 /// a crash.
-fn connect_all(later: &[(usize, Unstarted<'_>)]) -> Vec<(usize, Sent)> {
+fn connect_all(later: &[(usize, Unstarted<'_>)], slot: Option<u16>) -> Vec<(usize, Sent)> {
     let start = |unstarted: &Unstarted<'_>| {
         let taken = unstarted.lock().ok()?.take();
-        taken.map(|(node, cmd)| node.start(cmd))
+        taken.map(|(node, cmd)| node.start(cmd, slot))
     };
     std::thread::scope(|s| {
         let handles: Vec<_> = (later.iter().skip(1))
@@ -122,14 +133,14 @@ fn connect_all(later: &[(usize, Unstarted<'_>)]) -> Vec<(usize, Sent)> {
     })
 }
 
-/// Calls of several round trips on each node (the admin commands'
-/// scans, `--replicas`' WAIT and INFO, reading a lock for a nested run):
-/// every node at once, the first on this thread, the others on small
-/// threads of their own; one node is asked on this thread alone. The
-/// lock's own calls, one round trip each, go through [`round`] instead.
-pub fn each<R: Send>(nodes: &mut [Node], f: impl Fn(&mut Node) -> R + Sync) -> Vec<R> {
+/// Calls that are no command on the node's connection (behind sentinels,
+/// asking them whether they still name the master a write went to):
+/// every node at once (`f` gets its index), the first on this thread,
+/// the others on small threads of their own; one node is asked on this
+/// thread alone. Commands to the nodes go through [`round`] instead.
+pub fn each<R: Send>(nodes: &mut [Node], f: impl Fn(usize, &mut Node) -> R + Sync) -> Vec<R> {
     if let [node] = nodes {
-        return vec![f(node)];
+        return vec![f(0, node)];
     }
     // The first node is asked on this thread, the others on small
     // threads of their own, all at once.
@@ -144,20 +155,21 @@ pub fn each<R: Send>(nodes: &mut [Node], f: impl Fn(&mut Node) -> R + Sync) -> V
         let f = &f;
         let handles: Vec<_> = rest
             .iter()
-            .map(|node| {
+            .enumerate()
+            .map(|(i, node)| {
                 std::thread::Builder::new()
                     .stack_size(128 * 1024)
-                    .spawn_scoped(s, move || f(&mut lock(node)))
+                    .spawn_scoped(s, move || f(i + 1, &mut lock(node)))
                     .ok()
             })
             .collect();
-        let mut answers = vec![f(first)];
-        for (node, handle) in rest.iter().zip(handles) {
+        let mut answers = vec![f(0, first)];
+        for (i, (node, handle)) in rest.iter().zip(handles).enumerate() {
             answers.push(match handle {
                 Some(h) => h
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                None => f(&mut lock(node)),
+                None => f(i + 1, &mut lock(node)),
             });
         }
         answers

@@ -1,20 +1,18 @@
 //! Reading and deleting locks by hand, for `status`, `list` and
 //! `force-release`.
 
+use redis::FromRedisValue;
+
 use super::calls::{self, ForceRelease, Inspect};
-use super::error::NodeResult;
+use super::error::{NodeError, NodeResult};
+use super::fanout;
 use super::keys::LockKeys;
 use super::node::{Node, Unexpected};
 use super::reply::{self, Forced, Inspected};
 
 impl Node {
-    /// Read a lock, its holder record and its fence, changing nothing.
-    pub fn inspect(&mut self, keys: &LockKeys) -> NodeResult<Inspected> {
-        let reply = self.call(keys, &Inspect);
-        self.read_inspect(keys, reply)
-    }
-
-    /// [`Node::inspect`] as a call in a round (see `fanout`).
+    /// Read a lock, its holder record and its fence, changing nothing:
+    /// the call to send in a round (see `fanout`).
     pub(super) fn inspecting(keys: &LockKeys) -> redis::Cmd {
         calls::command(keys, &Inspect)
     }
@@ -50,52 +48,90 @@ impl Node {
         let reply = self.answer(keys, &ForceRelease { token, now }, reply)?;
         reply::forced(reply).unexpected(self, "force-release")
     }
+}
 
-    /// The names (KEY, not `P{KEY}`) of every lock under `prefix` on this
-    /// node, or on every primary of a Cluster.
-    pub fn scan_locks(&mut self, prefix: &str) -> NodeResult<Vec<String>> {
-        let Some(primaries) = self.primaries()? else {
-            return self.scan_here(prefix);
-        };
-        let mut names = Vec::new();
-        for mut primary in primaries {
-            names.extend(primary.scan_here(prefix)?);
+/// The names (KEY, not `P{KEY}`) of every lock under `prefix` on each of
+/// `nodes` (on every primary of a Cluster), sorted: SCAN's pages in
+/// rounds (see `fanout`), all nodes at once; a node that failed is not
+/// asked again, its error stands.
+pub(super) fn scan_each(nodes: &mut [Node], prefix: &str) -> Vec<NodeResult<Vec<String>>> {
+    let plain: Vec<bool> = nodes.iter().map(|n| !n.is_cluster()).collect();
+    let mut found = scan_pages(nodes, prefix, &plain);
+    for (node, found) in nodes.iter_mut().zip(found.iter_mut()) {
+        if found.is_none() {
+            *found = Some(scan_primaries(node, prefix));
         }
-        names.sort();
-        names.dedup();
-        Ok(names)
     }
+    found
+        .into_iter()
+        .map(|f| f.unwrap_or_else(|| Ok(Vec::new())))
+        .collect()
+}
 
-    /// The locks on this one server, found with SCAN (KEYS would block
-    /// the server): plain locks `P{KEY}` and semaphores `P{KEY}:limit`
-    /// (`P}{~KEY}` for a KEY that begins with `}`), all strings. Holder,
-    /// fence and holder-set keys never match: the pattern ends with the
-    /// closing brace or the `t` of `:limit`. Names that this tool could
-    /// not have written are skipped.
-    fn scan_here(&mut self, prefix: &str) -> NodeResult<Vec<String>> {
-        let pattern = format!("{}[{{}}]*[}}t]", glob_escape(prefix));
-        let mut names = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("string");
-            let (next, batch): (u64, Vec<Vec<u8>>) = self.query(&cmd)?;
-            names.extend(batch.iter().filter_map(|raw| lock_name(prefix, raw)));
-            if next == 0 {
-                break;
+/// A Cluster's locks: its primaries' SCANs, in rounds.
+fn scan_primaries(node: &mut Node, prefix: &str) -> NodeResult<Vec<String>> {
+    let mut primaries = node.primaries()?.unwrap_or_default();
+    let every = vec![true; primaries.len()];
+    let mut names = Vec::new();
+    for found in scan_pages(&mut primaries, prefix, &every)
+        .into_iter()
+        .flatten()
+    {
+        names.extend(found?);
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The locks on each server of `nodes` that `ask` names, found with SCAN
+/// (KEYS would block the server), a round per page: plain locks `P{KEY}`
+/// and semaphores `P{KEY}:limit` (`P}{~KEY}` for a KEY that begins with
+/// `}`), all strings. Holder, fence and holder-set keys never match: the
+/// pattern ends with the closing brace or the `t` of `:limit`. Names that
+/// this tool could not have written are skipped.
+fn scan_pages(
+    nodes: &mut [Node],
+    prefix: &str,
+    ask: &[bool],
+) -> Vec<Option<NodeResult<Vec<String>>>> {
+    let pattern = format!("{}[{{}}]*[}}t]", glob_escape(prefix));
+    let mut cursors: Vec<Option<u64>> = ask.iter().map(|a| a.then_some(0)).collect();
+    let mut found: Vec<Option<NodeResult<Vec<String>>>> =
+        ask.iter().map(|a| a.then(|| Ok(Vec::new()))).collect();
+    while cursors.iter().any(Option::is_some) {
+        let answers = fanout::round(
+            nodes,
+            |i, _| {
+                let cursor = cursors.get(i).copied().flatten()?;
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor).arg("MATCH").arg(&pattern);
+                cmd.arg("COUNT").arg(1000).arg("TYPE").arg("string");
+                Some(Ok((cmd, ())))
+            },
+            |node, (), reply| {
+                let reply = reply?;
+                <(u64, Vec<Vec<u8>>)>::from_redis_value(reply)
+                    .map_err(|e| NodeError::unexpected(node.shown(), "SCAN", e.into()))
+            },
+        );
+        for ((answer, cursor), found) in answers.into_iter().zip(&mut cursors).zip(&mut found) {
+            let Some(answer) = answer else { continue };
+            match (answer, found.as_mut()) {
+                (Ok((next, batch)), Some(Ok(names))) => {
+                    names.extend(batch.iter().filter_map(|raw| lock_name(prefix, raw)));
+                    *cursor = (next != 0).then_some(next);
+                }
+                (Err(e), _) => (*found, *cursor) = (Some(Err(e)), None),
+                _ => *cursor = None,
             }
-            cursor = next;
         }
+    }
+    for names in found.iter_mut().flatten().flatten() {
         names.sort();
         names.dedup();
-        Ok(names)
     }
+    found
 }
 
 /// `prefix` as a literal in a SCAN MATCH pattern.

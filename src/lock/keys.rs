@@ -1,7 +1,7 @@
 //! What a lock is made of in Redis: the names of its keys, and the holder
-//! record written beside it (see `scripts.rs` for the layout).
+//! record written beside it (see `calls.rs` for the layout).
 
-/// The Redis keys of one lock (see `scripts.rs`).
+/// The Redis keys of one lock (see `calls.rs`).
 #[derive(Debug, Clone)]
 pub struct LockKeys {
     pub lock: String,

@@ -51,7 +51,7 @@ impl LockKind {
         holder: &Holder,
         how: How<'_>,
     ) -> NodeResult<(redis::Cmd, Acquiring)> {
-        let (liveness, run_id) = (how.liveness, how.run_id);
+        let liveness = how.liveness;
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
         // or (--allow-eviction) an INFO of our own.
@@ -74,11 +74,10 @@ impl LockKind {
             liveness_ms: liveness.map(millis).unwrap_or_default(),
             floor: how.floor,
             screen,
-            run_id: run_id.unwrap_or_default().to_string(),
+            say: how.say,
             at: how.at.unwrap_or_default().to_string(),
         };
-        let checks = screen || run_id.is_some();
-        Ok((calls::command(keys, &call), Acquiring { call, checks }))
+        Ok((calls::command(keys, &call), Acquiring { call }))
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
@@ -181,9 +180,9 @@ pub struct How<'a> {
     pub arriving: bool,
     pub liveness: Option<Duration>,
     pub floor: bool,
-    /// Redlock: the `run_id` an earlier run found at this node, for the
-    /// script to check (`scripts::server_lib`).
-    pub run_id: Option<&'a str>,
+    /// Redlock: each answer says which server gave it (its `run_id`), to
+    /// refuse two nodes that are one server (see `redlock::distinct`).
+    pub say: bool,
     /// In line and subscribed: the `run_id` of the server subscribed on,
     /// where the lock may move (see `Wakeups::at`).
     pub at: Option<&'a str>,
@@ -192,40 +191,31 @@ pub struct How<'a> {
 /// An acquire on its way: what reading its reply needs.
 pub struct Acquiring {
     call: Acquire,
-    /// The script may answer one of its checks first (`screen`: eviction;
-    /// `run_id`: the server's).
-    checks: bool,
 }
 
-/// The reply to an acquire; a user who may not read `INFO` (noted) is
-/// asked again without the eviction check.
+/// The reply to an acquire, and with `How::say` the server that gave it
+/// (its `run_id`; `None`: it did not say). A user who may not read
+/// `INFO` (noted) is asked again without the eviction check.
 pub fn read_acquire(
     node: &mut Node,
     keys: &LockKeys,
     acquiring: Acquiring,
     reply: NodeResult<redis::Value>,
-) -> NodeResult<reply::Acquire> {
-    let Acquiring { mut call, checks } = acquiring;
+) -> NodeResult<(reply::Acquire, Option<String>)> {
+    let Acquiring { mut call } = acquiring;
     let reply = node.answer(keys, &call, reply)?;
-    if !checks {
-        return reply::acquire(reply).unexpected(node, "acquire");
+    let (reply, server) = reply::said(reply, call.say).unexpected(node, "acquire")?;
+    if !call.screen {
+        return Ok((reply::acquire(reply).unexpected(node, "acquire")?, server));
     }
     let found = reply::screened(reply).unexpected(node, "acquire")?;
     if let Some(answer) = node.screened(found)? {
-        return Ok(answer);
+        return Ok((answer, server));
     }
     call.screen = false;
     let reply = node.call(keys, &call)?;
-    let found = reply::screened(reply).unexpected(node, "acquire")?;
-    match found {
-        reply::Screened::Answer(answer) => Ok(answer),
-        reply::Screened::Elsewhere(id) => Ok(reply::Acquire::Elsewhere(id)),
-        other => Err(NodeError::unexpected(
-            node.shown(),
-            "acquire",
-            anyhow::anyhow!("{other:?}"),
-        )),
-    }
+    let (reply, server) = reply::said(reply, call.say).unexpected(node, "acquire")?;
+    Ok((reply::acquire(reply).unexpected(node, "acquire")?, server))
 }
 
 /// The reply to an extend or a release: whose the lock was.

@@ -29,11 +29,9 @@
 //! - `outcome`: what the lock's calls come to (a lease, an attempt).
 //! - `quorum`: the lock over its nodes: attempts, refreshes, releases;
 //!   one server is a quorum of one.
-//! - `redlock`: what only several masters need (same-server check, fence
-//!   raise, which nodes granted us the lock); a one-node lock never
-//!   enters it.
-//! - `servers`: the nodes' `run_id`s remembered between runs (Redlock's
-//!   same-server check without a round trip).
+//! - `redlock`: what only several masters need (one server under two
+//!   names refused, fence raise, which nodes granted us the lock); a
+//!   one-node lock never enters it.
 //! - `replicas`: `--replicas`: WAIT, and what a short WAIT means.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 //! - `wakeups`: the one blocking wait on a lock's channels.
@@ -63,7 +61,6 @@ mod replicas;
 mod reply;
 mod scripts;
 mod sentinel;
-mod servers;
 pub mod timing;
 mod wakeups;
 

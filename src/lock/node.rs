@@ -58,8 +58,9 @@ enum Link {
 
 /// A call of a round between its two halves (see [`Node::start`]).
 pub(super) enum Sent {
-    /// Sent; the reply is still to be read.
-    Pending(redis::Cmd),
+    /// Sent; the reply is still to be read (on a Cluster, from the
+    /// primary of the slot).
+    Pending(redis::Cmd, Option<u16>),
     /// Answered already (a Cluster's call, or a failure to send).
     Done(NodeResult<Value>),
     /// Not sent: the sentinels could not be asked first.
@@ -101,6 +102,16 @@ impl Node {
     /// Whether this node has ever answered anything, error replies included.
     pub fn ever_answered(&self) -> bool {
         self.ever_answered
+    }
+
+    /// Whether this node is a Sentinel service.
+    pub(super) fn is_sentinel(&self) -> bool {
+        matches!(self.endpoint.target, Target::Sentinel(_))
+    }
+
+    /// Whether this node is a Redis Cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self.endpoint.target, Target::Cluster(_))
     }
 
     /// Whether this node is a Sentinel service or a Cluster.
@@ -234,8 +245,6 @@ impl Node {
                 self.info_unreadable(&error);
                 Ok(None)
             }
-            // Not checked for eviction: this is another server.
-            Screened::Elsewhere(id) => Ok(Some(Acquire::Elsewhere(id))),
         }
     }
 
@@ -415,8 +424,9 @@ impl Node {
     /// The first half of a call in a round (see `fanout`): connect if
     /// need be and send `cmd` (a script of the lock), leaving its reply
     /// to [`Node::finish`]. A Cluster's call is made whole here: it may
-    /// follow a MOVED to another server.
-    pub(super) fn start(&mut self, cmd: redis::Cmd) -> Sent {
+    /// follow a MOVED to another server. On a Cluster a command without
+    /// keys (WAIT, INFO) goes to the primary of `slot`.
+    pub(super) fn start(&mut self, cmd: redis::Cmd, slot: Option<u16>) -> Sent {
         if let Err(e) = self.recheck_master() {
             return Sent::Failed(e);
         }
@@ -426,12 +436,12 @@ impl Node {
             Ok(Link::Plain(conn)) => conn
                 .send_packed_command(&cmd.get_packed_command())
                 .map_err(Failed::Redis),
-            Ok(Link::Cluster(_)) => return Sent::Done(self.query(&cmd)),
+            Ok(Link::Cluster(_)) => return Sent::Done(self.query_at(&cmd, slot)),
             Err(failed) => Err(failed),
         };
         match sent {
-            Ok(()) => Sent::Pending(cmd),
-            Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, None)),
+            Ok(()) => Sent::Pending(cmd, slot),
+            Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, slot)),
         }
     }
 
@@ -439,8 +449,8 @@ impl Node {
     /// under the round's deadline (`round`: its end and its length), whose
     /// timer the caller armed (see `deadline`).
     pub(super) fn finish(&mut self, sent: Sent, round: (Instant, Duration)) -> NodeResult<Value> {
-        let cmd = match sent {
-            Sent::Pending(cmd) => cmd,
+        let (cmd, slot) = match sent {
+            Sent::Pending(cmd, slot) => (cmd, slot),
             Sent::Done(answer) => return answer,
             Sent::Failed(e) => return Err(e),
         };
@@ -451,7 +461,7 @@ impl Node {
                     other => break other,
                 }
             },
-            _ => return self.query(&cmd),
+            _ => return self.query_at(&cmd, slot),
         };
         let reply = match reply {
             Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= round.0 => {
@@ -461,7 +471,7 @@ impl Node {
         };
         // An error reply (a script's error, READONLY) is the answer.
         let reply = reply.and_then(Value::extract_error);
-        self.settle(reply.map_err(Failed::Redis), &cmd, None)
+        self.settle(reply.map_err(Failed::Redis), &cmd, slot)
     }
 
     /// The per-node timeout: connecting, and every command.
@@ -478,35 +488,6 @@ impl Node {
     pub(super) fn eval(&mut self, cmd: &redis::Cmd) -> NodeResult<Value> {
         self.recheck_master()?;
         self.query(cmd)
-    }
-
-    /// Whether the node has a `run_id` (`INFO server`), which tells one
-    /// server from another whatever address or socket reached it: not a
-    /// Cluster (many servers).
-    pub(super) fn has_run_id(&self) -> bool {
-        !matches!(self.endpoint.target, Target::Cluster(_))
-    }
-
-    /// The command that asks [`Node::has_run_id`]'s `run_id`, in a round.
-    ///
-    /// The default sections (a plain `INFO`) also carry the memory
-    /// settings: a server that cannot evict is then checked for this
-    /// connection (see [`Node::check_eviction`]), which saves a Redlock
-    /// node a round trip before its first acquire. One that can evict
-    /// is asked again there, and refused with the whole message.
-    pub(super) fn run_id_cmd(&self) -> redis::Cmd {
-        redis::cmd("INFO")
-    }
-
-    /// The `run_id` in the reply to [`Node::run_id_cmd`].
-    pub(super) fn read_run_id(&mut self, reply: NodeResult<Value>) -> NodeResult<Option<String>> {
-        let info = String::from_redis_value(reply?)
-            .map_err(|e| NodeError::unexpected(self.shown(), "INFO", e.into()))?;
-        let settings = info.contains("\nmaxmemory:") && info.contains("\nmaxmemory_policy:");
-        if settings && eviction(&info).is_none() && self.memory == Memory::Unchecked {
-            self.memory = Memory::Checked;
-        }
-        Ok(run_id_of(&info))
     }
 
     /// Behind sentinels: check that they still name the master this

@@ -47,6 +47,23 @@ pub enum Attempt {
     SameServer(anyhow::Error),
 }
 
+/// One attempt and what it leaves its caller to do.
+pub struct Tried {
+    pub attempt: Attempt,
+    /// What the attempt may still hold with its token was not given back:
+    /// a waiter in line keeps its token (its place) for the next attempt,
+    /// and a give-back whose fate is unknown could delete the lock that
+    /// attempt takes. The waiter gives it back (`Quorum::give_back`) once
+    /// its wait ends without the lock.
+    pub owes: bool,
+}
+
+impl Tried {
+    pub fn new(attempt: Attempt, owes: bool) -> Tried {
+        Tried { attempt, owes }
+    }
+}
+
 /// The result of one refresh.
 pub enum Extend {
     Extended(Instant),

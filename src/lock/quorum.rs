@@ -14,12 +14,12 @@ use super::fanout;
 use super::keys::{Holder, LockKeys};
 use super::kind::{read_acquire, read_ownership, read_release, How, LockKind, Wake};
 use super::node::Node;
-use super::redlock::{self, AcquireRound, Redlock, Who};
+use super::redlock::{self, Redlock};
 use super::replicas::{self, Replicas, Short};
-use super::reply::{Acquire, Forced, Inspected, Ownership};
+use super::reply::{Forced, Inspected, Ownership};
 use super::timing;
 
-pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released};
+pub use super::outcome::{Attempt, Extend, Lease, LineTry, Released, Tried};
 
 pub struct Quorum {
     nodes: Vec<Node>,
@@ -31,10 +31,6 @@ pub struct Quorum {
     timeout: Duration,
     /// With several nodes, what only a Redlock needs; `None` for one.
     redlock: Option<Redlock>,
-    /// See [`Quorum::quiet_splits`].
-    quiet_splits: bool,
-    /// A give-back was held over (see [`Quorum::give_back_owed`]).
-    owed: bool,
 }
 
 impl Quorum {
@@ -49,9 +45,7 @@ impl Quorum {
             replicas: Replicas::Default,
             kind: LockKind::Plain,
             timeout,
-            redlock: (endpoints.len() > 1).then(|| Redlock::new(endpoints.len())),
-            quiet_splits: false,
-            owed: false,
+            redlock: (endpoints.len() > 1).then(Redlock::new),
         }
     }
 
@@ -167,68 +161,47 @@ impl Quorum {
     /// [`fanout::each`] with the lock's keys.
     fn each<R: Send>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
         let keys = &self.keys;
-        fanout::each(&mut self.nodes, |node| f(node, keys))
+        fanout::each(&mut self.nodes, |_, node| f(node, keys))
     }
 }
 
 impl Quorum {
     /// One attempt; `waiting` says we wait in line if it is busy, and
-    /// `liveness` (we are subscribed) how long our place lasts untouched.
+    /// `liveness` (we are subscribed) how long our place lasts untouched;
+    /// `quiet_splits`: a split's give-back may wake no one (the caller
+    /// tries again soon: a waiter with time left).
     pub fn try_acquire(
         &mut self,
         token: &str,
         holder: &Holder,
-        waiting: LineTry,
-        liveness: Option<Duration>,
-        at: Option<&str>,
-    ) -> Attempt {
+        (waiting, liveness, at): (LineTry, Option<Duration>, Option<&str>),
+        quiet_splits: bool,
+    ) -> Tried {
         let how = self.how(waiting, liveness, at);
-        let queue = how.queue;
-        let (ttl, kind) = (self.ttl, self.kind);
-        let acquire = |nodes: &mut [Node], keys: &LockKeys, who: &mut Who<'_>| {
-            fanout::round(
-                nodes,
-                |i, node| {
-                    let run_id = match who(i)? {
-                        Ok(run_id) => run_id,
-                        Err(e) => return Some(Err(e)),
-                    };
-                    let how = How {
-                        run_id: run_id.as_deref(),
-                        ..how
-                    };
-                    Some(kind.acquiring(node, keys, token, ttl, holder, how))
-                },
-                |node, acquiring, reply| read_acquire(node, keys, acquiring, reply),
-            )
-        };
-        let (answers, start) = match self.redlock.take() {
-            None => {
-                let start = Instant::now();
-                let answers = acquire(&mut self.nodes, &self.keys, &mut |_| Some(Ok(None)));
-                (
-                    answers
-                        .into_iter()
-                        .map(|a| a.unwrap_or_else(not_asked))
-                        .collect(),
-                    start,
-                )
+        let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
+        let start = Instant::now();
+        let answers = fanout::round(
+            &mut self.nodes,
+            |_, node| Some(kind.acquiring(node, keys, token, ttl, holder, how)),
+            |node, acquiring, reply| read_acquire(node, keys, acquiring, reply),
+        );
+        let (answers, servers): (Vec<_>, Vec<_>) = answers
+            .into_iter()
+            .map(|answer| match answer.unwrap_or_else(not_asked) {
+                Ok((answer, server)) => (Ok(answer), server),
+                Err(e) => (Err(e), None),
+            })
+            .unzip();
+        if self.redlock.is_some() {
+            if let Err(same) = redlock::distinct(&self.nodes, &servers) {
+                // Refused, after what the round took is given back.
+                let owes = self.give_back_or_owe(token, how.queue);
+                return Tried::new(Attempt::SameServer(same), owes);
             }
-            Some(mut redlock) => {
-                let round = self.redlock_round(&mut redlock, &acquire);
-                self.redlock = Some(redlock);
-                match round {
-                    Ok(answers) => answers,
-                    Err((same, false)) => return Attempt::SameServer(same),
-                    Err((same, true)) => {
-                        self.give_back(token, queue);
-                        return Attempt::SameServer(same);
-                    }
-                }
-            }
-        };
+        }
         let valid_until = timing::valid_until(start, ttl);
-        self.decide(token, Tally::of(answers), (start, valid_until), queue)
+        let line = (how.queue, quiet_splits);
+        self.decide(token, Tally::of(answers), (start, valid_until), line)
     }
 
     /// How an attempt stands with the line of waiters (see `kind::How`).
@@ -249,48 +222,22 @@ impl Quorum {
             // majority's raise instead: clocks differ between nodes, so a
             // floor would make every acquisition need a raise.
             floor: self.nodes.len() == 1,
-            run_id: None,
+            // Several nodes: each answer says which server gave it.
+            say: self.redlock.is_some(),
             at,
         }
     }
 
-    /// A Redlock's acquire round, with its same-server check: the answers
-    /// and when the round began; else two nodes that are one server, and
-    /// whether the round took anything to give back.
-    fn redlock_round(
-        &mut self,
-        redlock: &mut Redlock,
-        acquire: &AcquireRound<'_>,
-    ) -> Result<(Answers, Instant), (anyhow::Error, bool)> {
-        let mut skipped = (redlock.distinct_servers(&mut self.nodes)).map_err(|e| (e, false))?;
-        let expected = redlock.expected();
-        let start = Instant::now();
-        let mut who = |i: usize| {
-            // A node that did not answer INFO just now is not asked again.
-            match skipped.get_mut(i).and_then(Option::take) {
-                Some(error) => Some(Err(error)),
-                None => Some(Ok(expected.get(i).cloned().flatten())),
-            }
-        };
-        let answers = acquire(&mut self.nodes, &self.keys, &mut who);
-        let mut answers: Vec<NodeResult<Acquire>> = answers
-            .into_iter()
-            .map(|a| a.unwrap_or_else(not_asked))
-            .collect();
-        let nodes = (self.nodes.as_mut_slice(), &self.keys);
-        (redlock.settle_run_ids(nodes, &mut answers, &expected, acquire)).map_err(|e| (e, true))?;
-        Ok((answers, start))
-    }
-
     /// An attempt's answers (started at `at.0`, valid until `at.1`): held
     /// when a majority granted in time and its fence is raised on one.
+    /// `line`: the token is kept (in line), and splits may be quiet.
     fn decide(
         &mut self,
         token: &str,
         mut tally: Tally,
         (start, valid_until): (Instant, Instant),
-        queue: bool,
-    ) -> Attempt {
+        line: (bool, bool),
+    ) -> Tried {
         let nodes = self.nodes.len();
         let mut granted = decide::granted(&tally, nodes, Instant::now() < valid_until);
         let fence = tally.fence();
@@ -322,9 +269,9 @@ impl Quorum {
                 valid_until,
                 reset: tally.reset,
             };
-            return self.confirmed(token, lease, queue);
+            return self.confirmed(token, lease, line.0);
         }
-        self.not_acquired(token, tally, queue)
+        self.not_acquired(token, tally, line)
     }
 
     /// Give back what a failed attempt may hold, now, or once the token
@@ -332,63 +279,70 @@ impl Quorum {
     /// (its place) for the next attempt, and a give-back whose fate is
     /// unknown (a lossy link may deliver it late, on a connection we
     /// dropped) could then delete the lock that attempt takes: so it is
-    /// held over until the wait ends without the lock ([`give_back_owed`]).
-    /// Meanwhile what the failed attempt took is still ours: the next
-    /// attempt finds it with our token.
-    ///
-    /// [`give_back_owed`]: Quorum::give_back_owed
-    fn give_back(&mut self, token: &str, token_kept: bool) {
-        match token_kept {
-            true => self.owed = true,
-            false => drop(self.release_waking(token, 1, Wake::Next)),
+    /// owed (`true`), and the waiter gives it back once its wait ends
+    /// without the lock ([`Quorum::give_back`]). Meanwhile what the
+    /// failed attempt took is still ours: the next attempt finds it with
+    /// our token.
+    fn give_back_or_owe(&mut self, token: &str, token_kept: bool) -> bool {
+        if !token_kept {
+            self.give_back(token);
         }
+        token_kept
     }
 
-    /// The wait ended without the lock: give back what a failed attempt
-    /// may still hold with `token`, which no later attempt will use.
-    pub fn give_back_owed(&mut self, token: &str) {
-        if std::mem::take(&mut self.owed) {
-            drop(self.release_waking(token, 1, Wake::Next));
-        }
+    /// Give back what a failed attempt may still hold with `token` (a
+    /// waiter whose wait ended without the lock, see [`Tried::owes`]).
+    pub fn give_back(&mut self, token: &str) {
+        drop(self.release_waking(token, 1, Wake::Next));
     }
 
     /// Granted: kept if the replicas confirm it, else given back.
-    fn confirmed(&mut self, token: &str, lease: Lease, token_kept: bool) -> Attempt {
+    fn confirmed(&mut self, token: &str, lease: Lease, token_kept: bool) -> Tried {
         match replicas::confirm(&mut self.nodes, &self.keys, self.replicas, self.timeout / 2) {
-            Ok(()) => {
-                // Ours now: nothing held over is owed.
-                self.owed = false;
-                Attempt::Acquired(lease)
-            }
+            Ok(()) => Tried::new(Attempt::Acquired(lease), false),
             Err(short) => {
                 // Not durable: a failover could lose it. Give it back.
-                self.give_back(token, token_kept);
-                match short {
+                let owes = self.give_back_or_owe(token, token_kept);
+                let attempt = match short {
                     Short::Unconfirmed(e) => Attempt::Unconfirmed(e),
                     Short::TooFewReplicas(e) => Attempt::TooFewReplicas(e),
                     Short::Refused(e) => Attempt::Refused(e),
-                }
+                };
+                Tried::new(attempt, owes)
             }
         }
     }
 
     /// Not granted: what was taken given back, and why, most telling first.
-    fn not_acquired(&mut self, token: &str, tally: Tally, token_kept: bool) -> Attempt {
+    fn not_acquired(
+        &mut self,
+        token: &str,
+        tally: Tally,
+        (token_kept, quiet_splits): (bool, bool),
+    ) -> Tried {
         let shape = decide::Shape {
             nodes: self.nodes.len(),
             splits: self.nodes.len() > 1 && self.kind == LockKind::Plain && !token_kept,
-            quiet_splits: self.quiet_splits,
+            quiet_splits,
         };
         let (give_back, outcome) = decide::not_acquired(&tally, shape);
-        match give_back {
+        let owes = match give_back {
             // With a wake-up, the waiters (subscribed on the first node)
             // woke each other for as long as a holder without that node
             // held the lock.
-            GiveBack::Quietly => drop(self.release_waking(token, 1, Wake::Nobody)),
+            GiveBack::Quietly => {
+                drop(self.release_waking(token, 1, Wake::Nobody));
+                false
+            }
             // Before anyone retries.
-            GiveBack::All => self.give_back(token, token_kept),
-            GiveBack::Nothing => {}
-        }
+            GiveBack::All => self.give_back_or_owe(token, token_kept),
+            GiveBack::Nothing => false,
+        };
+        Tried::new(self.failed(tally, outcome), owes)
+    }
+
+    /// What a failed attempt comes to.
+    fn failed(&self, tally: Tally, outcome: Outcome) -> Attempt {
         let error = || join_node_errors(tally.errors, self.nodes.len());
         match outcome {
             // Not a matter of waiting: the holders use another --limit.
@@ -403,12 +357,6 @@ impl Quorum {
                 Attempt::Busy(busy)
             }
         }
-    }
-
-    /// Whether a split's give-back may be quiet: only when the caller
-    /// tries again soon (a waiter with time left).
-    pub fn quiet_splits(&mut self, quiet: bool) {
-        self.quiet_splits = quiet;
     }
 
     /// Refresh the lock for another TTL.
@@ -484,8 +432,30 @@ impl Quorum {
     /// key, all nodes at once; a node that failed is not asked again in
     /// this call, its error stands for every key.
     pub fn inspect_all(&mut self, keys: &[LockKeys]) -> Vec<NodeResult<Vec<Inspected>>> {
-        let mut found: Vec<NodeResult<Vec<Inspected>>> =
-            self.nodes.iter().map(|_| Ok(Vec::new())).collect();
+        let found = self.nodes.iter().map(|_| Ok(Vec::new())).collect();
+        self.inspect_from(keys, found)
+    }
+
+    /// `list`: every lock under `prefix`, by node: SCAN's pages in rounds,
+    /// then each name any node has read on every node that answered (a
+    /// round per name); a node's error stands for all.
+    pub fn list_all(&mut self, prefix: &str) -> Vec<NodeResult<Vec<(String, Inspected)>>> {
+        let scanned = super::inspect::scan_each(&mut self.nodes, prefix);
+        let names: std::collections::BTreeSet<String> =
+            scanned.iter().flatten().flatten().cloned().collect();
+        let keys: Vec<LockKeys> = names.iter().map(|n| LockKeys::new(prefix, n)).collect();
+        let found = scanned.into_iter().map(|s| s.map(|_| Vec::new())).collect();
+        let found = self.inspect_from(&keys, found);
+        let named = |seen: Vec<Inspected>| names.iter().cloned().zip(seen).collect();
+        found.into_iter().map(|f| f.map(named)).collect()
+    }
+
+    /// [`Quorum::inspect_all`], asking only the nodes `found` is `Ok` for.
+    fn inspect_from(
+        &mut self,
+        keys: &[LockKeys],
+        mut found: Vec<NodeResult<Vec<Inspected>>>,
+    ) -> Vec<NodeResult<Vec<Inspected>>> {
         for keys in keys {
             let answers = fanout::round(
                 &mut self.nodes,
@@ -591,9 +561,6 @@ impl Quorum {
         released
     }
 }
-
-/// Every node's answer to an acquire.
-type Answers = Vec<NodeResult<Acquire>>;
 
 /// The answer of a node a round left out (never: every node is asked).
 fn not_asked<T>() -> NodeResult<T> {

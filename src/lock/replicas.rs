@@ -28,7 +28,9 @@ pub enum Replicas {
 /// never do, however long one waits. With `auto` (the default on
 /// Sentinel and Cluster endpoints), one replica when the primary has
 /// any acknowledging (see [`acknowledging`]), none when it has
-/// none (also after a short WAIT).
+/// none (also after a short WAIT). Each step is one round over the
+/// nodes (see `fanout`): `INFO replication` where `auto` must count,
+/// WAIT, and `INFO replication` again where WAIT came back short.
 pub fn confirm(
     nodes: &mut [Node],
     keys: &LockKeys,
@@ -40,14 +42,29 @@ pub fn confirm(
         // Nothing to wait for and no master to confirm: no fan-out.
         return Ok(());
     }
-    let answers = fanout::each(nodes, |node| {
-        let confirmed = replicas_confirm(node, keys, replicas, limit)?;
-        // Behind sentinels, the write counts only if it went to the
-        // master they name now, not to one a failover left behind.
-        node.confirm_master()?;
-        Ok::<_, NodeError>(confirmed)
-    });
-    for answer in answers {
+    let mut checked = waited(nodes, keys, replicas, limit);
+    // Behind sentinels, the write counts only if it went to the master
+    // they name now, not to one a failover left behind (the sentinels
+    // are asked on connections of their own: a thread per such node).
+    let confirming: Vec<bool> = (checked.iter().zip(nodes.iter()))
+        .map(|(checked, node)| checked.is_ok() && node.is_sentinel())
+        .collect();
+    let confirm = |i: usize, node: &mut Node| match confirming.get(i) {
+        Some(true) => node.confirm_master(),
+        _ => Ok(()),
+    };
+    let masters: Vec<NodeResult<()>> = match confirming.iter().filter(|c| **c).count() {
+        0 | 1 => (nodes.iter_mut().enumerate())
+            .map(|(i, node)| confirm(i, node))
+            .collect(),
+        _ => fanout::each(nodes, confirm),
+    };
+    for (checked, master) in checked.iter_mut().zip(masters) {
+        if let (Ok(_), Err(e)) = (&checked, master) {
+            *checked = Err(e);
+        }
+    }
+    for answer in checked {
         // A refused WAIT or INFO (NOPERM, a managed service that
         // forbids WAIT) is a refusal, not a replica that is late:
         // retrying it until --wait ran out would hide the cause.
@@ -55,85 +72,186 @@ pub fn confirm(
             Fault::Refused => Short::Refused(e.error),
             _ => Short::Unconfirmed(e.error),
         })?;
-        let Some((wanted, auto, confirmed, connected, known, node)) = checked else {
-            continue;
-        };
-        match connected {
-            // Auto: the replicas are gone; nothing to wait for.
-            Some(0) if auto => {}
-            // Behind sentinels that know enough replicas, one is down,
-            // restarting, or being moved by a failover: not this time.
-            Some(n) if n < u64::from(wanted) && !auto && known >= Some(wanted.into()) => {
-                return Err(Short::Unconfirmed(anyhow!(
-                    "--replicas {wanted}: {node} has {n} of the {} replica(s) the sentinels \
-                     know connected (one is down or reconnecting, or a failover is under way)",
-                    known.unwrap_or_default()
-                )))
-            }
-            Some(n) if n < u64::from(wanted) && !auto => {
-                return Err(Short::TooFewReplicas(anyhow!(
-                    "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
-                )))
-            }
-            Some(_) => {
-                return Err(Short::Unconfirmed(anyhow!(
-                    "only {confirmed} of {wanted} replicas confirmed the lock within {} ({node})",
-                    crate::log::show(limit)
-                )))
-            }
-            None => {}
+        if let Some(found) = checked {
+            found.verdict(limit)?;
         }
     }
     Ok(())
 }
 
-/// What WAIT found on one node: (wanted, auto, confirmed, connected
-/// when fewer confirmed, the node); `None` when nothing was waited for.
-/// `(wanted, auto, confirmed, connected, known, node)`: `connected` when
-/// fewer confirmed than wanted, `known` also when fewer are connected.
-type Confirmed = Option<(u32, bool, i64, Option<u64>, Option<u64>, String)>;
+/// What WAIT found on one node, when it waited for any replica.
+struct Confirmed {
+    wanted: u32,
+    auto: bool,
+    confirmed: i64,
+    /// When fewer confirmed than wanted: how many are connected (`auto`:
+    /// acknowledging).
+    connected: Option<u64>,
+    /// When fewer are connected than wanted: how many the sentinels know.
+    known: Option<u64>,
+    node: String,
+}
 
-/// WAIT on one node for the replicas `replicas` asks of it.
-fn replicas_confirm(
-    node: &mut Node,
+impl Confirmed {
+    /// Whether it is enough, else what a short WAIT means.
+    fn verdict(&self, limit: Duration) -> Result<(), Short> {
+        let (wanted, node) = (self.wanted, &self.node);
+        match self.connected {
+            // Auto: the replicas are gone; nothing to wait for.
+            Some(0) if self.auto => Ok(()),
+            // Behind sentinels that know enough replicas, one is down,
+            // restarting, or being moved by a failover: not this time.
+            Some(n) if n < u64::from(wanted) && !self.auto && self.known >= Some(wanted.into()) => {
+                Err(Short::Unconfirmed(anyhow!(
+                    "--replicas {wanted}: {node} has {n} of the {} replica(s) the sentinels \
+                     know connected (one is down or reconnecting, or a failover is under way)",
+                    self.known.unwrap_or_default()
+                )))
+            }
+            Some(n) if n < u64::from(wanted) && !self.auto => Err(Short::TooFewReplicas(anyhow!(
+                "--replicas {wanted} can never be met: {node} has {n} replica(s) connected"
+            ))),
+            Some(_) => Err(Short::Unconfirmed(anyhow!(
+                "only {} of {wanted} replicas confirmed the lock within {} ({node})",
+                self.confirmed,
+                crate::log::show(limit)
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Each node's WAIT for the replicas `replicas` asks of it, in rounds:
+/// `None` where nothing was waited for.
+fn waited(
+    nodes: &mut [Node],
     keys: &LockKeys,
     replicas: Replicas,
     limit: Duration,
-) -> NodeResult<Confirmed> {
-    let auto = match replicas {
-        Replicas::Exactly(_) => false,
-        Replicas::Auto => true,
-        Replicas::Default => node.is_topology(),
-    };
+) -> Vec<NodeResult<Option<Confirmed>>> {
+    let auto: Vec<bool> = nodes
+        .iter()
+        .map(|node| match replicas {
+            Replicas::Exactly(_) => false,
+            Replicas::Auto => true,
+            Replicas::Default => node.is_topology(),
+        })
+        .collect();
     // Auto: one replica, if any is really acknowledging (a stopped one
     // stays "connected" for repl-timeout and would fail every WAIT).
-    let wanted = match replicas {
-        Replicas::Exactly(n) => n,
-        _ if !auto => return Ok(None),
-        _ => u32::from(node.acknowledging_replicas(keys)? > 0),
-    };
-    if wanted == 0 {
-        return Ok(None);
+    let counted = replication(nodes, keys, |i| auto.get(i) == Some(&true));
+    let wanted: Vec<NodeResult<u32>> = (counted.into_iter())
+        .map(|count| match (replicas, count) {
+            (Replicas::Exactly(n), _) => Ok(n),
+            (_, Some(count)) => count.map(|c| u32::from(c.acknowledging > 0)),
+            // Not auto: nothing to wait for.
+            _ => Ok(0),
+        })
+        .collect();
+    let ms = super::timing::millis(limit);
+    let confirmed = fanout::round_at(
+        nodes,
+        Some(keys.slot()),
+        |i, _| match wanted.get(i) {
+            Some(Ok(n)) if *n > 0 => Some(Ok((redis::cmd("WAIT").arg(*n).arg(ms).clone(), ()))),
+            _ => None,
+        },
+        |node, (), reply| read_int(node, "WAIT", reply),
+    );
+    let short: Vec<bool> = (confirmed.iter().zip(&wanted))
+        .map(|(c, w)| matches!((c, w), (Some(Ok(c)), Ok(w)) if *c < i64::from(*w)))
+        .collect();
+    let counted = replication(nodes, keys, |i| short.get(i) == Some(&true));
+    let found = wanted.into_iter().zip(confirmed).zip(counted).zip(&auto);
+    let mut checked = Vec::with_capacity(nodes.len());
+    for (node, (((wanted, confirmed), counted), auto)) in nodes.iter_mut().zip(found) {
+        checked.push(one(node, wanted, confirmed, counted, *auto));
     }
-    let confirmed = node.wait_replicas(keys, wanted, limit)?;
-    let connected = match (confirmed < i64::from(wanted), auto) {
-        (false, _) => None,
+    checked
+}
+
+/// One node's rounds put together (see [`waited`]).
+fn one(
+    node: &mut Node,
+    wanted: NodeResult<u32>,
+    confirmed: Option<NodeResult<i64>>,
+    counted: Option<NodeResult<Replication>>,
+    auto: bool,
+) -> NodeResult<Option<Confirmed>> {
+    let wanted = wanted?;
+    let Some(confirmed) = confirmed else {
+        return Ok(None);
+    };
+    let confirmed = confirmed?;
+    let connected = match counted.transpose()? {
         // Auto: none acknowledging now (it stopped during the WAIT).
-        (true, true) => Some(node.acknowledging_replicas(keys)?),
-        (true, false) => Some(node.connected_replicas(keys)?),
+        Some(count) if auto => Some(count.acknowledging),
+        Some(count) => Some(count.connected),
+        None => None,
     };
     let known = match connected.is_some_and(|n| n < u64::from(wanted)) {
         true => node.known_replicas(),
         false => None,
     };
-    Ok(Some((
+    Ok(Some(Confirmed {
         wanted,
         auto,
         confirmed,
         connected,
         known,
-        node.shown().to_string(),
-    )))
+        node: node.shown().to_string(),
+    }))
+}
+
+/// What `INFO replication` says of a primary's replicas.
+#[derive(Debug, Clone, Copy)]
+struct Replication {
+    /// `connected_slaves`.
+    connected: u64,
+    /// See [`acknowledging`].
+    acknowledging: u64,
+}
+
+/// One round of `INFO replication` to the nodes `ask` names (to the
+/// lock's primary on a Cluster).
+fn replication(
+    nodes: &mut [Node],
+    keys: &LockKeys,
+    ask: impl Fn(usize) -> bool,
+) -> Vec<Option<NodeResult<Replication>>> {
+    if !(0..nodes.len()).any(&ask) {
+        return nodes.iter().map(|_| None).collect();
+    }
+    fanout::round_at(
+        nodes,
+        Some(keys.slot()),
+        |i, _| ask(i).then(|| Ok((redis::cmd("INFO").arg("replication").clone(), ()))),
+        |node, (), reply| {
+            let unexpected = |why| NodeError::unexpected(node.shown(), "INFO replication", why);
+            let info: String = redis::from_redis_value(reply?).map_err(|e| unexpected(e.into()))?;
+            let connected = info
+                .lines()
+                .find_map(|line| line.strip_prefix("connected_slaves:"))
+                .and_then(|n| n.trim().parse().ok())
+                .ok_or_else(|| unexpected(anyhow!("no connected_slaves")))?;
+            Ok(Replication {
+                connected,
+                acknowledging: acknowledging(&info),
+            })
+        },
+    )
+}
+
+/// An integer reply (WAIT's count).
+fn read_int(node: &mut Node, what: &str, reply: NodeResult<redis::Value>) -> NodeResult<i64> {
+    match reply? {
+        redis::Value::Int(n) => Ok(n),
+        other => Err(NodeError::unexpected(
+            node.shown(),
+            what,
+            anyhow!("{other:?}"),
+        )),
+    }
 }
 
 /// Why `--replicas` did not confirm a write.
@@ -144,55 +262,6 @@ pub enum Short {
     TooFewReplicas(anyhow::Error),
     /// The server refused WAIT or INFO (permissions, a forbidden command).
     Refused(anyhow::Error),
-}
-
-impl Node {
-    /// WAIT for `replicas` replicas to have this connection's writes to
-    /// the lock's keys; returns how many confirmed within `limit`. On a
-    /// Cluster, only the primary of the lock's slot is asked.
-    pub fn wait_replicas(
-        &mut self,
-        keys: &LockKeys,
-        replicas: u32,
-        limit: Duration,
-    ) -> NodeResult<i64> {
-        let ms = super::timing::millis(limit);
-        self.query_at(redis::cmd("WAIT").arg(replicas).arg(ms), Some(keys.slot()))
-    }
-
-    /// How many replicas the node (the lock's primary) says are connected
-    /// (`INFO replication`).
-    pub fn connected_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
-        let info: String =
-            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
-        let count = info
-            .lines()
-            .find_map(|line| line.strip_prefix("connected_slaves:"))
-            .and_then(|n| n.trim().parse().ok());
-        count.ok_or_else(|| {
-            NodeError::unexpected(
-                self.shown(),
-                "INFO replication",
-                anyhow!("no connected_slaves"),
-            )
-        })
-    }
-
-    /// How many replicas of the node (the lock's primary) are really
-    /// acknowledging its writes (`INFO replication`; see
-    /// [`acknowledging`]): those `--replicas auto` waits for.
-    pub fn acknowledging_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
-        let info: String =
-            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
-        if !info.contains("connected_slaves:") {
-            return Err(NodeError::unexpected(
-                self.shown(),
-                "INFO replication",
-                anyhow!("no connected_slaves"),
-            ));
-        }
-        Ok(acknowledging(&info))
-    }
 }
 
 /// A replica that has not acknowledged the stream for longer than this

@@ -64,10 +64,6 @@ pub enum Acquire {
     Busy(Box<BusyInfo>),
     /// KEY is held with another `--limit` (1: a plain lock); nothing done.
     Mismatch { limit: u32 },
-    /// The node is not the server its `run_id` from an earlier run says
-    /// (restarted, or its address now leads elsewhere): this server's
-    /// `run_id` (empty: it did not say). Nothing done.
-    Elsewhere(String),
 }
 
 /// Whose the lock is, as found by extend and release.
@@ -195,9 +191,26 @@ pub fn acquire(reply: Value) -> Result<Acquire> {
     }
 }
 
+/// An acquire script's reply and the server that gave it: with `say`
+/// (ARGV[15], see `scripts::saying_server`) the reply is `{answer,
+/// run_id}`, else the answer alone. `None`: not asked, or the server did
+/// not say (`INFO` refused to the user).
+pub fn said(reply: Value, say: bool) -> Result<(Value, Option<String>)> {
+    if !say {
+        return Ok((reply, None));
+    }
+    match items(reply)?.as_mut_slice() {
+        [answer @ Value::Array(_), id @ (Value::BulkString(_) | Value::SimpleString(_))] => {
+            let id = text(id);
+            let answer = std::mem::replace(answer, Value::Nil);
+            Ok((answer, Some(id).filter(|id| !id.is_empty())))
+        }
+        other => Err(anyhow!("no server named: {other:?}")),
+    }
+}
+
 /// An acquire script's reply when it was asked to check eviction first
-/// (ARGV[14], see `scripts::eviction_lib`) or the server's `run_id`
-/// (ARGV[15], `scripts::server_lib`).
+/// (ARGV[14], see `scripts::eviction_lib`).
 #[derive(Debug)]
 pub enum Screened {
     /// The server may evict the key: `maxmemory`, `maxmemory-policy`.
@@ -205,22 +218,18 @@ pub enum Screened {
     Evicts(String, String),
     /// `INFO memory` was refused (the error): nothing was written.
     NoInfo(String),
-    /// Not the server expected: its `run_id` (empty: it did not say).
-    /// Nothing was written.
-    Elsewhere(String),
     /// Checked (or not asked): the acquire's own answer.
     Answer(Acquire),
 }
 
-/// [`acquire`] with the checks' answers: `{-3, maxmemory, policy}`,
-/// `{-4, error}` and `{-5, run_id}`.
+/// [`acquire`] with the checks' answers: `{-3, maxmemory, policy}` and
+/// `{-4, error}`.
 pub fn screened(reply: Value) -> Result<Screened> {
     let items = items(reply)?;
     let field = |i: usize| items.get(i).map(text).unwrap_or_default();
     match items.first().and_then(int) {
         Some(-3) => Ok(Screened::Evicts(field(1), field(2))),
         Some(-4) => Ok(Screened::NoInfo(field(1))),
-        Some(-5) => Ok(Screened::Elsewhere(field(1))),
         Some(1) => Ok(Screened::Answer(Acquire::Held {
             fence: items
                 .get(1)

@@ -429,9 +429,8 @@ fn the_fence_never_goes_back_when_the_majority_moves() {
 
 /// The counters disagree, so the fence must be raised on a majority
 /// before COMMAND starts; two of three nodes answer the acquire but never
-/// the raise (their proxies forward two requests per connection: INFO,
-/// which tells the nodes apart and carries the eviction check's settings,
-/// and the acquire). Without
+/// the raise (their proxies forward one request per connection: the
+/// acquire). Without
 /// the raise on a majority the fence could go back later: COMMAND must
 /// not run, and nothing is left held.
 #[test]
@@ -445,7 +444,7 @@ fn a_fence_not_raised_on_a_majority_is_no_lock() {
         .unwrap();
     let proxies: Vec<Proxy> = servers[1..]
         .iter()
-        .map(|s| Proxy::first_requests_only(s.port(), 2))
+        .map(|s| Proxy::first_requests_only(s.port(), 1))
         .collect();
     let urls = [servers[0].url(), proxies[0].url(), proxies[1].url()];
     let dir = TestDir::new();
@@ -491,9 +490,9 @@ fn a_late_give_back_of_a_failed_attempt_never_deletes_a_later_lock() {
             .query(&mut s.conn())
             .unwrap();
     }
-    // INFO and the acquire go through at once; the
-    // give-back after the failed attempt arrives 2.5 s after it was sent.
-    let proxy = Proxy::first_connection_late(servers[2].port(), 2, Duration::from_millis(2500));
+    // The acquire goes through at once; the give-back after the failed
+    // attempt arrives 2.5 s after it was sent.
+    let proxy = Proxy::first_connection_late(servers[2].port(), 1, Duration::from_millis(2500));
     let urls = [servers[0].url(), servers[1].url(), proxy.url()];
     let dir = TestDir::new();
     let (token_file, done) = (dir.file("token"), dir.file("done"));

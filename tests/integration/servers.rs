@@ -1,9 +1,10 @@
 //! The servers a run is given: what is refused before anything is
 //! written (one server under several names, by socket and by port, no
 //! EVAL, ports and databases out of range, replicas that can never
-//! confirm, and the refusals' exit 77), the remembered same-server check
-//! and where it may be read from, and reaching a server by name (a silent
-//! DNS server, a dead first address).
+//! confirm, and the refusals' exit 77), one server under two names that
+//! addresses cannot tell (found by the acquire's answers: exit 2 and no
+//! lock left), and reaching a server by name (a silent DNS server, a dead
+//! first address).
 
 use std::path::Path;
 use std::process::Command;
@@ -115,11 +116,10 @@ fn the_same_server_twice_is_not_two_redlock_nodes() {
     );
 }
 
-/// One server under three spellings of its address is not a quorum of
-/// three: what is compared is where the names lead, not how they read.
 /// A unix socket and a TCP port of one server cannot be told apart by
-/// their addresses: the server's `run_id` tells, before anything is
-/// written.
+/// their addresses: the server's `run_id`, which each acquire says,
+/// tells. Refused with exit 2 and one line naming both URLs; what the
+/// attempt took is given back, so no lock is left on any server.
 #[test]
 fn one_server_by_socket_and_by_port_is_refused() {
     let dir = TestDir::new();
@@ -150,7 +150,79 @@ fn one_server_by_socket_and_by_port_is_refused() {
         "one line naming both URLs: {out:?}"
     );
     for s in [&server, &other] {
-        assert_eq!(dbsize(&mut s.conn()), 0, "something was written");
+        assert_no_lock(s, "x");
+    }
+}
+
+/// No lock, holder record or semaphore slot of `key` on `server` (its
+/// fence counter may stay: a fence only has to grow).
+fn assert_no_lock(server: &RedisServer, key: &str) {
+    let mut conn = server.conn();
+    for suffix in ["", ":holder", ":holders", ":limit"] {
+        let name = format!("redlock:{{{key}}}{suffix}");
+        assert!(
+            !exists(&mut conn, &name),
+            "{name} left on {}",
+            server.port()
+        );
+    }
+}
+
+/// One server under two names is exit 2 at the first attempt, whatever
+/// the lock's state: free (what was taken is given back), held by
+/// another run (left to it, and no waiting until `--wait` ends), and
+/// for a semaphore's slot. Nothing of ours is left anywhere.
+#[test]
+fn one_server_under_two_names_is_exit_2_and_leaves_no_lock_anywhere() {
+    let dir = TestDir::new();
+    let socket = dir.file("redis.sock");
+    let server = RedisServer::builder()
+        .arg("--unixsocket")
+        .arg(&socket.display().to_string())
+        .start();
+    let others = RedisServer::many(2);
+    let by_socket = format!("redis+unix://{}", socket.display());
+    let urls = [server.url(), others[0].url(), by_socket, others[1].url()];
+    let cases: [(&str, &[&str]); 3] = [
+        ("free", &[]),
+        ("busy", &["--wait", "30s"]),
+        ("slot", &["--limit", "2"]),
+    ];
+    for (key, args) in cases {
+        if key == "busy" {
+            for s in [&server, &others[0]] {
+                let _: () = redis::cmd("SET")
+                    .arg("redlock:{busy}")
+                    .arg("rival")
+                    .arg("PX")
+                    .arg(60_000)
+                    .query(&mut s.conn())
+                    .unwrap();
+            }
+        }
+        let ran = dir.file(&format!("ran-{key}"));
+        let (took, out) = timed(
+            redlock_on(&urls)
+                .args(["-k", key])
+                .args(args)
+                .args(["--", "touch"])
+                .arg(&ran),
+        );
+        assert_eq!(out.code, Some(2), "{key}: {out:?}");
+        assert!(!ran.exists(), "{key}: COMMAND ran");
+        assert!(out.stderr.contains("same server"), "{key}: {out:?}");
+        assert!(took < Duration::from_secs(20), "{key}: waited {took:?}");
+        assert_no_lock(&others[1], key);
+        for s in [&server, &others[0]] {
+            match key {
+                // The rival's lock is left to it.
+                "busy" => assert_eq!(
+                    get(&mut s.conn(), "redlock:{busy}").as_deref(),
+                    Some("rival")
+                ),
+                _ => assert_no_lock(s, key),
+            }
+        }
     }
 }
 
@@ -209,68 +281,31 @@ fn commands_sent_to(port: u16, f: impl FnOnce()) -> Vec<String> {
         .collect()
 }
 
-/// `INFO server`'s run_id of `server`.
-fn run_id_of(server: &RedisServer) -> String {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut server.conn())
-        .unwrap();
-    let id = info.lines().find_map(|l| l.strip_prefix("run_id:"));
-    id.expect("run_id").trim().to_string()
-}
-
-/// What `dir`'s remembered run_ids say (the one file there).
-fn remembered_ids(dir: &TestDir) -> Vec<String> {
-    let files: Vec<_> = std::fs::read_dir(dir.file("redlock-run"))
-        .expect("the servers' directory")
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("servers-")
-        })
-        .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    text.lines().map(str::to_string).collect()
-}
-
-/// The same-server check is remembered: a second run with the same nodes
-/// asks no node `INFO` before it writes (each acquire script checks the
-/// run_id it was told), a node that restarted since (another run_id) is
-/// asked again and still counted, and what was found is written down.
+/// A Redlock run asks no node `INFO` outside its scripts: each acquire
+/// says which server gave it (no round trip of its own, every run). It
+/// writes no file (`$XDG_RUNTIME_DIR` stays empty), and a node that
+/// restarted between two runs (another `run_id`) is simply counted.
 #[test]
-fn a_remembered_same_server_check_costs_no_round_trip_and_follows_a_restart() {
+fn a_redlock_run_makes_no_info_round_and_writes_no_file() {
     let mut servers = RedisServer::many(3);
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let runtime = TestDir::new();
     let run = |job: &str| {
         let mut cmd = redlock_on(&urls);
-        cmd.env("XDG_RUNTIME_DIR", runtime.path()).args([
-            "-k",
-            "remembered",
-            "--",
-            "sh",
-            "-c",
-            job,
-        ]);
+        cmd.env("XDG_RUNTIME_DIR", runtime.path())
+            .args(["-k", "rounds", "--", "sh", "-c", job]);
         cmd
     };
-    let out = run_with_timeout(&mut run("true"), LONG);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let ids: Vec<String> = servers.iter().map(run_id_of).collect();
-    assert_eq!(remembered_ids(&runtime), ids);
-
-    let sent = commands_sent_to(servers[1].port(), || {
-        let out = run_with_timeout(&mut run("true"), LONG);
-        assert_eq!(out.code, Some(0), "{out:?}");
-    });
-    assert!(
-        sent.iter().any(|c| c == "EVAL" || c == "EVALSHA"),
-        "{sent:?}"
-    );
-    assert!(!sent.iter().any(|c| c == "INFO"), "an INFO round: {sent:?}");
+    for _ in 0..2 {
+        let sent = commands_sent_to(servers[1].port(), || {
+            let out = run_with_timeout(&mut run("true"), LONG);
+            assert_eq!(out.code, Some(0), "{out:?}");
+        });
+        assert!(sent.iter().any(|c| c == "EVAL"), "{sent:?}");
+        assert!(!sent.iter().any(|c| c == "INFO"), "an INFO round: {sent:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(runtime.path()).unwrap().collect();
+    assert!(left.is_empty(), "files written: {left:?}");
 
     servers[1].restart();
     let dir = TestDir::new();
@@ -278,7 +313,7 @@ fn a_remembered_same_server_check_costs_no_round_trip_and_follows_a_restart() {
     let mut holder = hold.spawn(&mut run(&hold.script("true")), LONG);
     for server in &servers {
         assert!(
-            exists(&mut server.conn(), "redlock:{remembered}"),
+            exists(&mut server.conn(), "redlock:{rounds}"),
             "the lock is on {} (the restarted node is counted)",
             server.port()
         );
@@ -287,18 +322,12 @@ fn a_remembered_same_server_check_costs_no_round_trip_and_follows_a_restart() {
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.is_empty(), "{out:?}");
-    let ids: Vec<String> = servers.iter().map(run_id_of).collect();
-    assert_eq!(
-        remembered_ids(&runtime),
-        ids,
-        "the new run_id is remembered"
-    );
 }
 
 /// A URL that reached a server of its own in an earlier run but now
 /// reaches another node's server (here a socket link moved) is found by
-/// the acquire script's check: exit 2, naming both URLs; COMMAND does not
-/// run and no lock is left on any server.
+/// the acquires' answers: exit 2, naming both URLs; COMMAND does not run
+/// and no lock is left on any server.
 #[test]
 fn a_node_that_now_leads_to_another_nodes_server_is_refused() {
     let dir = TestDir::new();
@@ -317,13 +346,10 @@ fn a_node_that_now_leads_to_another_nodes_server_is_refused() {
     std::os::unix::fs::symlink(&c_sock, &link).unwrap();
     let by_link = format!("redis+unix://{}", link.display());
     let urls = [a.url(), b.url(), by_link.clone()];
-    let runtime = TestDir::new();
     let ran = dir.file("ran");
     let run = || {
         let mut cmd = redlock_on(&urls);
-        cmd.env("XDG_RUNTIME_DIR", runtime.path())
-            .args(["-k", "moved", "--", "touch"])
-            .arg(&ran);
+        cmd.args(["-k", "moved", "--", "touch"]).arg(&ran);
         run_with_timeout(&mut cmd, LONG)
     };
     let out = run();
@@ -512,66 +538,4 @@ fn a_name_with_a_dead_first_address_still_connects() {
         exists(&mut server.conn(), "redlock:{dual}:fence"),
         "never reached Redis"
     );
-}
-
-/// The remembered same-server check is read only from a directory that is
-/// the user's own: owned by us, closed to others, not a link. A directory
-/// another user made (`/tmp/redlock-run-UID` squatted), one open to
-/// others, or a link to one, is not read, whatever it holds: here a file
-/// with two nodes' ids swapped, which with a node down would turn a
-/// 2-of-3 run into "the same server twice" (exit 2).
-#[test]
-fn the_remembered_check_is_never_read_from_a_directory_that_is_not_ours() {
-    use std::os::unix::fs::PermissionsExt;
-
-    let mut servers = RedisServer::many(3);
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let runtime = TestDir::new();
-    let run = || {
-        let mut cmd = redlock_on(&urls);
-        cmd.env("XDG_RUNTIME_DIR", runtime.path())
-            .args(["-k", "planted", "--", "true"]);
-        run_with_timeout(&mut cmd, LONG)
-    };
-    assert_eq!(run().code, Some(0));
-    let dir = runtime.file("redlock-run");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let mut ids = remembered_ids(&runtime);
-    ids.swap(0, 2);
-    std::fs::write(&file, format!("{}\n", ids.join("\n"))).unwrap();
-
-    // In our own directory the file is read, and (only we could have
-    // written it) taken at its word.
-    servers[2].kill();
-    let out = run();
-    assert_eq!(out.code, Some(2), "our own directory is read: {out:?}");
-
-    let elsewhere = runtime.file("elsewhere");
-    let nobody = nix::unistd::Uid::from_raw(65534);
-    let plants: [(&str, &dyn Fn()); 3] = [
-        ("another user's", &|| {
-            nix::unistd::chown(&dir, Some(nobody), None).unwrap();
-            nix::unistd::chown(&file, Some(nobody), None).unwrap();
-        }),
-        ("open to others", &|| {
-            nix::unistd::chown(&dir, Some(nix::unistd::geteuid()), None).unwrap();
-            nix::unistd::chown(&file, Some(nix::unistd::geteuid()), None).unwrap();
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        }),
-        ("a link to ours", &|| {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-            std::fs::rename(&dir, &elsewhere).unwrap();
-            std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
-        }),
-    ];
-    for (what, plant) in plants {
-        plant();
-        let out = run();
-        assert_eq!(out.code, Some(0), "{what} directory was read: {out:?}");
-    }
 }

@@ -10,83 +10,15 @@
 //! integer arrays so that one node's answer is cheap to read.
 //!
 //! A plain lock (`--limit 1`) uses KEYS[1..3] only; it reads KEYS[5] to
-//! refuse a key that is a semaphore now. A semaphore (`--limit N`, N > 1,
-//! the `SLOT_*` scripts) keeps each holder in KEYS[4], scored by its expiry
-//! in milliseconds by the server's own clock (`TIME`), and describes it in
-//! `P{K}:holder:<token>` (KEYS[9] for the caller's own), a hash with the
-//! plain holder's fields plus `fence`, expiring with the slot. Expired
-//! members are removed by the scripts
-//! themselves, and KEYS[4] and KEYS[5] expire with their last holder, so
-//! the slot of a holder killed with SIGKILL frees itself after its TTL and
-//! a semaphore whose holders all died leaves only its fence behind.
+//! refuse a key that is a semaphore now. A semaphore's scripts are in
+//! `slot.rs`, the line of waiters' in `line.rs`.
 //!
 //! Acquire replies `{-1, N}` when KEY is in use with another limit (N = 1:
 //! a plain lock); nothing is changed then.
 //!
-//! Waiters for a plain lock on one node queue in KEYS[6], in order of
-//! arrival (or as `--queue` says, see `queue.rs`), each with a liveness
-//! key `P{K}:waiters:<token>` (KEYS[8] for the caller's own), a hash `host pid user since sub` (what
-//! `status` shows). A waiter is live while that key exists and, when
-//! `sub` is 1, while its own wake channel `P{K}:wake:<token>` has a
-//! subscriber on this server (`PUBSUB NUMSUB`): a killed waiter's
-//! connection closes, so it leaves the line at once. A subscribed waiter
-//! (`sub` 1) keeps its key for 60 s and refreshes it with one PEXPIRE
-//! every 20-25 s, so a stopped waiter (or one on a host that died) is
-//! dropped within 60 s; a waiter without a subscription that this server
-//! sees (no Pub/Sub, a reconnect, no `+pubsub|numsub`) keeps the old
-//! cadence: its key expires 3 s after its last try, and it tries at least
-//! every second. RELEASE wakes only the first live waiter, on its own
-//! channel, so a release costs one wake-up, not one per waiter, and tells
-//! the second live waiter that it is next (`next`); with no live waiter
-//! queued it publishes on `P{K}`, which every waiter also hears. Dead
-//! waiters are dropped from the queue as RELEASE meets them.
-
-/// Lua functions shared by the scripts that touch a semaphore. Defining
-/// them calls nothing: a plain lock's INSPECT never needs `TIME`.
-macro_rules! slot_lib {
-    () => {
-        r#"
--- Milliseconds by the server's clock: every holder's expiry is on it.
-local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- Expire the holder set and the limit with their last holder, so that a
--- semaphore whose holders all died leaves nothing behind (but its fence).
-local function settle(now)
-  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  if #last == 0 then
-    redis.call('DEL', KEYS[4], KEYS[5])
-    return
-  end
-  local left = math.max(tonumber(last[2]) - now, 1)
-  redis.call('PEXPIRE', KEYS[4], left)
-  redis.call('PEXPIRE', KEYS[5], left)
-end
--- The live holders, each {token, pttl_ms, holder hash as a flat array}.
-local function live_slots(now)
-  local members = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
-  local slots = {}
-  for i = 1, #members, 2 do
-    local left = tonumber(members[i + 1]) - now
-    if left > 0 then
-      slots[#slots + 1] = {members[i], left,
-        redis.call('HGETALL', KEYS[2] .. ':' .. members[i])}
-    end
-  end
-  return slots
-end
--- The lock as it stands: its token, time left, fence counter and limit.
-local function lock_state()
-  local token = redis.call('GET', KEYS[1])
-  local pttl = redis.call('PTTL', KEYS[1])
-  local fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-  local limit = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
-  return token, pttl, fence, limit
-end
-"#
-    };
-}
+//! Waiters for a plain lock on one node stand in a line (see `line.rs`):
+//! RELEASE wakes only the first live waiter, on its own channel, and
+//! tells the second that it is next.
 
 /// Keys named after other clients' tokens (see `calls.rs`): a script
 /// lists every one it will touch before it writes anything, and one
@@ -115,17 +47,12 @@ end
     };
 }
 
-/// Lua functions for the line of waiters (see the module doc).
-macro_rules! line_lib {
+/// This server's `run_id`, which tells one server from another whatever
+/// address or socket reached it: for a waiter subscribed elsewhere
+/// (`line_lib`), and the server that gave an acquire's answer.
+macro_rules! server_lib {
     () => {
         r#"
--- Whether this server sees a subscriber on the waiter's wake channel;
--- nil when it cannot tell (PUBSUB refused to the user).
-local function subscribed(token)
-  local n = redis.pcall('PUBSUB', 'NUMSUB', KEYS[1] .. ':wake:' .. token)
-  if type(n) ~= 'table' or n.err then return nil end
-  return (tonumber(n[2]) or 0) > 0
-end
 -- This server's run_id (INFO server, once per script; '' when refused).
 local here = nil
 local function this_server()
@@ -135,57 +62,32 @@ local function this_server()
   end
   return here
 end
--- Whether a waiter's subscription is on another server than this one
--- (`at`: the run_id of the server it subscribed on): after a failover
--- or a resharding of a Cluster, or a Sentinel failover, the lock's keys
--- are here and its subscription there, and PUBSUB NUMSUB, which counts
--- this server's subscribers only, cannot see it.
-local function elsewhere_sub(at)
-  return at ~= nil and at ~= false and at ~= '' and at ~= this_server()
-end
--- A waiter in line is live while its liveness key exists and, if it was
--- subscribed when it last tried (sub 1), while it still is (where this
--- server cannot tell, its liveness key alone says).
-local function live(token)
-  local alive = KEYS[6] .. ':' .. token
-  -- Not given (RELEASE never asks for keys, see `calls.rs`): live while
-  -- this server sees it subscribed, or cannot tell.
-  if not given[alive] then return subscribed(token) ~= false end
-  if redis.call('EXISTS', alive) == 0 then return false end
-  -- Not a hash (an older version's '1'): live while it exists.
-  local sub = redis.pcall('HMGET', alive, 'sub', 'at')
-  if type(sub) ~= 'table' or sub.err or sub[1] ~= '1' then return true end
-  if elsewhere_sub(sub[2]) then return true end
-  return subscribed(token) ~= false
-end
 "#
     };
 }
 
-/// With ARGV[15] a `run_id` (Redlock's same-server check, remembered from
-/// an earlier run: see `lock::servers`), the acquire scripts first check
-/// that they run on that server: if not, they write nothing and answer
-/// `{-5, run_id}` with this server's (`''` when `INFO server` is refused
-/// or has none), and the caller checks it against the other nodes'.
-macro_rules! server_lib {
-    () => {
-        r#"
-local function elsewhere()
-  local expected = ARGV[15]
-  if expected == nil or expected == '' then return nil end
-  local info = redis.pcall('INFO', 'server')
-  if type(info) ~= 'string' then return {-5, ''} end
-  local id = string.match(info, '\nrun_id:(%w+)')
-  if id == expected then return nil end
-  return {-5, id or ''}
+/// An acquire script's body, run as a function so that with ARGV[15] =
+/// '1' (a Redlock run) every answer says which server gave it:
+/// `{answer, run_id}` (`''` when `INFO server` is refused or has none),
+/// and the caller refuses two nodes that are one server before it counts
+/// them (`lock::redlock`). An ask for keys (`{-99, names}`) goes as it
+/// is: its answer, sent again with them, says. One node never asks.
+macro_rules! saying_server {
+    ($body:literal) => {
+        concat!(
+            "local function answer()\n",
+            $body,
+            r#"
 end
-local moved = elsewhere()
-if moved then return moved end
+local reply = answer()
+if ARGV[15] ~= '1' or reply[1] == -99 then return reply end
+return {reply, this_server()}
 "#
+        )
     };
 }
 
-/// With ARGV[14] = '1', the acquire scripts first refuse a server that may
+/// With ARGV[14] = '1', the acquire scripts first (`evicts()`) refuse a server that may
 /// evict the lock's key (the eviction check of `Node::check_eviction`,
 /// made here so that it costs no round trip of its own), before anything
 /// is written: `{-3, maxmemory, policy}` when `maxmemory` is set (not 0)
@@ -210,8 +112,6 @@ local function evicts()
   end
   return nil
 end
-local refused = evicts()
-if refused then return refused end
 "#
     };
 }
@@ -249,12 +149,22 @@ end
     };
 }
 
+// After the libraries they use, before the scripts that use theirs.
+#[macro_use]
+mod line;
+#[macro_use]
+mod slot;
+
+pub use line::{LEAVE, WAITERS};
+pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
+
 /// Take the lock if it is free (or already ours).
 ///
 /// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, queue,
 /// refresh_ms, kill_after_ms (the holder's, kept in its record for
 /// FORCE_RELEASE), subscribed, liveness_ms, floor (see `fence_lib`),
-/// screen (see `eviction_lib`), run_id (see `server_lib`), label (kept in
+/// screen (see `eviction_lib`), say ('1': say which server answers, see
+/// `saying_server`), label (kept in
 /// the holder record and a waiter's liveness hash when not empty), at (in
 /// line and subscribed behind sentinels or on a Cluster: the `run_id` of
 /// the server subscribed on, kept in the liveness hash; see `line_lib`'s
@@ -302,7 +212,10 @@ pub const ACQUIRE: &str = concat!(
     fence_lib!(),
     declare_lib!(),
     line_lib!(),
-    r#"
+    saying_server!(
+        r#"
+local refused = evicts()
+if refused then return refused end
 local limit = redis.call('GET', KEYS[5])
 if limit then return {-1, tonumber(limit) or 0} end
 local mode = ARGV[8]
@@ -446,47 +359,7 @@ if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
   first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
 "#
-);
-
-/// Leave the queue of waiters (given up, or stopped by a signal).
-///
-/// ARGV: token. Returns 1.
-pub const LEAVE: &str = r#"
-redis.call('ZREM', KEYS[6], ARGV[1])
-redis.call('DEL', KEYS[8])
-return 1
-"#;
-
-/// The live waiters of a plain lock, first in line first, changing
-/// nothing (for `status` and `list`).
-///
-/// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
-/// line (of the first 1000 members), and the first 100 of them, each
-/// `{token, host, pid, user, since, label}` from its liveness hash (empty
-/// strings for a liveness key of another form, read with `pcall`). A
-/// member that is not live (see the module doc: a killed waiter at once,
-/// a stopped one once its liveness key has expired) is not counted.
-pub const WAITERS: &str = concat!(
-    declare_lib!(),
-    line_lib!(),
-    r#"
-local ask = declare(named(KEYS[6], KEYS[6], 999))
-if ask then return ask end
-local count, shown = 0, {}
-for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
-  local alive = KEYS[6] .. ':' .. token
-  if live(token) then
-    count = count + 1
-    if #shown < 100 then
-      -- Not a hash (an older version's '1'): a waiter without details.
-      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since', 'label')
-      if type(h) ~= 'table' or h.err then h = {} end
-      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
-    end
-  end
-end
-return {count, shown}
-"#
+    )
 );
 
 /// Push the expiry of a lock we hold.
@@ -523,6 +396,7 @@ return -1
 /// stopped, the next waiter may go.
 pub const RELEASE: &str = concat!(
     declare_lib!(),
+    server_lib!(),
     line_lib!(),
     r#"
 local cur = redis.call('GET', KEYS[1])
@@ -703,111 +577,6 @@ if not revoked then
   redis.call('PUBLISH', KEYS[1], 'revoked')
 end
 return {2, token, pttl, fence, holder, 0, {}, revoked and 1 or 0}
-"#
-);
-
-/// Take a slot of a semaphore (`--limit N`, N > 1) if one is free (or
-/// already ours), removing expired holders first.
-///
-/// ARGV: token, ttl_ms, host, pid, user, command, acquired_at, N,
-/// refresh_ms, kill_after_ms, and as ACQUIRE's: subscribed, liveness_ms,
-/// floor, screen, run_id, label.
-/// Returns `{1, fence, reset}` when we hold a slot now (see ACQUIRE); `{0, pttl_ms, '', '', '',
-/// holders, N}` when all N slots are taken (the plain busy reply's layout,
-/// with no single holder to name), `pttl_ms` the time until the first of
-/// them expires; `{-1, N'}` when KEY is held with another limit N' (1: a plain
-/// lock). Per-holder key `P{K}:holder:<token>` is built in the script.
-pub const SLOT_ACQUIRE: &str = concat!(
-    server_lib!(),
-    eviction_lib!(),
-    slot_lib!(),
-    fence_lib!(),
-    r#"
-local ttl = tonumber(ARGV[2])
-local limit = tonumber(ARGV[8])
-if redis.call('GET', KEYS[1]) then return {-1, 1} end
-local now = clock()
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local count = redis.call('ZCARD', KEYS[4])
-local held = tonumber(redis.call('GET', KEYS[5]) or '')
-if count > 0 and held and held ~= limit then return {-1, held} end
-local mine = KEYS[9]
-local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if score then
-  if redis.call('HMGET', mine, 'revoked')[1] == '1' then
-    -- Revoked from us (see FORCE_RELEASE): never renewed, busy until given back.
-    return {0, tonumber(score) - now, '', '', '', count, limit}
-  end
-  redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
-  redis.call('PEXPIRE', mine, ttl)
-  redis.call('SET', KEYS[5], limit)
-  settle(now)
-  return {1, tonumber(redis.call('HMGET', mine, 'fence')[1] or '0') or 0}
-end
-if count >= limit then
-  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2]) - now, '', '', '', count, limit}
-end
-local fence, reset = next_fence()
-redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
-redis.call('DEL', mine)
-redis.call('HSET', mine, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
-  'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
-  'fence', fence, 'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
-if (ARGV[16] or '') ~= '' then redis.call('HSET', mine, 'label', ARGV[16]) end
-redis.call('PEXPIRE', mine, ttl)
-redis.call('SET', KEYS[5], limit)
-settle(now)
-return {1, fence, reset}
-"#
-);
-
-/// Push the expiry of our slot of a semaphore.
-///
-/// ARGV: token, ttl_ms, ended_at (as EXTEND's). Returns 1 if extended, -1
-/// if our slot is gone (expired, or deleted by hand), -2 if it was revoked
-/// (see FORCE_RELEASE): a slot is never taken over, so never 0.
-pub const SLOT_EXTEND: &str = concat!(
-    slot_lib!(),
-    r#"
-local now = clock()
-local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if not score or tonumber(score) <= now then return -1 end
-if redis.call('HMGET', KEYS[9], 'revoked')[1] == '1' then return -2 end
-local ttl = tonumber(ARGV[2])
-if ARGV[3] then redis.call('HSET', KEYS[9], 'ended_at', ARGV[3]) end
-redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[9], ttl)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-settle(now)
-return 1
-"#
-);
-
-/// Give back our slot of a semaphore and wake its waiters; the other
-/// holders are left alone.
-///
-/// ARGV: token. Returns 1 if released, -1 if our slot was already gone
-/// (an expired one is cleaned up, without waking anyone). Waiters listen
-/// on the channel named like the lock key, as for a plain lock.
-pub const SLOT_RELEASE: &str = concat!(
-    slot_lib!(),
-    r#"
-local now = clock()
-local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if not score then return -1 end
-local live = tonumber(score) > now
-if live then
-  -- Publish first: a user without +publish then fails with NOPERM before
-  -- anything is deleted. Waiters cannot act before this script ends.
-  redis.call('PUBLISH', KEYS[1], 'released')
-end
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('DEL', KEYS[9])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-settle(now)
-if live then return 1 end
-return -1
 "#
 );
 
