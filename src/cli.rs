@@ -387,6 +387,21 @@ pub struct RunArgs {
     )]
     pub queue: Option<Queue>,
 
+    /// At most N runs wait in line for KEY (1-10000): one more exits at
+    /// once with the busy code; under `--queue newest-wins` a newcomer
+    /// replaces the waiter instead
+    ///
+    /// [default: unbounded, else $REDLOCK_QUEUE_MAX]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
+        allow_negative_numbers = true,
+        help_heading = "Fleet options",
+        hide_short_help = true
+    )]
+    pub queue_max: Option<u32>,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(

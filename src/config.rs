@@ -70,6 +70,8 @@ pub struct RunConfig {
     pub allow_eviction: bool,
     /// `--queue`: how this run stands in line.
     pub queue: Queue,
+    /// `--queue-max`: at most this many waiters in line (`None`: unbounded).
+    pub queue_max: Option<u32>,
     /// `--warn-signal` with `--warn-before`.
     pub warning: Option<Warning>,
     /// `--on-lost LINE`.
@@ -357,6 +359,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let replicas = replicas(args.replicas, conn)?;
     let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
     let queue = queue(policy, args.limit, conn)?;
+    let queue_max = queue_max(args.queue_max, args.limit, conn)?;
     Ok(RunConfig {
         key,
         timing,
@@ -373,6 +376,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         metrics,
         allow_eviction: args.allow_eviction,
         queue,
+        queue_max,
         warning: args
             .warn_signal
             .zip(args.warn_before)
@@ -567,6 +571,34 @@ fn period(
         )));
     }
     Ok(Some(hold))
+}
+
+/// `--queue-max N` (else `$REDLOCK_QUEUE_MAX`): 1 to 10000, and only
+/// where a line is kept (a plain lock on one server, see `queue.rs`).
+fn queue_max(given: Option<u32>, limit: u32, conn: &Conn) -> Result<Option<u32>, clap::Error> {
+    let n = match given {
+        Some(n) => n,
+        None => match env_text("REDLOCK_QUEUE_MAX")? {
+            None => return Ok(None),
+            Some(value) => match value.trim().parse::<u32>() {
+                Ok(n) if (1..=10_000).contains(&n) => n,
+                _ => {
+                    return Err(usage(format!(
+                        "invalid value {:?} for '$REDLOCK_QUEUE_MAX' (--queue-max): expected \
+                         a number of waiters from 1 to 10000",
+                        crate::secrets::untrusted(&value)
+                    )))
+                }
+            },
+        },
+    };
+    if limit > 1 || conn.endpoints.len() > 1 {
+        return Err(usage(format!(
+            "invalid value '{n}' for '--queue-max <N>': waiters stand in line only for a plain \
+             lock (--limit 1) on one --redis server (a Sentinel or Cluster URL counts as one)"
+        )));
+    }
+    Ok(Some(n))
 }
 
 /// `--queue`: a policy other than the default needs a line to stand in,

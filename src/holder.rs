@@ -35,6 +35,7 @@ pub fn record(cfg: &RunConfig) -> Holder {
         refresh_ms: u64::try_from(cfg.timing.refresh.as_millis()).unwrap_or(u64::MAX),
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
         queue: cfg.queue,
+        queue_max: cfg.queue_max.unwrap_or(0),
     }
 }
 
@@ -299,6 +300,7 @@ mod tests {
             slots: None,
             revoked: false,
             replaced_by: None,
+            line_full: None,
             place: None,
             split: false,
         }

@@ -213,6 +213,21 @@ fn not_acquired(
 ) -> Result<Exit, Failure> {
     match waited {
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
+        Waited::Busy(info) if info.line_full.is_some() => {
+            let waiting = info.line_full.unwrap_or_default();
+            let max = cfg.queue_max.unwrap_or_default();
+            let code = cfg.conflict_exit_code;
+            log.emit(
+                Ev::Busy,
+                format!(
+                    "lock '{}' is busy and its line is full ({waiting} waiting, --queue-max \
+                     {max}); not waiting, exit {code}",
+                    cfg.key
+                ),
+                &[field("waiting", waiting.to_string())],
+            );
+            Ok(Exit::Busy(code))
+        }
         Waited::Busy(info) => {
             let holder = crate::holder::describe_holder(&info);
             // `-E 0` says a busy lock is the intended outcome (cron on

@@ -293,7 +293,7 @@ impl Waiter<'_> {
                 self.holder_until = Some(now + left);
                 self.longest_pttl = self.longest_pttl.max(left);
             }
-            if self.timed_out() || info.replaced_by.is_some() {
+            if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
                 return Ok(Waited::Busy(Box::new(info)));
             }
             if self.first_busy && self.start_waiting(quorum) {

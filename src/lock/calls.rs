@@ -37,7 +37,7 @@
 //!
 //! | script | ARGV |
 //! |---|---|
-//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none) |
+//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none), 18 queue_max (`--queue-max`; `0`: unbounded; ACQUIRE only) |
 //! | EXTEND, SLOT_EXTEND ([`Extend`]) | 1 token, 2 ttl_ms, 3 ended_at (absent while COMMAND runs) |
 //! | RELEASE ([`Release`]) | 1 token, 2 how (`0` wake the next, `1` nobody, `2` also where not ours) |
 //! | SLOT_RELEASE ([`Release`]) | 1 token |
@@ -102,6 +102,8 @@ pub(super) struct Acquire {
     pub say: bool,
     /// In line and subscribed: the `run_id` of the server subscribed on.
     pub at: String,
+    /// `--queue-max`: at most this many waiters in line (0: unbounded).
+    pub queue_max: u32,
 }
 
 impl Call for Acquire {
@@ -138,6 +140,7 @@ impl Call for Acquire {
             flag(self.say),
             h.label.clone(),
             self.at.to_string(),
+            self.queue_max.to_string(),
         ]
     }
 }
@@ -415,6 +418,7 @@ mod tests {
             refresh_ms: 10,
             kill_after_ms: 5,
             queue: Queue::OldestFirst,
+            queue_max: 0,
         }
     }
 
@@ -432,11 +436,12 @@ mod tests {
             screen: true,
             say: true,
             at: "at".into(),
+            queue_max: 7,
         };
         let argv = call.argv();
         let expected = [
             "tok", "30", "h", "42", "u", "c", "t0", "1", "10", "5", "1", "60", "0", "1", "1", "l",
-            "at",
+            "at", "7",
         ];
         assert_eq!(argv, expected);
         let slot = Acquire {
@@ -501,6 +506,7 @@ mod tests {
             screen: false,
             say: false,
             at: String::new(),
+            queue_max: 0,
         };
         let extend = |slot| Extend {
             slot,

@@ -144,6 +144,8 @@ pub struct Holder {
     pub kill_after_ms: u64,
     /// How we stand in line while the lock is busy (`--queue`).
     pub queue: crate::queue::Queue,
+    /// `--queue-max`: at most this many waiters in line (0: unbounded).
+    pub queue_max: u32,
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ impl LockKind {
             screen,
             say: how.say,
             at: how.at.unwrap_or_default().to_string(),
+            queue_max: holder.queue_max,
         };
         Ok((calls::command(keys, &call), Acquiring { call }))
     }

@@ -25,6 +25,9 @@ pub struct BusyInfo {
     /// `--queue newest-wins`: a newer waiter took our place in line
     /// (its host and pid); we must leave without the lock.
     pub replaced_by: Option<(String, String)>,
+    /// `--queue-max`: the line was full (this many live waiters) and we
+    /// were not added to it; we must leave without waiting.
+    pub line_full: Option<u64>,
     /// Where we stand in line, when this try queued us.
     pub place: Option<Place>,
     /// Several nodes: this try held some of them, not a majority, and gave
@@ -246,6 +249,17 @@ pub fn screened(reply: Value) -> Result<Screened> {
             replaced_by: Some((field(1), field(2))),
             ..BusyInfo::default()
         })))),
+        // The line is full (--queue-max): busy for us, nothing written.
+        Some(-5) => Ok(Screened::Answer(Acquire::Busy(Box::new(BusyInfo {
+            line_full: Some(
+                items
+                    .get(1)
+                    .and_then(int)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or_else(|| anyhow!("a full line without its length: {items:?}"))?,
+            ),
+            ..BusyInfo::default()
+        })))),
         _ => Err(anyhow!("{items:?}")),
     }
 }
@@ -268,6 +282,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,
+        line_full: None,
         place: place(items),
         split: false,
     })

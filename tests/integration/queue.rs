@@ -369,3 +369,128 @@ fn a_free_lock_goes_to_the_first_live_waiter_not_to_whoever_looks_first() {
     // The holder's lock was deleted under it: stopped, exit 70.
     assert_eq!(first.wait_timeout(LONG).code, Some(70));
 }
+
+/// The live waiters' records of `key` (`P{K}:waiters:<token>`).
+fn waiter_records(server: &RedisServer, key: &str) -> Vec<String> {
+    let mut names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("redlock:{{{key}}}:waiters:*"))
+        .query(&mut server.conn())
+        .unwrap();
+    names.sort();
+    names
+}
+
+/// `--queue-max 1`: the first waiter waits; a second leaves at once with
+/// the busy code, saying why, and leaves nothing in Redis; the first is
+/// served after the release.
+#[test]
+fn queue_max_turns_away_a_waiter_when_the_line_is_full() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = hold.spawn(
+        &mut server
+            .job("qmax")
+            .args(["--ttl", "5s"])
+            .sh(hold.script("true")),
+        LONG,
+    );
+    let bounded = |ran: &std::path::Path| {
+        server
+            .job("qmax")
+            .args(["--ttl", "5s", "--queue-max", "1"])
+            .sh(format!("touch '{}'", ran.display()))
+    };
+    let (a_ran, b_ran) = (dir.file("a"), dir.file("b"));
+    let mut a = spawn_piped(&mut bounded(&a_ran));
+    assert!(wait_until(LONG, || queued(&server, "qmax") == 1));
+    let records = waiter_records(&server, "qmax");
+    assert_eq!(records.len(), 1, "{records:?}");
+    let out = run_with_timeout(&mut bounded(&b_ran), LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "lock 'qmax' is busy and its line is full (1 waiting, --queue-max 1); not \
+             waiting, exit 75"
+        ),
+        "{out:?}"
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(!b_ran.exists());
+    assert_eq!(queued(&server, "qmax"), 1);
+    assert_eq!(waiter_records(&server, "qmax"), records);
+    assert!(!a.has_exited(), "the first waiter left");
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    let out = a.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(a_ran.exists());
+    assert_eq!(dbsize(&mut server.conn()), 1, "only the fence is left");
+}
+
+/// Under newest-wins a full line takes the newcomer: the older waiter is
+/// replaced (79), and the newcomer is served.
+#[test]
+fn queue_max_under_newest_wins_replaces_the_waiter() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut first = hold.spawn(
+        &mut server
+            .job("qmaxw")
+            .args(["--ttl", "5s"])
+            .sh(hold.script("true")),
+        LONG,
+    );
+    let bounded = |ran: &std::path::Path| {
+        server
+            .job("qmaxw")
+            .args(["--ttl", "5s", "--queue-max", "1", "--queue", "newest-wins"])
+            .sh(format!("touch '{}'", ran.display()))
+    };
+    let (old_ran, new_ran) = (dir.file("old"), dir.file("new"));
+    let mut old = spawn_piped(&mut bounded(&old_ran));
+    assert!(wait_until(LONG, || queued(&server, "qmaxw") == 1));
+    let mut new = spawn_piped(&mut bounded(&new_ran));
+    let out = old.wait_timeout(LONG);
+    assert_eq!(out.code, Some(79), "{out:?}");
+    assert!(out.stderr.contains("replaced in line"), "{out:?}");
+    assert_eq!(queued(&server, "qmaxw"), 1);
+    hold.go();
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    let out = new.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(new_ran.exists() && !old_ran.exists());
+}
+
+#[test]
+fn queue_max_is_checked_before_anything_reaches_redis() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let bad: [&[&str]; 6] = [
+        &["--queue-max", "0"],
+        &["--queue-max", "junk"],
+        &["--queue-max", "10001"],
+        &["--queue-max", "-1"],
+        &["--queue-max", "2", "--limit", "2"],
+        &["--queue-max", "2", "--redis", &other.url()],
+    ];
+    for args in bad {
+        let out = run_with_timeout(&mut server.job("qm").args(args).sh("true"), LONG);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("--queue-max"), "{args:?}: {out:?}");
+    }
+    for value in ["0", "junk", "10001"] {
+        let mut cmd = server.job("qm").sh("true");
+        cmd.env("REDLOCK_QUEUE_MAX", value);
+        let out = run_with_timeout(&mut cmd, LONG);
+        assert_eq!(out.code, Some(2), "{value}: {out:?}");
+        assert!(out.stderr.contains("REDLOCK_QUEUE_MAX"), "{out:?}");
+        assert!(out.stderr.contains("--queue-max"), "{out:?}");
+    }
+    assert_eq!(dbsize(&mut server.conn()), 0);
+    assert_eq!(dbsize(&mut other.conn()), 0);
+    let mut cmd = server.job("qm").sh("true");
+    cmd.env("REDLOCK_QUEUE_MAX", "3");
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
+}

@@ -168,7 +168,8 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// the holder record and a waiter's liveness hash when not empty), at (in
 /// line and subscribed behind sentinels or on a Cluster: the `run_id` of
 /// the server subscribed on, kept in the liveness hash; see `line_lib`'s
-/// `elsewhere_sub`). With queue = '1' the caller
+/// `elsewhere_sub`), queue_max (`--queue-max`, '0': unbounded; absent
+/// from an older caller: unbounded). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -205,7 +206,11 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// ahead_ms, when the lock is free, the time left on the liveness key of
 /// the first live waiter before us (-1: none, or the lock is held), seen 1 when this server sees our subscription
 /// (0: it does not, -1: it cannot tell); `{-1, N}` when KEY is a
-/// semaphore with `--limit N` now, or `{-2, host, pid}`.
+/// semaphore with `--limit N` now, or `{-2, host, pid}`; `{-5, waiting}`
+/// when queue = '1' or '2', queue_max > 0, we are not in line yet and at
+/// least queue_max live waiters are (every member looked at: all are
+/// declared then): the line is full, and nothing was written
+/// (newest-wins is never full: a newcomer replaces every older waiter).
 pub const ACQUIRE: &str = concat!(
     server_lib!(),
     eviction_lib!(),
@@ -224,13 +229,16 @@ local mode = ARGV[8]
 local first_try, arriving = mode == '4', mode == '5'
 if first_try then mode = '0' elseif arriving then mode = '3' end
 local queued = mode == '1' or mode == '2' or mode == '3'
+-- --queue-max (0: unbounded); newest-wins keeps one waiter anyway.
+local max = tonumber(ARGV[18] or '0') or 0
+local bounded = max > 0 and (mode == '1' or mode == '2')
 local alive = KEYS[8]
 local newest = KEYS[7]
 if queued or first_try then
   -- The liveness hashes of the waiters it may look at (the first 100),
   -- or replace (all of them: newest-wins).
   local stop = 99
-  if mode == '3' or first_try then stop = -1 end
+  if mode == '3' or first_try or bounded then stop = -1 end
   local ask = declare(named(KEYS[6], KEYS[6], stop))
   if ask then return ask end
 end
@@ -314,6 +322,18 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 local first, line, ahead_ms, seen = 0, 0, -1, 0
+if queued and bounded then
+  -- A newcomer to a full line: not added, nothing written.
+  local waiting = 0
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    if w == ARGV[1] then
+      waiting = -1
+      break
+    end
+    if live(w) then waiting = waiting + 1 end
+  end
+  if waiting >= max then return {-5, waiting} end
+end
 if queued then
   local score = 1
   if mode == '2' then
