@@ -44,6 +44,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)')
             [CompletionResult]::new('--max-hold', '--max-hold', [CompletionResultType]::ParameterName, 'Stop COMMAND if it still runs after this long; exit 124')
             [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)')
+            [CompletionResult]::new('--queue-max', '--queue-max', [CompletionResultType]::ParameterName, 'At most N runs wait in line for KEY (1-10000): one more exits at once with the busy code; under `--queue newest-wins` a newcomer replaces the waiter instead')
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N')
             [CompletionResult]::new('--random-delay', '--random-delay', [CompletionResultType]::ParameterName, 'Sleep a random time below DURATION before the first attempt')
             [CompletionResult]::new('--on-unavailable', '--on-unavailable', [CompletionResultType]::ParameterName, 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning')

@@ -41,6 +41,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --min-hold 'Keep the lock at least this long after acquiring it, even if COMMAND ends sooner (absorbs clock skew between cron hosts)'
             cand --max-hold 'Stop COMMAND if it still runs after this long; exit 124'
             cand --queue 'How waiters stand in line: `oldest-first`, `newest-first` (a new waiter goes to the front) or `newest-wins` (a new waiter replaces the older ones, which exit 79)'
+            cand --queue-max 'At most N runs wait in line for KEY (1-10000): one more exits at once with the busy code; under `--queue newest-wins` a newcomer replaces the waiter instead'
             cand --limit 'Let up to N holders share KEY (a counting semaphore); every holder of KEY must use the same N'
             cand --random-delay 'Sleep a random time below DURATION before the first attempt'
             cand --on-unavailable 'When Redis is unavailable: `fail` (exit 69), or `run` COMMAND without a lock, with a warning'

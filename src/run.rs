@@ -217,8 +217,10 @@ fn not_acquired(
             let waiting = info.line_full.unwrap_or_default();
             let max = cfg.queue_max.unwrap_or_default();
             let code = cfg.conflict_exit_code;
+            // `-E 0`: a full line is the intended outcome too.
+            let ev = if code == 0 { Ev::Skipped } else { Ev::Busy };
             log.emit(
-                Ev::Busy,
+                ev,
                 format!(
                     "lock '{}' is busy and its line is full ({waiting} waiting, --queue-max \
                      {max}); not waiting, exit {code}",

@@ -398,6 +398,19 @@ mod tests {
     }
 
     #[test]
+    fn a_full_line_is_busy_and_odd_ones_are_errors() {
+        let ints = |v: &[i64]| Value::Array(v.iter().map(|&i| Value::Int(i)).collect());
+        match acquire(ints(&[-5, 3])) {
+            Ok(Acquire::Busy(info)) => assert_eq!(info.line_full, Some(3)),
+            other => panic!("{other:?}"),
+        }
+        assert!(acquire(ints(&[-5])).is_err());
+        assert!(acquire(ints(&[-5, -1])).is_err());
+        let text = Value::Array(vec![Value::Int(-5), Value::BulkString(b"x".to_vec())]);
+        assert!(acquire(text).is_err());
+    }
+
+    #[test]
     fn a_queued_busy_answer_says_where_we_stand() {
         let busy = |tail: &[i64]| {
             let mut items = vec![
