@@ -416,6 +416,16 @@ fn queue_max_turns_away_a_waiter_when_the_line_is_full() {
         "{out:?}"
     );
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    // `-E 0`: a full line is a quiet skip.
+    let out = run_with_timeout(
+        &mut server
+            .job("qmax")
+            .args(["--ttl", "5s", "--queue-max", "1", "-E", "0"])
+            .sh(format!("touch '{}'", b_ran.display())),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stderr, "", "{out:?}");
     assert!(!b_ran.exists());
     assert_eq!(queued(&server, "qmax"), 1);
     assert_eq!(waiter_records(&server, "qmax"), records);

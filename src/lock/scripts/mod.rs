@@ -231,14 +231,23 @@ if first_try then mode = '0' elseif arriving then mode = '3' end
 local queued = mode == '1' or mode == '2' or mode == '3'
 -- --queue-max (0: unbounded); newest-wins keeps one waiter anyway.
 local max = tonumber(ARGV[18] or '0') or 0
-local bounded = max > 0 and (mode == '1' or mode == '2')
+local joining = max > 0 and (mode == '1' or mode == '2')
+if joining then
+  -- Only a newcomer is bounded: a waiter already in line keeps its place.
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    if w == ARGV[1] then
+      joining = false
+      break
+    end
+  end
+end
 local alive = KEYS[8]
 local newest = KEYS[7]
 if queued or first_try then
   -- The liveness hashes of the waiters it may look at (the first 100),
   -- or replace (all of them: newest-wins).
   local stop = 99
-  if mode == '3' or first_try or bounded then stop = -1 end
+  if mode == '3' or first_try or joining then stop = -1 end
   local ask = declare(named(KEYS[6], KEYS[6], stop))
   if ask then return ask end
 end
@@ -322,14 +331,10 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
 end
 local first, line, ahead_ms, seen = 0, 0, -1, 0
-if queued and bounded then
+if joining then
   -- A newcomer to a full line: not added, nothing written.
   local waiting = 0
   for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-    if w == ARGV[1] then
-      waiting = -1
-      break
-    end
     if live(w) then waiting = waiting + 1 end
   end
   if waiting >= max then return {-5, waiting} end
