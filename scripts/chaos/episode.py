@@ -1399,6 +1399,7 @@ class Episode:
 
         def keys():
             out = []
+            lingering.clear()  # what the last look found, not every look's
             for i, s in enumerate(self.servers):
                 if "role:master" not in resp.command(s.port, "INFO", "replication"):
                     continue
@@ -1413,14 +1414,16 @@ class Episode:
                         members = resp.command(s.port, "ZRANGE", k, 0, -1)
                         alive = [m for m in members if waiter_alive(s.port, k, m)]
                         what += f" of {len(members)}, {len(alive)} alive: " + " ".join(members)[:200]
-                        if k.endswith(":waiters") and not alive and 0 < pttl <= 300000:
+                        # PTTL 0: it expires in this millisecond (seed
+                        # 20261205 episode 241 was a record read so).
+                        if k.endswith(":waiters") and not alive and 0 <= pttl <= 300000:
                             # Dead waiters that release skips and the
                             # key's own expiry (5 min) removes.
                             lingering.add(f"node{i} key {k} pttl {pttl} ({what})")
                             continue
                     if what == "hash" and ":waiters:" in k:
                         queue, token = k.rsplit(":", 1)
-                        if not waiter_alive(s.port, queue, token) and 0 < pttl <= 60000:
+                        if not waiter_alive(s.port, queue, token) and 0 <= pttl <= 60000:
                             # A dead waiter's liveness record (60 s).
                             lingering.add(f"node{i} key {k} pttl {pttl} (hash)")
                             continue
