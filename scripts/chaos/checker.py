@@ -216,6 +216,16 @@ def host_windows(plan, runs, faults):
             wrapper_killed.add(f["run"])
         if f.get("strike") == "wrapper-kill" and f.get("strike_run"):
             wrapper_killed.add(f["strike_run"])
+    # Two wrapper-kills of one run that hit two pids: the second found the
+    # keeper (a foreign-proc run's wrapper looked up after it died, seed
+    # 20261204 episode 824, before the harness remembered wrappers).
+    struck = {}
+    for f in faults:
+        if f.get("strike") == "wrapper-kill" and f.get("strike_run") and f.get("strike_pids"):
+            struck.setdefault(f["strike_run"], set()).add(f["strike_pids"][0])
+    for run, pids in struck.items():
+        if len(pids) > 1:
+            exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (a second wrapper-kill hit the keeper)")
     # The same window reached by two faults: each SIGKILL by pid, the second
     # before the survivor could act (seed 20261204 episode 779: 0.23 ms apart).
     for run in keeper_killed & wrapper_killed:

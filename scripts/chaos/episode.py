@@ -584,6 +584,7 @@ class Episode:
         self.current = {}          # worker -> (run id, Popen, environment, escape mode)
         self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
         self.treat = {}            # worker -> list of (kind, until, params)
+        self.wrappers = {}         # foreign-proc run -> its wrapper's pid, once found
         self.topology_lock = threading.Lock()
         self.t0 = None
         self.stall_r = self.stall_w = None
@@ -941,12 +942,20 @@ class Episode:
         self.scan_sections()
         return run if run in self.started and run not in self.ended else None
 
-    def wrapper_pid(self, proc):
+    def wrapper_pid(self, proc, run):
         """The wrapper (redlock-run) of a run: the Popen's own pid, but
-        below a foreign-proc run's namespace init."""
+        below a foreign-proc run's namespace init: the first process there
+        running the binary, remembered, and None once it is gone. Looked
+        up afresh after the wrapper died, the first such process is its
+        keeper (forked, not exec'd: the same binary), reparented to the
+        init: seed 20261204 episode 824's second strike killed it so."""
         if proc.args[0] != "unshare" or "--pid" not in proc.args:
             return proc.pid
-        return next((pid for pid in descendants(proc.pid) if exe(pid) == self.real_binary), None)
+        below = descendants(proc.pid)
+        if run not in self.wrappers:
+            self.wrappers[run] = next((pid for pid in below if exe(pid) == self.real_binary), None)
+        pid = self.wrappers[run]
+        return pid if pid in below else None
 
     def keeper_pid(self, wrapper):
         """The keeper: the child of the wrapper that has a child (the job).
@@ -1079,7 +1088,7 @@ class Episode:
                 time.sleep(0.01)
             with self.wlocks[w]:
                 run, proc = self.current.get(w, (None, None))[:2]
-                pid = self.wrapper_pid(proc) if proc is not None and proc.poll() is None else None
+                pid = self.wrapper_pid(proc, run) if proc is not None and proc.poll() is None else None
                 if pid is None:
                     rec["skipped"] = "no run"
                     rec["t0"] = rec["t1"] = mono()
@@ -1236,7 +1245,7 @@ class Episode:
                 self.wlocks[w].acquire()
                 run, proc = self.current.get(w, (None, None))[:2]
                 if run is not None and proc.poll() is None and self.holding_run(w) == run:
-                    wrapper = self.wrapper_pid(proc)
+                    wrapper = self.wrapper_pid(proc, run)
                     kept = self.keeper_pid(wrapper) if wrapper and keeper else None
                     if wrapper and (kept or not keeper):
                         return w, run, wrapper, kept
