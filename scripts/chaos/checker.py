@@ -102,8 +102,11 @@ def late_stops(plan, faults, sections):
       it was applied), so the lease ended by t0 + TTL at the latest. A
       section under way at t0 must log nothing after t0 + TTL.
     - Data lost on a quorum of nodes (FLUSHALL, a restart without
-      persistence, eviction): the README bounds the stop by one refresh
-      period + --kill-after (+ one per-node timeout); slack 200 ms.
+      persistence, eviction, lost-under-waiters): the README bounds the
+      stop by one refresh period + --kill-after (+ one per-node timeout);
+      slack 200 ms.
+    - A trickle on a quorum for a TTL or more: as latency beyond the
+      timeout (one deadline per exchange: no reply is in time).
     - A wrapper SIGKILLed: its job dies with it (PDEATHSIG): nothing after
       the kill + 200 ms.
     - A wrapper stopped by SIGTSTP in its section: the job stops with it
@@ -139,8 +142,11 @@ def late_stops(plan, faults, sections):
         t0, t1 = f.get("t0"), f.get("t1")
         if t0 is None or f.get("skipped"):
             continue
+        # A trickle on a quorum: every reply takes longer than the
+        # per-node timeout, so no refresh sent after t0 is confirmed.
         cut = (kind in ("node-partition", "node-pause") and f.get("quorum_lost")) or \
-              (kind == "latency" and f.get("quorum_lost") and f.get("beyond_timeout"))
+              (kind == "latency" and f.get("quorum_lost") and f.get("beyond_timeout")) or \
+              (kind == "trickle" and f.get("quorum_lost"))
         if cut or kind == "client-partition":
             if t1 - t0 < ttl:
                 continue
@@ -149,9 +155,11 @@ def late_stops(plan, faults, sections):
                     continue
                 if s["start"] < t0 < s["last"] and s["run"] not in frozen:
                     late_after(s, t0 + ttl, f"{kind} at t0 + TTL")
-        elif kind in ("flushall", "node-restart-volatile", "eviction") and f.get("quorum_lost", True):
+        elif kind in ("flushall", "node-restart-volatile", "eviction", "lost-under-waiters") \
+                and f.get("quorum_lost", True):
             bound = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
-            start = t1 if kind == "node-restart-volatile" else t0
+            restart = kind == "node-restart-volatile" or f.get("mode") == "restart"
+            start = t1 if restart else t0
             for s in sections.values():
                 if s["start"] < t0 < s["last"] and s["run"] not in frozen:
                     late_after(s, start + bound, f"{kind}: refresh + kill-after + timeout")
@@ -339,6 +347,69 @@ def spurious_lost(plan, run, section, faults):
     return not any(could_cost_the_lock(f) for f in faults)
 
 
+def newcomer(s, runs, faults):
+    """A section of a run spawned after a lost-under-waiters fault froze
+    new runs, beginning before the old holder's lease could have ended: a
+    newcomer that never saw the old holder may take the lock at once
+    (docs/safety.md, "Data lost in Redis"). The harness starts none then,
+    so this is a safeguard, not a window it relies on."""
+    spawned = next((r["t0"] for r in runs if r["run"] == s["run"]), None)
+    for f in faults:
+        if f["kind"] != "lost-under-waiters" or f.get("skipped") or "freeze" not in f:
+            continue
+        if spawned is not None and spawned > f["freeze"] and f["t0"] <= s["start"] <= f.get("quiet_until", 0):
+            return True
+    return False
+
+
+def server_side_exits(plan, runs, sections, faults):
+    """What the server-side kinds promise of the runs' ends:
+
+    - replica-hang (Sentinel, --replicas auto): locking goes on while the
+      primary is healthy (docs/topologies.md: "a sick replica never takes
+      locking down"; the other replica confirms). A run that lived within
+      the hang and exited 69 (unavailable), with no other fault near it
+      that could explain it, is unexpected.
+    - failover-waiters (Cluster): no waiter is skipped forever. A run that
+      waited in line at the failover and exited 75 (busy) although the
+      lock was free, after the failover, for longer than 2 TTL + 1 s of
+      its wait, is unexpected (the waiters' slowest fallback retries about
+      once a second).
+    """
+    found = []
+    pad = plan["ttl_ms"] * 1_000_000
+    for f in faults:
+        if f.get("skipped") or f.get("t0") is None:
+            continue
+        if f["kind"] == "replica-hang":
+            for r in runs:
+                if r["rc"] != 69 or r.get("nofile") or not (f["t0"] <= r["t0"] and r["t1"] <= f["t1"]):
+                    continue
+                near = [g for g in faults if g is not f and not g.get("skipped") and g.get("t0") is not None
+                        and g["kind"] != "escape"
+                        and g["t0"] - pad < r["t1"] and (g.get("t1") or g["t0"]) + pad > r["t0"]
+                        and g.get("run", r["run"]) == r["run"] and g.get("worker", r["worker"]) == r["worker"]]
+                if not near:
+                    found.append(f"unexpected exit: {r['run']} exited 69 while only a replica was hung "
+                                 f"({f.get('mode')}): locking must go on with --replicas auto")
+        elif f["kind"] == "failover-waiters":
+            spans = sorted((x["start"], x["last"]) for x in sections.values())
+            for r in runs:
+                if r["run"] not in f.get("in_line", []) or r["rc"] != 75:
+                    continue
+                covered, cursor = 0, f["t1"]
+                for a, b in spans:
+                    a, b = max(a, cursor), min(b, r["t1"])
+                    if b > a:
+                        covered += b - a
+                        cursor = b
+                free = max(0, r["t1"] - f["t1"]) - covered
+                if free > 2 * pad + 1_000_000_000:
+                    found.append(f"unexpected exit: {r['run']} waited in line through a Cluster failover and "
+                                 f"exited 75, though the lock was free for {free / 1e6:.0f} ms of its wait after it")
+    return found
+
+
 def check(workdir):
     plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
     out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
@@ -379,6 +450,8 @@ def check(workdir):
                 where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
             if where == "in" and len(others) < redlock_bound:
                 where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
+            if where == "in" and newcomer(s, runs, faults):
+                where, why = "out", "a newcomer that never saw the old holder took the lock after Redis lost it"
             orphans = [o["run"] for o in others
                        if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
             if orphans:
@@ -447,6 +520,10 @@ def check(workdir):
             out["unexpected"] += 1
             d.append(f"unexpected exit: {r['run']} exited 70 (lock lost) after its job ended by itself; "
                      "its keeper was stopped, and no fault near it could have cost it the lock")
+
+    for msg in server_side_exits(plan, runs, sections, faults):
+        out["unexpected"] += 1
+        d.append(msg)
 
     for msg in outlived(runs, sections, exempt):
         out["outlived"] += 1
