@@ -8,6 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
+/// The timeout of the tests that came from the run-mode modules.
+const LONG: Duration = Duration::from_secs(30);
 
 /// Characters that URL-encoding changes, so both forms must stay hidden.
 const PASSWORD: &str = "s3cret-p@ss:w/rd%";
@@ -332,4 +334,35 @@ fn a_password_file_that_is_not_a_small_regular_file_is_refused_at_once() {
         assert!(out.stderr.contains("--password-file"), "{out:?}");
     }
     assert_eq!(dbsize(&mut server.conn()), 0);
+}
+
+#[test]
+fn the_holder_record_never_stores_a_url_password() {
+    let server = RedisServer::builder().requirepass("rec0rd-pw").start();
+    let url = server.url_with(None, "rec0rd-pw");
+    let dir = TestDir::new();
+    let script = format!(
+        "touch '{s}'; while [ ! -e '{go}' ]; do sleep 0.02; done; : redis://app:other-secret@db:6380/0 {url}",
+        s = dir.file("started").display(),
+        go = dir.file("go").display(),
+    );
+    let mut run = spawn_piped(&mut job_at(&url, "rec", &script));
+    assert!(wait_for_file(dir.file("started"), LONG));
+    let record = hgetall(&mut server.conn(), "redlock:{rec}:holder");
+    let command = &record["command"];
+    assert!(command.contains("redis://app:***@db:6380/0"), "{command}");
+    assert!(
+        !command.contains("other-secret") && !command.contains("rec0rd-pw"),
+        "{command}"
+    );
+    let status = run_with_timeout(redlock(&url).args(["status", "rec"]), LONG);
+    assert!(!status.stdout.contains("rec0rd-pw"), "{status:?}");
+    std::fs::write(dir.file("go"), "").unwrap();
+    assert_eq!(run.wait_timeout(LONG).code, Some(0));
+}
+
+fn job_at(url: &str, key: &str, script: &str) -> Command {
+    let mut cmd = redlock(url);
+    cmd.args(["--key", key, "--", "sh", "-c", script]);
+    cmd
 }

@@ -11,6 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
+/// The timeout of the tests that came from the run-mode modules.
+const LONG: Duration = Duration::from_secs(30);
 
 /// Latin-1 "é": what an EnvironmentFile written in Latin-1 holds.
 fn latin1(text: &str) -> &'static OsStr {
@@ -173,4 +175,28 @@ fn text_options_that_are_not_utf8_name_the_option() {
         assert_usage_names(&out, option);
     }
     assert_eq!(dbsize(&mut server.conn()), 0);
+}
+
+#[test]
+fn durations_that_would_wrap_are_refused_before_redis() {
+    let server = RedisServer::start();
+    for args in [
+        ["--ttl", "18446744073709552s"],
+        ["--min-hold", "18446744073709552s"],
+        ["--max-hold", "500000000y"],
+        ["--refresh", "1ns"],
+        ["--wait", "500000000y"],
+        ["--random-delay", "500000000y"],
+    ] {
+        let out = run_with_timeout(
+            redlock(&server.url())
+                .args(["-k", "wrap"])
+                .args(args)
+                .args(["--", "true"]),
+            LONG,
+        );
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(args[0]), "{args:?}: {}", out.stderr);
+        assert_eq!(dbsize(&mut server.conn()), 0, "{args:?} touched Redis");
+    }
 }

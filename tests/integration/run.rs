@@ -2,6 +2,7 @@
 //! Redis before, during and after, waiting, refresh, and mutual exclusion.
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -467,51 +468,6 @@ fn a_closed_stderr_does_not_kill_the_wrapper() {
     );
 }
 
-#[test]
-fn the_shortest_ttl_the_defaults_accept_keeps_its_lock_while_redis_answers() {
-    // --ttl 400ms: refresh and --kill-after 133 ms each, the SIGTERM due
-    // 151 ms after the last confirmed write was sent. Each refresh must be
-    // sent a period after the write before it was *sent*, as the lease
-    // counts; a period after it was answered, or after the refresher
-    // thread started, is too late for every refresh. So few milliseconds
-    // are left that a loaded machine may lose one such lease for real (a
-    // refresh late by the scheduler): up to three holders are tried, and
-    // one must keep its lock through six refreshes (the old schedule lost
-    // every one).
-    let server = RedisServer::start();
-    let mut lost = Vec::new();
-    for attempt in 0..3 {
-        let key = format!("short{attempt}");
-        let dir = TestDir::new();
-        let hold = Hold::new(&dir);
-        let mut holder = hold.spawn(
-            &mut server
-                .job(&key)
-                .args(["--ttl", "400ms"])
-                .sh(hold.script("exit 0")),
-            LONG,
-        );
-        let lock = format!("redlock:{{{key}}}");
-        let mut conn = server.conn();
-        let (mut last, mut refreshed, mut gone) = (pttl(&mut conn, &lock), 0, false);
-        let kept = wait_until(LONG, || {
-            let now = pttl(&mut conn, &lock);
-            gone |= now <= 0;
-            refreshed += usize::from(now > last);
-            last = now;
-            gone || refreshed >= 6
-        });
-        hold.go();
-        let out = holder.wait_timeout(LONG);
-        if kept && !gone {
-            assert_eq!(out.code, Some(0), "{out:?}");
-            return;
-        }
-        lost.push(out);
-    }
-    panic!("the lock was lost under a running holder, three times: {lost:?}");
-}
-
 /// Wake-ups of every thread of `pid` so far (voluntary context switches:
 /// each is a sleep that ended), from /proc.
 fn wakeups(pid: i32) -> u64 {
@@ -583,4 +539,42 @@ fn without_user_or_logname_the_holder_is_named_from_the_passwd_file() {
         status.stdout.contains(&format!("({name})")),
         "status should name the user {name}: {status:?}"
     );
+}
+
+#[test]
+fn a_script_without_a_shebang_runs_with_sh() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let script = dir.file("plain-script");
+    std::fs::write(&script, "echo \"ran with $# args: $1 $2\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // By path, and found on $PATH.
+    let by_path = run_with_timeout(
+        &mut server
+            .job("noshebang")
+            .exec([script.to_str().unwrap(), "a", "b c"]),
+        LONG,
+    );
+    assert_eq!(by_path.code, Some(7), "{by_path:?}");
+    assert_eq!(by_path.stdout, "ran with 2 args: a b c\n");
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let on_path = run_with_timeout(
+        server
+            .job("noshebang")
+            .exec(["plain-script", "x"])
+            .env("PATH", path),
+        LONG,
+    );
+    assert_eq!(on_path.code, Some(7), "{on_path:?}");
+    assert_eq!(on_path.stdout, "ran with 1 args: x \n");
+    // A file that is not executable is still 126, a missing one 127.
+    let data = dir.file("data");
+    std::fs::write(&data, "echo no\n").unwrap();
+    let denied = run_with_timeout(&mut server.job("noshebang").exec([&data]), LONG);
+    assert_eq!(denied.code, Some(126), "{denied:?}");
+    let missing = run_with_timeout(
+        &mut server.job("noshebang").exec(["no-such-command-here"]),
+        LONG,
+    );
+    assert_eq!(missing.code, Some(127), "{missing:?}");
 }

@@ -175,3 +175,23 @@ pub fn read_pid(dir: &TestDir, name: &str, timeout: Duration) -> i32 {
     assert!(found, "{name} never held a pid");
     pid.unwrap_or_default()
 }
+
+/// A job that writes its pid to `pid` in `dir`, then ticks into `ticks`
+/// there every 20 ms.
+pub fn ticking(dir: &TestDir) -> String {
+    format!(
+        "echo $$ > '{pid}'; while :; do echo tick >> '{ticks}'; sleep 0.02; done",
+        pid = dir.file("pid").display(),
+        ticks = dir.file("ticks").display(),
+    )
+}
+
+/// A job whose shell and background grandchild both record their pids
+/// (`child` and `grandchild` in `dir`).
+pub fn tree_script(dir: &TestDir) -> String {
+    format!(
+        "sleep 100 & echo $! > '{g}'; echo $$ > '{c}'; wait",
+        g = dir.file("grandchild").display(),
+        c = dir.file("child").display()
+    )
+}
