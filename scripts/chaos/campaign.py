@@ -111,7 +111,8 @@ def run_episode(seed, k, base, keep, host=True, server=True):
         result["output"] += f"\nchecker: {err}"
     if proc.returncode != 0 or result["counts"] is None:
         result["error"] = True
-    if not keep and not failed(result):
+    missed = result["plan"] and result["plan"]["control"] and not caught(result)
+    if not keep and not failed(result) and not missed:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
 

@@ -890,6 +890,12 @@ class Episode:
                 args += ["--redis", f"redis://127.0.0.1:{proxy.port}"]
             if p["prefixes"]:
                 args += ["--prefix", p["prefixes"][w % 2]]
+                # Control c1: each prefix's lock held nearly all the time
+                # (a TTL and a long wait), so that the two holders overlap
+                # however loaded the machine is (seed 20261206's c1-8 had
+                # 6 short sections that happened not to overlap).
+                info["dur_ms"] = dur = ttl
+                args[args.index("--wait") + 1] = "3s"
             if p["control"] == "c2":
                 info["dur_ms"] = dur = 3000 if w == 0 else 400
                 args[args.index("--wait") + 1] = "5s"
