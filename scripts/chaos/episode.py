@@ -351,7 +351,7 @@ def plan_server_fault(rng, kind, topology, nodes, workers, ttl, duration):
         # Two waiters need three workers: a Cluster episode of two gets one
         # more for the server side (workers of its own, never a host-side
         # fault's victim: those are planned among the episode's workers).
-        fault.update(waiters=2, lead=2.0, settle=0, wait_s=8, add_workers=max(0, 3 - workers))
+        fault.update(waiters=2, lead=2.0, settle=0, wait_s=20, add_workers=max(0, 3 - workers))
     elif kind == "replica-hang":
         fault["length"] = round(rng.uniform(1.0, 3.0), 3)
         fault["mode"] = rng.choice(["stop", "stop", "partition"])
@@ -1463,6 +1463,8 @@ class Episode:
                     time.sleep(0.002)
         except (OSError, resp.RespError, ConnectionError, TypeError):
             pass
+        holders, in_line, _ = self.queue_state()
+        rec["at_strike"] = {"holders": holders, "in_line": in_line}
         if f["mode"] == "flushall":
             rec["t0"] = mono()
             for s in nodes:
