@@ -676,6 +676,7 @@ class Episode:
         self.frozen, self.quiet_until, self.boost = False, 0.0, None
         self.spawned = {}          # run -> when its wrapper was spawned (ns)
         self.wrappers = {}         # foreign-proc run -> its wrapper's pid, once found
+        self.nft_lock, self.nft_refs = threading.Lock(), {}  # (set, element) -> faults using it
         self.treat = {}            # worker -> list of (kind, until, params)
         self.topology_lock = threading.Lock()
         self.t0 = None
@@ -1132,17 +1133,12 @@ class Episode:
             rec["t1"] = mono()
 
         if kind == "node-partition":
-            elems = "{ %s }" % ", ".join(map(str, ports))
-            window(lambda: nft("add", "element", "inet", "chaos", "blocked", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "blocked", elems))
+            window(lambda: self.nft_set("blocked", ports, +1), lambda: self.nft_set("blocked", ports, -1))
         elif kind == "packet-loss":
-            elems = "{ %s }" % ", ".join(map(str, ports))
-            window(lambda: nft("add", "element", "inet", "chaos", "lossy", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "lossy", elems))
+            window(lambda: self.nft_set("lossy", ports, +1), lambda: self.nft_set("lossy", ports, -1))
         elif kind == "client-partition":
-            elems = "{ %d }" % (30000 + f["worker"])
-            window(lambda: nft("add", "element", "inet", "chaos", "uids", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "uids", elems))
+            uid = [30000 + f["worker"]]
+            window(lambda: self.nft_set("uids", uid, +1), lambda: self.nft_set("uids", uid, -1))
         elif kind == "latency":
             proxies = [self.proxies[i] for i in f["nodes"]]
 
@@ -1385,6 +1381,25 @@ class Episode:
                         self.frozen = False
                     rec["quiet_until"] = mono() + int(quiet * 1e9)
 
+    def nft_set(self, name, elems, step):
+        """Add (+1) or take back (-1) elements of an nftables set, counted:
+        two faults on one port (two packet-loss windows on a node they
+        share) each take back only their own. Without the count the first
+        to end removed both's, the second's delete then failed as a whole
+        and left its other ports lossy for the rest of the episode (seed
+        20261206 episode 816: a leftover check that timed out)."""
+        with self.nft_lock:
+            changed = []
+            for e in elems:
+                key = (name, e)
+                before = self.nft_refs.get(key, 0)
+                self.nft_refs[key] = before + step
+                if (step > 0 and before == 0) or (step < 0 and before == 1):
+                    changed.append(str(e))
+            if changed:
+                nft("add" if step > 0 else "delete", "element", "inet", "chaos", name,
+                    "{ %s }" % ", ".join(changed))
+
     def said_waiting(self, run):
         """Whether a run said it waits for a busy lock (its -v line `...;
         waiting`): it has seen a holder. Only for choosing the moment."""
@@ -1521,11 +1536,10 @@ class Episode:
         except (OSError, resp.RespError, ConnectionError, ValueError) as err:
             rec["error"] = str(err)
         rec["ports"] = ports
-        elems = "{ %s }" % ", ".join(map(str, ports))
-        nft("add", "element", "inet", "chaos", "blocked", elems)
+        self.nft_set("blocked", ports, +1)
         rec["t0"] = mono()
         time.sleep(f["length"])
-        nft("delete", "element", "inet", "chaos", "blocked", elems)
+        self.nft_set("blocked", ports, -1)
         rec["t1"] = mono()
 
     def start_busy(self, delay):
@@ -1760,7 +1774,14 @@ class Episode:
         try:
             found += keys()
         except (OSError, resp.RespError, ConnectionError) as err:
-            found.append(f"keys unreadable: {err}")
+            states = []
+            for i, srv in enumerate(self.servers):
+                try:
+                    with open(f"/proc/{srv.proc.pid}/stat") as f:
+                        states.append(f"node{i} pid {srv.proc.pid} state {f.read().rsplit(')', 1)[1].split()[0]}")
+                except (OSError, AttributeError, IndexError):
+                    states.append(f"node{i} gone")
+            found.append(f"keys unreadable: {err} ({', '.join(states)})")
         self.events("lingering", items=sorted(lingering))
         return found
 
