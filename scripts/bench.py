@@ -29,10 +29,14 @@ too, side by side, when given), and how many Redis commands one run sends
 
 Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
-`--quick` exists so CI can check the bench still runs.
+`--quick` exists so CI can check the bench still runs. `--focus N` measures
+only issue 39's figures against flock over N interleaved rounds
+(bench_focus.py); `--json FILE` keeps the raw results of any mode
+(bench_render.py makes docs/benchmarks.md's side-by-side table of them).
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -53,6 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fleet as fleet  # noqa: E402  (sections 7-9)
+import bench_focus as focus  # noqa: E402  (--focus: issue 39's figures)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
@@ -117,184 +122,12 @@ class Stop(Exception):
 
 
 # ---------------------------------------------------------------------------
-# Redis servers
+# Redis servers and topologies: scripts/benchlib.py
 
-
-class Redis:
-    """A throwaway redis-server (or sentinel) with a minimal RESP client."""
-
-    def __init__(self, tmp: Path, name="redis", args=(), sentinel_for=None):
-        self.name = name
-        self.dir = tmp / name
-        self.dir.mkdir()
-        self.sock = None
-        for _ in range(5):
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                self._argv(list(args), sentinel_for),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-            if self._ready():
-                return
-            self.stop()
-        raise SetupError(f"{name}: redis-server did not start (see {self.dir / 'redis.log'})")
-
-    def _argv(self, args, sentinel_for):
-        if sentinel_for is None:
-            return [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-                "--logfile", str(self.dir / "redis.log"), "--daemonize", "no",
-                "--protected-mode", "no", *args,
-            ]
-        conf = self.dir / "sentinel.conf"   # a sentinel rewrites its config: a file of its own
-        conf.write_text(
-            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
-            f"dir {self.dir}\nlogfile {self.dir / 'redis.log'}\n"
-            f"sentinel monitor mymaster 127.0.0.1 {sentinel_for} 2\n"
-        )
-        return ["redis-server", str(conf), "--sentinel"]
-
-    def _ready(self):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-                self.reader = self.sock.makefile("rb")
-                if self.cmd("PING") == "PONG":
-                    return True
-            except OSError:
-                time.sleep(0.02)
-        return False
-
-    def cmd(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-        return self._reply()
-
-    def _reply(self):
-        line = self.reader.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.reader.read(n + 2)[:-2]
-            return data.decode()
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise RuntimeError(f"bad reply {line!r}")
-
-    def calls(self, only=None):
-        """Commands served since CONFIG RESETSTAT (those run by scripts
-        included), the bench's own excluded; or calls of `only`."""
-        total = 0
-        for line in self.cmd("INFO", "commandstats").splitlines():
-            if line.startswith("cmdstat_"):
-                name, stats = line[len("cmdstat_"):].split(":", 1)
-                name = name.split("|")[0]
-                if name == only or (only is None and name not in ("info", "config", "pubsub", "ping")):
-                    total += int(stats.split(",")[0].split("=")[1])
-        return total
-
-    def subscribers(self, channel):
-        return self.cmd("PUBSUB", "NUMSUB", channel)[1]
-
-    def stop(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-class SetupError(Exception):
-    pass
-
-
-class Servers:
-    """Every redis-server and sentinel the bench starts, stopped together."""
-
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.all = []
-
-    def start(self, name, args=(), sentinel_for=None):
-        server = Redis(self.tmp, name, args, sentinel_for)
-        self.all.append(server)
-        return server
-
-    def stop(self):
-        for server in reversed(self.all):
-            server.stop()
-        self.all = []
-
-
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
-
-
-def wait_for(what, check, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except (OSError, RuntimeError):
-            pass
-        if time.monotonic() > deadline:
-            raise SetupError(f"{what} not ready after {timeout} s")
-        time.sleep(0.05)
-
-
-def start_quorum(servers, nodes=5):
-    """`nodes` independent masters: `--redis` repeated, a Redlock quorum."""
-    masters = [servers.start(f"quorum{i}") for i in range(nodes)]
-    return [a for m in masters for a in ("--redis", f"redis://127.0.0.1:{m.port}")]
-
-
-def start_sentinel(servers):
-    """One primary watched by 3 sentinels (quorum 2)."""
-    primary = servers.start("sentinel-primary")
-    sentinels = [servers.start(f"sentinel{i}", sentinel_for=primary.port) for i in range(3)]
-    want = ["127.0.0.1", str(primary.port)]
-    for s in sentinels:
-        wait_for(s.name, lambda: s.cmd("SENTINEL", "get-master-addr-by-name", "mymaster") == want)
-    hosts = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
-    return ["--redis", f"redis+sentinel://{hosts}/mymaster"]
-
-
-def start_cluster(servers):
-    """3 primaries, no replicas, all 16384 slots assigned."""
-    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "5000"]
-    nodes = [servers.start(f"cluster{i}", args) for i in range(3)]
-    addrs = [f"127.0.0.1:{n.port}" for n in nodes]
-    made = subprocess.run(
-        ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-    )
-    if made.returncode != 0:
-        raise SetupError("redis-cli --cluster create: " + (made.stderr or made.stdout).strip()[-200:])
-    for n in nodes:
-        wait_for(n.name, lambda: "cluster_state:ok" in n.cmd("CLUSTER", "INFO"))
-    return ["--redis", "redis+cluster://" + ",".join(addrs)]
+from benchlib import (  # noqa: E402
+    Redis, SetupError, Servers, free_port, start_cluster, start_quorum, start_sentinel,
+    wait_for,
+)
 
 
 def ping(s):
@@ -361,6 +194,8 @@ class Tools:
         self.glibc = str(glibc) if glibc else None
         self.failures = []
         self.variants = {"redlock-run": ["--redis", self.url]}
+        # Rows run by another binary (--focus --before B: "before").
+        self.others = {}
         if self.glibc:
             self.variants[GLIBC] = ["--redis", self.url]
         self.wrapper = None
@@ -383,7 +218,7 @@ class Tools:
             return [self.flock, str(self.tmp / f"{key}.flock")] + command
         if name == "redis-cli":
             return [str(self.wrapper), f"cli:{key}"] + command
-        binary = self.glibc if name == GLIBC else self.binary
+        binary = self.glibc if name == GLIBC else self.others.get(name, self.binary)
         return [binary, *self.variants[name], "--key", key, "--"] + command
 
     def stderr_log(self, name):
@@ -1211,9 +1046,9 @@ def targets(u, c, r, p, v):
         if five in st:
             if st[five] == "ok":
                 o = overhead(stats, five)[0]
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.3 * plain))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node ({o * 1000:.2f} vs {plain * 1000:.2f} ms = {o / max(plain, 1e-6):.2f}x)", o <= 1.2 * plain))
             else:
-                out.append((f"Redlock over 5 nodes overhead <= 1.3x single-node: {st[five]}", None))
+                out.append((f"Redlock over 5 nodes overhead <= 1.2x single-node: {st[five]}", None))
         for name in ("sentinel", "cluster"):
             if name not in st:
                 continue
@@ -1281,6 +1116,49 @@ def smoke(tools):
             sys.exit(f"bench: `{name} -- true` exited {code}; not measuring")
 
 
+def focus_main(args):
+    """--focus N: issue 39's figures, N rounds (see bench_focus.py)."""
+    params = (args.focus, 20 if args.quick else 100, 8, 5 if args.quick else 10)
+    n, rounds, workers, runs = params
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="redlock-focus") as tmp:
+        tmp = Path(tmp)
+        section = build_section(tmp)
+        servers = Servers(tmp)
+        try:
+            tools = Tools(tmp, servers.start("redis"), Path(args.binary))
+            if args.before:
+                tools.others[focus.BEFORE] = str(args.before)
+                tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
+            smoke(tools)
+            got = [focus.one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended)
+                   for i in range(n)]
+            tools.failures += tools.release_warnings()
+        finally:
+            servers.stop()
+    s = {n: focus.summary(got, n) for n in got[0]["overhead_ms"] if n != "flock"}
+    print(f"redlock-run bench (focus), {time.strftime('%Y-%m-%d')}: {machine()}")
+    print(f"(load average {os.getloadavg()[0]:.2f} at the end)")
+    print(binaries_header(args))
+    if args.before:
+        print(f"{focus.BEFORE} = {shown_path(args.before)}, measured in the same rounds")
+    focus.report(got, params)
+    if args.json:
+        save_json(args, dict(kind="focus", params=params, rounds=got, summary=s,
+                             targets={n: focus.targets(x, n) for n, x in s.items()}, failures=tools.failures))
+    print(f"(the bench took {time.monotonic() - began:.0f} s)")
+    if tools.failures:
+        print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))
+    return 1 if tools.failures else 0
+
+
+def save_json(args, results):
+    """The raw results as JSON (scripts/bench_render.py makes tables of it)."""
+    results.update(date=time.strftime("%Y-%m-%d"), machine=machine(),
+                   binary=shown_path(args.binary), linkage=linkage(args.binary))
+    Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
 def on_signal(signum, frame):
     raise Stop(signal.Signals(signum).name)
 
@@ -1296,6 +1174,11 @@ def parse_args():
     ap.add_argument("--no-topologies", action="store_true", help="skip the 5-node, Sentinel and Cluster rows")
     ap.add_argument("--phases", action="store_true", help="per-phase strace breakdown of one run, instead of the bench")
     ap.add_argument("--traces", type=int, default=5, help="traced runs for --phases (median)")
+    ap.add_argument("--focus", type=int, metavar="N",
+                    help="only issue 39's figures against flock, N interleaved rounds (medians)")
+    ap.add_argument("--before", metavar="BINARY",
+                    help="with --focus: also measure BINARY (an earlier build), a row of its own in every round")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results to FILE (JSON)")
     return ap.parse_args()
 
 
@@ -1311,6 +1194,8 @@ def main():
             sys.exit(f"bench: {binary} is not an executable (scripts/bench.sh builds it)")
     if args.phases:
         return phases_main(args)
+    if args.focus:
+        return focus_main(args)
 
     args.load = os.getloadavg()[0]
     q = args.quick
@@ -1352,6 +1237,9 @@ def main():
         finally:
             servers.stop()
     report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
+    if args.json:
+        save_json(args, dict(kind="quick" if q else "full", params=params, uncontended=u, contended=c,
+                             rss=r, queue=w, processes=p, variants=v, fleet=f, failures=tools.failures))
     return 1 if tools.failures else 0
 
 

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark redlock-run against true, flock(1) and a redis-cli wrapper.
-# Usage: scripts/bench.sh [--quick] [--no-topologies] [--idle N]
+# Usage: scripts/bench.sh [--quick] [--no-topologies] [--idle N] [--json FILE]
+#        scripts/bench.sh --focus N [--before OLD_BINARY] [--json FILE]
+# --focus N: only issue 39's figures against flock (uncontended overhead,
+# hand-over, contended total, a holder's memory), N interleaved rounds,
+# medians of the rounds' ratios; --before adds an earlier build's row to
+# every round. scripts/bench_render.py makes docs/benchmarks.md's table
+# from the --json file.
 # Sections 7-9 (scripts/bench_fleet.py): a herd of 1,000 runs, 2,000 holders,
 # Redlock fan-out behind a latency proxy.
 # Builds the static musl binary, the one the .deb and the tarball carry and

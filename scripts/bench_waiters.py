@@ -20,20 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402
+import benchlib  # noqa: E402
 
 KEY = "redlock:{queue-redlock-run}"
-
-
-def calls_all(self, only=None):
-    """Redis.calls, with PUBSUB counted (NUMSUB runs inside the scripts)."""
-    total = 0
-    for line in self.cmd("INFO", "commandstats").splitlines():
-        if line.startswith("cmdstat_"):
-            name, stats = line[len("cmdstat_"):].split(":", 1)
-            name = name.split("|")[0]
-            if name == only or (only is None and name not in ("info", "config", "ping")):
-                total += int(stats.split(",")[0].split("=")[1])
-    return total
 
 
 def cpu_s(pids):
@@ -55,9 +44,10 @@ def main():
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    bench.Redis.calls = calls_all
+    # PUBSUB counted too: NUMSUB runs inside the scripts.
+    benchlib.Redis.NOT_COUNTED = ("info", "config", "ping")
     spawned, state, lines, stop = [], {}, [], threading.Event()
-    spawn, cmd = bench.Tools.spawn, bench.Redis.cmd
+    spawn, cmd = bench.Tools.spawn, benchlib.Redis.cmd
 
     def spawning(self, *a, **kw):
         pid = spawn(self, *a, **kw)
@@ -88,11 +78,11 @@ def main():
                 time.sleep(0.3)
         return cmd(self, *a)
 
-    bench.Tools.spawn, bench.Redis.cmd = spawning, command
+    bench.Tools.spawn, benchlib.Redis.cmd = spawning, command
     with tempfile.TemporaryDirectory(prefix="redlock-waiters") as tmp:
         tmp = Path(tmp)
         section = bench.build_section(tmp)
-        servers = bench.Servers(tmp)
+        servers = benchlib.Servers(tmp)
         try:
             redis = servers.start("redis")
             tools = bench.Tools(tmp, redis, Path(args.binary))

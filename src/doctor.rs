@@ -393,7 +393,7 @@ impl Doctor {
         }
         self.scripting(&mut link, node);
         self.rights(server, &mut link, node, needed);
-        self.clock(&mut link, node);
+        self.clock(server, &mut link, node);
     }
 
     /// PING a few times; the slowest answer against the per-node timeout.
@@ -901,18 +901,28 @@ impl Doctor {
 
     /// This host's clock against the server's (`TIME`), within the
     /// uncertainty of the round trip.
-    fn clock(&mut self, link: &mut Link, node: &str) {
-        let before = host_micros();
-        let sent = Instant::now();
-        let reply = link.call(&["TIME"]);
-        let rtt = sent.elapsed();
-        let after = host_micros();
-        let server = reply.ok().and_then(|r| {
-            let items = r.items();
-            Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
-        });
-        let Some(server) = server else {
-            return self.no_time(link, node);
+    fn clock(&mut self, at: &Server, link: &mut Link, node: &str) {
+        let mut timed = time_of(link);
+        if let Err(Failed::Io(_)) = timed {
+            // No answer in the per-node timeout: a slow link, which the
+            // round-trip check tells. The offset is still worth knowing:
+            // asked once more with time to spare (the round trip's
+            // uncertainty is allowed for below).
+            timed = at
+                .connect(CLOCK_TIMEOUT)
+                .and_then(|mut slow| time_of(&mut slow));
+        }
+        let (server, rtt, before, after) = match timed {
+            Ok(timed) => timed,
+            Err(Failed::Io(why)) => {
+                let detail = format!(
+                    "TIME got no answer within {}: the clock offset is unknown ({why})",
+                    show(CLOCK_TIMEOUT)
+                );
+                let fix = "see the round-trip check: the link to this server is slow or lossy";
+                return self.bad(Status::Warn, "clock", node, detail, fix);
+            }
+            Err(_) => return self.no_time(link, node),
         };
         let offset = server - (before + after) / 2;
         let beyond = offset
@@ -1376,6 +1386,29 @@ fn gaps(served: &[bool]) -> Vec<String> {
         out.push(format!("and {more} more range(s)"));
     }
     out
+}
+
+/// How long the clock check waits for TIME when the per-node timeout
+/// was not enough.
+const CLOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server's TIME in microseconds, the round trip's length, and this
+/// host's clock just before and after it.
+fn time_of(link: &mut Link) -> Result<(i128, Duration, i128, i128), Failed> {
+    let before = host_micros();
+    let sent = Instant::now();
+    let reply = link.call(&["TIME"])?;
+    let rtt = sent.elapsed();
+    let after = host_micros();
+    let items = reply.items();
+    let server = (|| {
+        Some(i128::from(items.first()?.int()?) * 1_000_000 + i128::from(items.get(1)?.int()?))
+    })();
+    let server = server.ok_or_else(|| Failed::Refused {
+        code: "ERR".into(),
+        message: "TIME's answer is not two integers".into(),
+    })?;
+    Ok((server, rtt, before, after))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
-use crate::lock::{Extend, Ownership, Quorum, Wakeups};
+use crate::lock::{listen, Extend, Heard, Interrupts, Ownership, Quorum, Wakeups};
 use crate::log::{field, ms, Ev, Log};
 pub use crate::plan::Loss;
 use crate::plan::{self, Refresh};
@@ -43,8 +43,9 @@ pub struct SharedLease {
     refresh_failures: AtomicU64,
     /// Held by the refresher while it talks to Redis; taken by `stop`.
     busy: Mutex<bool>,
-    /// Set by `stop` before it waits for `busy`: a refresh in flight then
-    /// ends quietly (COMMAND has exited; its failure is news to nobody).
+    /// Set by `stop` before it waits for `busy`, or by `hush` once a loss
+    /// was told: a refresh in flight then ends quietly (its failure is
+    /// news to nobody).
     stopping: AtomicBool,
     /// Written to when a loss is found, to wake the main thread's poll.
     wake: UnixStream,
@@ -97,6 +98,12 @@ impl SharedLease {
         if let Some(file) = self.file.get() {
             file.remove();
         }
+    }
+
+    /// The loss has been told (or COMMAND has exited): a refresh that
+    /// fails from now on says nothing.
+    pub fn hush(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
     }
 
     /// A loss the refresher found, if any.
@@ -164,7 +171,7 @@ impl Refresher {
     /// Stop refreshing: waits for a refresh in flight (at most one per-node
     /// timeout), so that none lands after this returns.
     pub fn stop(self) {
-        self.lease.stopping.store(true, Ordering::SeqCst);
+        self.lease.hush();
         let mut busy = self
             .lease
             .busy
@@ -199,6 +206,11 @@ fn refresh(
             return;
         }
         let extended = quorum.extend(token);
+        // Counted before `stop` can return: a run that ends on this
+        // failure reports it (its metrics are read once `stop` returns).
+        if matches!(extended, Extend::Failed(_)) {
+            lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
+        }
         drop(busy);
         match extended {
             Extend::Extended(until) => {
@@ -214,7 +226,6 @@ fn refresh(
             Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
-                lease.refresh_failures.fetch_add(1, Ordering::Relaxed);
                 // Said only while a retry can still matter: not once the
                 // run stopped refreshing (COMMAND has exited), nor once
                 // the lease has run out (the main thread tells that loss,
@@ -241,29 +252,26 @@ fn refresh(
 /// stop is noticed at the next wake-up at the latest; nothing waits for
 /// it meanwhile, and no refresh follows it (see [`Refresher::stop`]).
 fn wait_for(next: Instant, watch: &mut Option<Wakeups>, stopped: &Receiver<()>) -> bool {
-    loop {
-        let left = next.saturating_duration_since(Instant::now());
-        let Some(subscription) = watch else {
-            return match stopped.recv_timeout(left) {
-                Err(RecvTimeoutError::Timeout) => true,
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => false,
-            };
-        };
-        if left.is_zero() {
-            return true;
+    let heard = listen(watch, next, stopped);
+    !matches!(heard, Heard::Interrupted(_)) && Interrupts::pending(stopped).is_none()
+}
+
+/// The refresher's thread blocks signals: only a stop ends its wait, and
+/// only when it wakes (its reads last until the next refresh).
+impl Interrupts for Receiver<()> {
+    fn pending(&self) -> Option<i32> {
+        match self.try_recv() {
+            Err(TryRecvError::Empty) => None,
+            Ok(()) | Err(TryRecvError::Disconnected) => Some(0),
         }
-        let heard = subscription.wait(left);
-        match stopped.try_recv() {
-            Err(TryRecvError::Empty) => {}
-            Ok(()) | Err(TryRecvError::Disconnected) => return false,
+    }
+    fn sleep(&self, d: Duration) -> Option<i32> {
+        match self.recv_timeout(d) {
+            Err(RecvTimeoutError::Timeout) => None,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => Some(0),
         }
-        match heard {
-            Ok(false) => {}
-            Ok(true) => return true,
-            Err(_) => {
-                *watch = None;
-                return true;
-            }
-        }
+    }
+    fn during_reads(&self) -> bool {
+        false
     }
 }

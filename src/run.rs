@@ -124,19 +124,17 @@ fn run_recorded(
     // refused first, and a waiter's cgroup is ready when the lock is.
     let containment = contain(cfg)?;
     let mut main = quorum();
-    let mut token = uuid::Uuid::new_v4().to_string();
     let started = Instant::now();
     let waited = wait::acquire(
         &mut main,
-        &mut token,
         &crate::holder::record(cfg),
         wait::Patience::of(cfg),
         &cfg.key,
         &signals,
         log,
     );
-    let (acquired, subscription) = match waited {
-        Ok(Waited::Acquired(lease, subscription)) => (lease, subscription),
+    let (acquired, token, subscription) = match waited {
+        Ok(Waited::Acquired(lease, token, subscription)) => (lease, token, subscription),
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };

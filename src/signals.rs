@@ -148,6 +148,16 @@ impl Signals {
     }
 }
 
+/// A waiting run's and `wait KEY`'s waits end with a forwarded signal.
+impl crate::lock::Interrupts for Signals {
+    fn pending(&self) -> Option<i32> {
+        Signals::pending(self)
+    }
+    fn sleep(&self, d: Duration) -> Option<i32> {
+        Signals::sleep(self, d)
+    }
+}
+
 /// Block until `fd` is readable or `timeout` passes (EINTR ends it too).
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];

@@ -300,6 +300,10 @@ impl<'a> Supervisor<'a> {
     /// The lock is lost: stop COMMAND first, then say so.
     fn lose(&mut self, loss: Loss) {
         self.plan.lose(loss);
+        if let Some(guard) = &self.guard {
+            // Told once: a retry failing from now on is news to nobody.
+            guard.lease.hush();
+        }
         if self.plan.stopping().is_none() {
             self.stop(Reason::Lost(loss));
         }

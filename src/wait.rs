@@ -30,15 +30,17 @@ use std::time::{Duration, Instant};
 use crate::exit::{Exit, Failure};
 use crate::holder::{describe_holder, label_field};
 use crate::jitter::jitter;
-use crate::lock::{Attempt, BusyInfo, Extend, Holder, Lease, LineTry, Place, Quorum, Wakeups};
+use crate::lock::{
+    listen, Attempt, BusyInfo, Extend, Heard, Holder, Lease, LineTry, Place, Quorum, Wakeups,
+};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals as SignalRelay;
 
 /// How waiting ended, when it did not fail.
 pub enum Waited {
-    /// With the subscription, if we waited: closing it is left until
-    /// COMMAND has started (see `run.rs`).
-    Acquired(Lease, Option<Wakeups>),
+    /// With the token of the lock we hold, and the subscription if we
+    /// waited: closing it is left until COMMAND has started (see `run.rs`).
+    Acquired(Lease, String, Option<Wakeups>),
     /// Still busy when `--wait` ran out (boxed: large, and rare).
     Busy(Box<BusyInfo>),
     /// `--queue newest-wins`: a newer waiter (host, pid) took our place.
@@ -110,13 +112,6 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(500);
 
-/// How long one blocking read of the subscription may last. A signal
-/// interrupts the read (it has a timeout, so it is never restarted), so
-/// this bounds only how late a signal that came just before the read is
-/// noticed; and it is how often an idle waiter wakes (1,000 waiters woke
-/// 20,000 times a second with 50 ms slices: 40% of a core).
-const SLICE: Duration = Duration::from_millis(500);
-
 /// How long a run waits for a busy lock, and how often it says so.
 #[derive(Debug, Clone, Copy)]
 pub struct Patience {
@@ -136,17 +131,16 @@ impl Patience {
     }
 }
 
-/// Try to take the lock, waiting up to `patience.wait` (`None`: forever),
-/// and saying so (see [`Waiter::tell`]).
-/// `token` may be replaced: with several nodes (Redlock), an attempt that
-/// failed (a timeout, or a minority given back) is followed by one with a
-/// fresh token, so that a command of the earlier attempt that
-/// reaches a node late (a lossy link delivers what was queued on a dropped
-/// connection) can never touch the later attempt's lock. On return it is
-/// the token of the lock we hold.
+/// Try to take the lock with a fresh token, waiting up to `patience.wait`
+/// (`None`: forever), and saying so (see [`Waiter::tell`]). Acquired:
+/// with the token of the lock we hold, which is the waiter's to choose:
+/// with several nodes (Redlock), an attempt that failed (a timeout, or a
+/// minority given back) is followed by one with a fresh token, so that a
+/// command of the earlier attempt that reaches a node late (a lossy link
+/// delivers what was queued on a dropped connection) can never touch the
+/// later attempt's lock.
 pub fn acquire(
     quorum: &mut Quorum,
-    token: &mut String,
     holder: &Holder,
     patience: Patience,
     key: &str,
@@ -154,7 +148,7 @@ pub fn acquire(
     log: &Log,
 ) -> Result<Waited, Failure> {
     let mut waiter = Waiter {
-        token: token.clone(),
+        token: uuid::Uuid::new_v4().to_string(),
         holder,
         started: Instant::now(),
         give_up: patience.wait.map(|w| Instant::now() + w),
@@ -178,9 +172,11 @@ pub fn acquire(
         splits: 0,
     };
     let waited = waiter.wait_in_line(quorum);
-    token.clone_from(&waiter.token);
+    let token = &waiter.token;
     match waited {
-        Ok(Waited::Acquired(lease, _)) => Ok(Waited::Acquired(lease, waiter.wakeups.take())),
+        Ok(Waited::Acquired(lease, token, _)) => {
+            Ok(Waited::Acquired(lease, token, waiter.wakeups.take()))
+        }
         // Out of the line already: the newer waiter took us out.
         Ok(Waited::Busy(info)) if info.replaced_by.is_some() => {
             quorum.give_back_owed(token);
@@ -238,9 +234,15 @@ struct Waiter<'a> {
 
 /// What to do after an attempt that did not find the lock busy.
 enum Next {
-    Done(Waited),
+    Done(Box<Waited>),
     /// Try again after a short pause.
     Retry,
+}
+
+impl Next {
+    fn done(waited: Waited) -> Next {
+        Next::Done(Box::new(waited))
+    }
 }
 
 impl Waiter<'_> {
@@ -270,7 +272,7 @@ impl Waiter<'_> {
                     }
                 }
                 other => match self.settle(other, quorum)? {
-                    Next::Done(waited) => return Ok(waited),
+                    Next::Done(waited) => return Ok(*waited),
                     Next::Retry => match self.pause(quorum, RECONNECT_MIN, RECONNECT_MAX) {
                         Some(sig) => return Ok(Waited::Signaled(sig)),
                         None => continue,
@@ -623,12 +625,16 @@ impl Waiter<'_> {
         let failed = |exit, error, why: &str| failure(key, exit, error, why);
         let failure = !matches!(attempt, Attempt::Acquired(_) | Attempt::Busy(_));
         if let Some(sig) = self.signals.pending().filter(|_| failure) {
-            return Ok(Next::Done(Waited::Signaled(sig)));
+            return Ok(Next::done(Waited::Signaled(sig)));
         }
         match attempt {
             Attempt::Acquired(lease) => {
                 warn_if_reset(&lease, key, self.log);
-                Ok(Next::Done(Waited::Acquired(lease, None)))
+                Ok(Next::done(Waited::Acquired(
+                    lease,
+                    self.token.clone(),
+                    None,
+                )))
             }
             Attempt::Refused(error) => Err(failed(Exit::Refused, error, "Redis refused")),
             // Not Redis's doing: never a reason to run without the lock.
@@ -667,7 +673,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::Done(Waited::Busy(Box::new(info)))),
+            Attempt::Busy(info) => Ok(Next::done(Waited::Busy(Box::new(info)))),
         }
     }
 
@@ -688,7 +694,7 @@ impl Waiter<'_> {
             return Ok(Next::Retry);
         }
         if !quorum.ever_answered() {
-            return Ok(Next::Done(Waited::Unreachable(
+            return Ok(Next::done(Waited::Unreachable(
                 error.context(format!("cannot take lock '{key}': Redis unavailable")),
             )));
         }
@@ -773,31 +779,18 @@ enum Woke {
 impl Waiter<'_> {
     /// Block until `until`, a release message, or a signal.
     fn block(&mut self, until: Instant) -> Woke {
-        let (key, signals, log) = (self.key, self.signals, self.log);
-        let wakeups = &mut self.wakeups;
-        loop {
-            if let Some(sig) = signals.pending() {
-                return Woke::Signaled(sig);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Woke::Timer;
-            }
-            let Some(subscription) = wakeups else {
-                return signals.sleep(left).map_or(Woke::Timer, Woke::Signaled);
-            };
-            match subscription.message(left.min(SLICE)) {
-                Ok(Some(payload)) if payload == "next" => return Woke::Next,
-                Ok(Some(_)) => return Woke::Released,
-                Ok(None) => {}
-                Err(e) => {
-                    log.info(format!(
-                    "lost the subscription to releases of lock '{key}' ({e:#}); polling instead"
+        match listen(&mut self.wakeups, until, self.signals) {
+            Heard::Message(payload) if payload == "next" => Woke::Next,
+            Heard::Message(_) => Woke::Released,
+            Heard::Deadline => Woke::Timer,
+            Heard::Interrupted(sig) => Woke::Signaled(sig),
+            Heard::Lost(e) => {
+                self.log.info(format!(
+                    "lost the subscription to releases of lock '{}' ({e:#}); polling instead",
+                    self.key
                 ));
-                    *wakeups = None;
-                    // A release may have been missed: look again now.
-                    return Woke::Released;
-                }
+                // A release may have been missed: look again now.
+                Woke::Released
             }
         }
     }

@@ -58,7 +58,7 @@ pub fn force_release(
     log: &Log,
 ) -> Result<Exit, Failure> {
     let keys = LockKeys::new(prefix, key);
-    let answers = quorum.on_each(|node| node.force_release(&keys, how.token, how.now));
+    let answers = quorum.force_each(&keys, how.token, how.now);
     let total = quorum.nodes();
     let tally = Tally::of(answers);
     if total - tally.errors.len() < quorum.needed() {

@@ -9,9 +9,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use crate::exit::{Exit, Failure};
+use crate::exit::Failure;
 use crate::holder::Shown;
-use crate::lock::{join_node_errors, Fault, Inspected, Line, LockKeys, NodeError, Quorum, Slot};
+use crate::lock::{join_node_errors, Inspected, Line, LockKeys, NodeError, Quorum, Slot, Verdict};
 use crate::log::Log;
 
 /// One lock as the nodes see it together.
@@ -70,12 +70,7 @@ pub fn status(
     log: &Log,
 ) -> Result<Vec<LockView>, Failure> {
     let lock_keys: Vec<LockKeys> = keys.iter().map(|k| LockKeys::new(prefix, k)).collect();
-    let answers = quorum.on_each(|node| {
-        lock_keys
-            .iter()
-            .map(|k| node.inspect(k))
-            .collect::<Result<Vec<_>, NodeError>>()
-    });
+    let answers = quorum.inspect_all(&lock_keys);
     let what = match keys {
         [key] => format!("cannot read lock '{key}'"),
         _ => "cannot read the locks".to_string(),
@@ -179,17 +174,14 @@ pub fn answered<T>(
     Ok(ok)
 }
 
-/// Too few nodes answered: exit 77 if one refused us (waiting or retrying
-/// will not help), else 69.
+/// Too few nodes answered: the exit code of the gravest cause, as in
+/// every mode (see `lock::Verdict`): 71 for a local failure, 77 if one
+/// refused us (waiting or retrying will not help), else 69.
 pub fn failure(errors: Vec<NodeError>, total: usize, what: &str) -> Failure {
-    let refused = errors.iter().any(|e| e.fault == Fault::Refused);
-    let (exit, why) = match refused {
-        true => (Exit::Refused, "Redis refused"),
-        false => (Exit::Unavailable, "Redis unavailable"),
-    };
+    let verdict = Verdict::of_errors(&errors);
     Failure {
-        exit,
-        error: join_node_errors(errors, total).context(format!("{what}: {why}")),
+        exit: verdict.exit(),
+        error: join_node_errors(errors, total).context(format!("{what}: {}", verdict.why())),
     }
 }
 

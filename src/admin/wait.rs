@@ -12,15 +12,17 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-
 use crate::config::Conn;
 use crate::exit::{Exit, Failure};
-use crate::holder::{holders, Shown};
+use crate::holder::holders;
 use crate::jitter::jitter;
-use crate::lock::{join_node_errors, Fault, Inspected, LockKeys, NodeError, Quorum, Wakeups};
+use crate::lock::{
+    join_node_errors, listen, Fault, Heard, Inspected, LockKeys, NodeError, Quorum, Wakeups,
+};
 use crate::log::{field, Ev, Log};
 use crate::signals::Signals;
+
+use super::view::{LockView, SlotView};
 
 /// Per node, as for `status`: an operator's script should not hang on a
 /// dead server.
@@ -39,14 +41,12 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(500);
 
-/// The bound on how late a signal is noticed while listening.
-const SLICE: Duration = Duration::from_millis(50);
-
 /// Wait up to `timeout` (`None`: forever) for `key` to be free; still
 /// held then: exit `busy`.
 pub fn run(conn: &Conn, key: &str, timeout: Option<Duration>, busy: u8) -> Result<Exit, Failure> {
     let log = conn.log().for_key(key);
-    let signals = Signals::start().context("cannot set up signal handling")?;
+    let signals =
+        Signals::start().map_err(|e| Failure::local(e, "cannot set up signal handling"))?;
     let keys = LockKeys::new(&conn.prefix, key);
     let quorum = Quorum::new(&conn.endpoints, keys.clone(), NODE_TIMEOUT, NODE_TIMEOUT);
     let give_up = timeout.map(|d| Instant::now() + d);
@@ -194,71 +194,51 @@ impl Watch<'_> {
         Exit::Busy(code)
     }
 
-    /// Read the lock on every node. Too few answers: a refusal fails at
-    /// once (77); unreachable fails at once before any answer (69), and
-    /// later is retried until the timeout.
+    /// Read the lock on every node, merged as `status` merges it. Too few
+    /// answers: a local failure (71) or a refusal (77) fails at once;
+    /// unreachable fails at once before any answer (69), and later is
+    /// retried until the timeout.
     fn look(&mut self) -> Result<Looked, Failure> {
         let keys = &self.keys;
-        let answers = self.quorum.on_each(|node| node.inspect(keys));
+        let answers = self.quorum.inspect_each(keys);
         let total = self.quorum.nodes();
         let (ok, errors): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
         let ok: Vec<Inspected> = ok.into_iter().filter_map(Result::ok).collect();
         let errors: Vec<NodeError> = errors.into_iter().filter_map(Result::err).collect();
-        let needed = self.quorum.needed();
-        if ok.len() >= needed {
+        if ok.len() >= self.quorum.needed() {
             self.answered = true;
-            let unanswered = total - ok.len();
-            return Ok(match held(&ok, needed) {
-                Some(seen) => Looked::Held(seen),
+            let view = LockView::merge(self.key, total, ok.iter());
+            if view.undecided {
                 // Free only when a majority says so.
-                None if super::view::undecided(false, most_holding(&ok), unanswered, needed) => {
-                    Looked::Unreachable(
-                        join_node_errors(errors, total)
-                            .context("the nodes that did not answer may hold the lock's majority"),
-                    )
-                }
-                None => Looked::Free,
-            });
+                return Ok(Looked::Unreachable(
+                    join_node_errors(errors, total)
+                        .context("the nodes that did not answer may hold the lock's majority"),
+                ));
+            }
+            return Ok(seen(&view).map_or(Looked::Free, Looked::Held));
         }
-        let refused = errors.iter().any(|e| e.fault == Fault::Refused);
-        let error = join_node_errors(errors, total);
-        if refused || !self.answered {
-            let (exit, why) = match refused {
-                true => (Exit::Refused, "Redis refused"),
-                false => (Exit::Unavailable, "Redis unavailable"),
-            };
-            return Err(Failure {
-                exit,
-                error: error.context(format!("cannot watch lock '{}': {why}", self.key)),
-            });
+        let gives_up = errors
+            .iter()
+            .any(|e| matches!(e.fault, Fault::Refused | Fault::Local));
+        if gives_up || !self.answered {
+            let what = format!("cannot watch lock '{}'", self.key);
+            return Err(super::view::failure(errors, total, &what));
         }
-        Ok(Looked::Unreachable(error))
+        Ok(Looked::Unreachable(join_node_errors(errors, total)))
     }
 
     /// Block until `until`, a message on the lock's channels, or a signal.
     fn block(&mut self, until: Instant) -> Option<i32> {
-        loop {
-            if let Some(sig) = self.signals.pending() {
-                return Some(sig);
+        match listen(&mut self.wakeups, until, self.signals) {
+            Heard::Interrupted(sig) => Some(sig),
+            Heard::Lost(e) => {
+                self.log.info(format!(
+                    "lost the subscription to releases of lock '{}' ({e:#}); polling instead",
+                    self.key
+                ));
+                None
             }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let Some(subscription) = &mut self.wakeups else {
-                return self.signals.sleep(left);
-            };
-            match subscription.wait(left.min(SLICE)) {
-                Ok(true) => return None,
-                Ok(false) => {}
-                Err(e) => {
-                    self.log.info(format!(
-                        "lost the subscription to releases of lock '{}' ({e:#}); polling instead",
-                        self.key
-                    ));
-                    self.wakeups = None;
-                }
-            }
+            Heard::Message(_) | Heard::Deadline => None,
         }
     }
 }
@@ -270,71 +250,40 @@ enum Looked {
     Unreachable(anyhow::Error),
 }
 
-/// The lock as a majority of the answers hold it, or `None` when free: a
-/// plain lock's token (revoked or not: its holder still runs), or a
-/// semaphore's slots.
-fn held(answers: &[Inspected], needed: usize) -> Option<Seen> {
-    let mut tokens = BTreeSet::new();
-    let mut pttl: Option<Duration> = None;
-    let mut who = String::new();
-    let count = |token: &str, slot: bool| {
-        answers
-            .iter()
-            .filter(|a| match slot {
-                false => a.token.as_deref() == Some(token),
-                true => a.slots.iter().any(|s| s.token == token),
-            })
-            .count()
+/// The holders a majority holds, as `status` merges the answers, or
+/// `None` when free: a plain lock's token (revoked or not: its holder
+/// still runs), or a semaphore's slots.
+fn seen(view: &LockView) -> Option<Seen> {
+    if !view.held {
+        return None;
+    }
+    let slots: Vec<&SlotView> = view.held_slots().collect();
+    if slots.is_empty() {
+        let token = view.token.clone()?;
+        let who = view.holder.who(Some(&token));
+        let tokens = BTreeSet::from([token]);
+        return Some(Seen {
+            tokens,
+            pttl: view.pttl,
+            who,
+        });
+    }
+    let who = match slots.as_slice() {
+        [one] => one.holder.who(Some(&one.token)),
+        many => holders(many.len()),
     };
-    for a in answers {
-        if let Some(token) = a.token.as_deref() {
-            if count(token, false) >= needed && tokens.insert(token.to_string()) {
-                pttl = min(pttl, a.pttl);
-                who = Shown::of(|f| a.field(f)).who(Some(token));
-            }
-        }
-        for slot in &a.slots {
-            if count(&slot.token, true) >= needed && tokens.insert(slot.token.clone()) {
-                pttl = min(pttl, slot.pttl);
-                if who.is_empty() {
-                    who = Shown::of(|f| slot.field(f)).who(Some(&slot.token));
-                }
-            }
-        }
-    }
-    let slots = answers.iter().map(|a| a.slots.len()).max().unwrap_or(0);
-    if slots > 1 && tokens.len() > 1 {
-        who = holders(tokens.len());
-    }
-    (!tokens.is_empty()).then_some(Seen { tokens, pttl, who })
-}
-
-/// How many answers hold the most widely held token or slot.
-fn most_holding(answers: &[Inspected]) -> usize {
-    let tokens = answers.iter().flat_map(|a| {
-        a.token
-            .iter()
-            .cloned()
-            .chain(a.slots.iter().map(|s| s.token.clone()))
-    });
-    let mut counts: std::collections::HashMap<String, usize> = Default::default();
-    for token in tokens {
-        *counts.entry(token).or_default() += 1;
-    }
-    counts.into_values().max().unwrap_or(0)
+    Some(Seen {
+        tokens: slots.iter().map(|s| s.token.clone()).collect(),
+        // Look again when the first of them could have ended.
+        pttl: slots.iter().filter_map(|s| s.pttl).min(),
+        who,
+    })
 }
 
 /// Whether a holder seen before is gone: the lock (or a semaphore's
 /// slot) was given back. A holder joining a free slot releases nothing.
 fn released(was: &BTreeSet<String>, now: &BTreeSet<String>) -> bool {
     !was.is_subset(now)
-}
-
-fn min(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 #[cfg(test)]
@@ -353,13 +302,46 @@ mod tests {
         assert!(!released(&set(&["a"]), &set(&["a"])));
     }
 
-    #[test]
-    fn the_most_widely_held_token_counts_slots_too() {
-        let plain = |t: &str| Inspected {
-            token: Some(t.into()),
+    fn plain(token: &str, ms: u64) -> Inspected {
+        Inspected {
+            token: Some(token.into()),
+            pttl: Some(Duration::from_millis(ms)),
             ..Inspected::default()
-        };
-        assert_eq!(most_holding(&[plain("a"), plain("a"), plain("b")]), 2);
-        assert_eq!(most_holding(&[Inspected::default()]), 0);
+        }
+    }
+
+    fn slots(tokens: &[(&str, u64)]) -> Inspected {
+        let slots = tokens
+            .iter()
+            .map(|(t, ms)| crate::lock::Slot {
+                token: t.to_string(),
+                pttl: Some(Duration::from_millis(*ms)),
+                holder: Vec::new(),
+            })
+            .collect();
+        Inspected {
+            limit: Some(2),
+            slots,
+            ..Inspected::default()
+        }
+    }
+
+    fn seen_in(nodes: usize, answers: &[Inspected]) -> Option<(Vec<String>, Option<Duration>)> {
+        let view = LockView::merge("k", nodes, answers.iter());
+        seen(&view).map(|s| (s.tokens.into_iter().collect(), s.pttl))
+    }
+
+    #[test]
+    fn held_is_what_status_calls_held() {
+        let ms = |n| Some(Duration::from_millis(n));
+        // A majority of three holds "a": its expiry is the majority's.
+        let a = seen_in(3, &[plain("a", 900), plain("a", 500), plain("b", 100)]);
+        assert_eq!(a, Some((vec!["a".to_string()], ms(500))));
+        // One of three holds it: free (for `wait`, undecided is asked of the view).
+        assert_eq!(seen_in(3, &[plain("a", 9), Inspected::default()]), None);
+        assert_eq!(seen_in(1, &[Inspected::default()]), None);
+        // A semaphore: the slots a majority holds; look again at the first end.
+        let s = seen_in(1, &[slots(&[("x", 300), ("y", 200)])]);
+        assert_eq!(s, Some((vec!["x".to_string(), "y".to_string()], ms(200))));
     }
 }

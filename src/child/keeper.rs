@@ -175,12 +175,13 @@ impl Keeper {
     /// it, with the job still running, the keeper kills the whole tree
     /// (we are stopped or hung: SIGSTOP cannot be caught). A nonblocking
     /// write of one message; a full pipe keeps the last end it read.
-    pub fn lease_until(&mut self, until: std::time::Instant) {
+    /// Whether it told a new end after an earlier one.
+    pub fn lease_until(&mut self, until: std::time::Instant) -> bool {
         if self.told == Some(until) {
-            return;
+            return false;
         }
         let Some(ctl) = &self.ctl else {
-            return;
+            return false;
         };
         let left = until.saturating_duration_since(std::time::Instant::now());
         let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
@@ -188,9 +189,11 @@ impl Keeper {
         message[0] = b'L';
         message[1..].copy_from_slice(&monotonic_ns().saturating_add(left).to_ne_bytes());
         // O_NONBLOCK is set on our end at spawn.
+        let again = self.told.is_some();
         if nix::unistd::write(ctl, &message).is_ok() {
             self.told = Some(until);
         }
+        again
     }
 
     /// The leader has ended and the keeper, looking after that, found no
@@ -338,6 +341,9 @@ pub(super) struct Start {
     pub title: (*mut u8, usize),
     /// The keeper is the init of a PID namespace: `kill(-1)` is the job.
     pub init: bool,
+    /// Our binary's read-only pages, which the keeper lets go of once
+    /// COMMAND runs (see trim.rs).
+    pub trim: super::trim::Segments,
 }
 
 /// The keeper's name in `ps`, `pkill` and `killall`: not redlock-run's,
@@ -401,8 +407,31 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         cgroup,
         proc_ok: start.proc_ok,
         init: start.init,
+        trim: start.trim,
     };
     keep(&tree, ctl_r, st_w, start.lease_end)
+}
+
+/// Once redlock-run has told a second lease's end (a refresh: COMMAND
+/// runs on), the keeper runs a loop of a few pages on a few locals until
+/// COMMAND's end: what start-up mapped of the binary goes (it stays in
+/// the page cache, shared), and so does redlock-run's memory (its heap,
+/// its threads' stacks), which the keeper never reads again (see
+/// trim.rs). A job that ends before a refresh is not touched: its end is
+/// on the hand-over's path, where the pages would fault back in.
+///
+/// # Safety
+/// As [`run`], once COMMAND has exec'd (its child's stack is unused).
+unsafe fn let_go(start: &Tree) {
+    // Only in the static build: in a dynamically linked one, a preloaded
+    // library (LD_PRELOAD: a fake clock, a test's shim) may wrap the calls
+    // the keeper makes and keep its state in memory of that kind.
+    if cfg!(target_env = "musl") && start.proc_ok {
+        let here = 0u8;
+        let errno_at = libc::__errno_location() as usize;
+        super::trim::drop_anonymous([std::ptr::addr_of!(here) as usize, errno_at]);
+    }
+    start.trim.drop_pages();
 }
 
 /// What the keeper watches: COMMAND's leader (its own child, unreaped
@@ -414,6 +443,8 @@ struct Tree {
     /// The init of the job's PID namespace: every other process in it is
     /// the job's (and dies with us).
     init: bool,
+    /// Our binary's read-only segments (see [`let_go`]).
+    trim: super::trim::Segments,
 }
 
 /// Overwrite our command line's memory with [`NAME`], NUL-padded.
@@ -451,6 +482,8 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
+    // Lease ends told (see `let_go`).
+    let mut ends = 0;
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,
@@ -461,7 +494,11 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
         let wait = poll_timeout(killing, lease_end, &mut timeout);
         let ready = libc::ppoll(fds.as_mut_ptr(), 1, wait, &allow);
         if ready > 0 {
-            read_messages(tree, ctl_r, &mut message, &mut have, &mut lease_end);
+            let was = ends;
+            ends += read_messages(tree, ctl_r, &mut message, &mut have, &mut lease_end);
+            if was < 2 && ends >= 2 {
+                let_go(tree);
+            }
         }
         if !reported {
             reported = watch_leader(tree, st_w, ready <= 0);
@@ -485,8 +522,8 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
 
 /// Read every message waiting on `ctl_r` (nonblocking), keeping a part
 /// of one in `message[..have]`; the newest lease's end goes to
-/// `lease_end`. At redlock-run's end (the pipe closed), or its "done",
-/// the keeper ends here.
+/// `lease_end`; how many ends were read. At redlock-run's end (the pipe
+/// closed), or its "done", the keeper ends here.
 ///
 /// # Safety
 /// As [`run`]: in the keeper only; `ctl_r` is the control pipe's
@@ -497,7 +534,8 @@ unsafe fn read_messages(
     message: &mut [u8; CTL],
     have: &mut usize,
     lease_end: &mut i64,
-) {
+) -> u32 {
+    let mut ends = 0;
     loop {
         let n = libc::read(ctl_r, message[*have..].as_mut_ptr().cast(), CTL - *have);
         if n == 0 || (n < 0 && errno() != libc::EINTR && errno() != libc::EAGAIN) {
@@ -506,12 +544,13 @@ unsafe fn read_messages(
             libc::_exit(0);
         }
         if n < 0 {
-            return;
+            return ends;
         }
         *have += usize::try_from(n).unwrap_or(0);
         if *have == CTL {
             *have = 0;
             *lease_end = lease_end_in(message, tree.leader);
+            ends += 1;
         }
     }
 }
@@ -602,11 +641,14 @@ unsafe fn watch_leader(tree: &Tree, st_w: RawFd, reap: bool) -> bool {
         true => reap_others(tree),
         false => None,
     };
-    if ended && left == Some(0) {
-        report(st_w, ALONE, 0, 0);
-    }
     if ended {
-        report(st_w, EXITED, info.si_code, info.si_status());
+        // One write, so one wake-up of redlock-run: it releases the lock
+        // once it has both.
+        let exited = [EXITED, info.si_code, info.si_status()];
+        match left == Some(0) {
+            true => report_all(st_w, &[[ALONE, 0, 0], exited]),
+            false => report_all(st_w, &[exited]),
+        }
     }
     ended
 }
@@ -774,11 +816,23 @@ unsafe fn close_all_but(keep: &[RawFd]) {
 /// Only in the keeper (see [`run`]): a `write` from the stack; `fd` is the
 /// status pipe's writing end.
 unsafe fn report(fd: RawFd, tag: i32, a: i32, b: i32) {
-    let mut message = [0u8; MESSAGE];
-    message[..4].copy_from_slice(&tag.to_ne_bytes());
-    message[4..8].copy_from_slice(&a.to_ne_bytes());
-    message[8..].copy_from_slice(&b.to_ne_bytes());
-    while libc::write(fd, message.as_ptr().cast(), MESSAGE) < 0 && errno() == libc::EINTR {}
+    report_all(fd, &[[tag, a, b]]);
+}
+
+/// Up to two reports in one write (atomic: under PIPE_BUF bytes).
+///
+/// # Safety
+/// As [`report`].
+unsafe fn report_all(fd: RawFd, reports: &[[i32; 3]]) {
+    let mut message = [0u8; 2 * MESSAGE];
+    let mut len = 0;
+    for words in reports.iter().take(2) {
+        for word in words {
+            message[len..len + 4].copy_from_slice(&word.to_ne_bytes());
+            len += 4;
+        }
+    }
+    while libc::write(fd, message.as_ptr().cast(), len) < 0 && errno() == libc::EINTR {}
 }
 
 fn errno() -> c_int {

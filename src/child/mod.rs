@@ -31,6 +31,7 @@ use crate::exit::Exit;
 mod cgroup;
 mod keeper;
 mod spawn;
+mod trim;
 
 pub use cgroup::Cgroup;
 pub use spawn::Failed;
@@ -79,6 +80,8 @@ pub struct Job {
     /// The job's cgroup, when one could be made: then the kernel lists
     /// the job's processes and kills them (see cgroup.rs).
     cgroup: Option<Cgroup>,
+    /// A refresh was confirmed while the job runs (see [`Job::news`]).
+    refreshed: bool,
 }
 
 /// How the leader is doing.
@@ -202,6 +205,7 @@ pub fn spawn(
         reaped: None,
         terminal_owner,
         cgroup,
+        refreshed: false,
     })
 }
 
@@ -307,8 +311,14 @@ impl Job {
 
     /// Tell the keeper the lease's end: past it, a job still running is
     /// killed by the keeper (see keeper.rs).
+    ///
+    /// A later end than the first is a refresh confirmed: COMMAND runs on,
+    /// and from then on the binary's pages are let go of before each
+    /// wait (see [`Job::news`] and trim.rs).
     pub fn lease_until(&mut self, until: std::time::Instant) {
-        self.keeper.lease_until(until);
+        if self.keeper.lease_until(until) {
+            self.refreshed = true;
+        }
     }
 
     /// Whether the keeper killed the job at the lease's end.
@@ -318,8 +328,18 @@ impl Job {
 
     /// Readable when the keeper has news of the leader; `None` once the
     /// leader's end is known (nothing more will come).
+    ///
+    /// Asked just before each wait: while a job that has seen a refresh
+    /// runs on, the binary's pages are let go of then (the wait may be
+    /// long, and what runs after it maps again only what it touches).
+    /// Not once the leader has ended: the release is on the hand-over's
+    /// path, where the pages would fault back in.
     pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.keeper.exit().is_none().then(|| self.keeper.fd())
+        let running = self.keeper.exit().is_none();
+        if running && self.refreshed {
+            trim::trim();
+        }
+        running.then(|| self.keeper.fd())
     }
 
     /// How many processes COMMAND left behind (in its group or below us),

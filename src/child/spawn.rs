@@ -160,6 +160,7 @@ fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
             false => (ptr::null_mut(), 0),
         },
         init: pid_namespace,
+        trim: super::trim::segments(),
     }
 }
 

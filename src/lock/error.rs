@@ -183,6 +183,26 @@ fn hint(message: &str) -> &'static str {
     }
 }
 
+/// Several nodes' errors as one error: "2 of 3 nodes failed: a; b".
+pub fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
+    match errors.len() {
+        0 => anyhow!("no quorum"),
+        1 if nodes == 1 => errors
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| anyhow!("no quorum")),
+        n => {
+            let all: Vec<String> = errors.iter().map(|e| format!("{e:#}")).collect();
+            anyhow!("{n} of {nodes} Redis nodes failed: {}", all.join("; "))
+        }
+    }
+}
+
+/// [`join_errors`] for nodes' errors.
+pub fn join_node_errors(errors: Vec<NodeError>, nodes: usize) -> anyhow::Error {
+    join_errors(errors.into_iter().map(|e| e.error).collect(), nodes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,35 +1,53 @@
 //! Reading and deleting locks by hand, for `status`, `list` and
 //! `force-release`.
 
+use super::calls::{self, ForceRelease, Inspect};
 use super::error::NodeResult;
 use super::keys::LockKeys;
 use super::node::{Node, Unexpected};
 use super::reply::{self, Forced, Inspected};
-use super::scripts;
 
 impl Node {
     /// Read a lock, its holder record and its fence, changing nothing.
     pub fn inspect(&mut self, keys: &LockKeys) -> NodeResult<Inspected> {
-        let reply = self.eval(scripts::INSPECT, keys, &[])?;
+        let reply = self.call(keys, &Inspect);
+        self.read_inspect(keys, reply)
+    }
+
+    /// [`Node::inspect`] as a call in a round (see `fanout`).
+    pub(super) fn inspecting(keys: &LockKeys) -> redis::Cmd {
+        calls::command(keys, &Inspect)
+    }
+
+    /// The reply to [`Node::inspecting`] (a semaphore's INSPECT may ask
+    /// for its holders' records first: see `calls.rs`).
+    pub(super) fn read_inspect(
+        &mut self,
+        keys: &LockKeys,
+        reply: NodeResult<redis::Value>,
+    ) -> NodeResult<Inspected> {
+        let reply = self.answer(keys, &Inspect, reply)?;
         reply::inspect(reply).unexpected(self, "inspect")
     }
 
-    /// Take a lock from its holder, whoever it is, or only if it holds
-    /// `token`: revoke it (no waiter gets it before the holder has
-    /// stopped), or with `now` delete it at once. Returns what was done
-    /// and the lock as it was.
-    pub fn force_release(
+    /// The call that takes a lock from its holder, whoever it is, or only
+    /// if it holds `token`: revoke it (no waiter gets it before the holder
+    /// has stopped), or with `now` delete it at once; sent in a round (see
+    /// `fanout`), its reply read by [`Node::read_forced`].
+    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool) -> redis::Cmd {
+        calls::command(keys, &ForceRelease { token, now })
+    }
+
+    /// The reply to [`Node::forcing`] (a semaphore's may ask for its
+    /// holders' records first: see `calls.rs`).
+    pub(super) fn read_forced(
         &mut self,
         keys: &LockKeys,
         token: Option<&str>,
         now: bool,
+        reply: NodeResult<redis::Value>,
     ) -> NodeResult<(Forced, Inspected)> {
-        let now = if now { "1" } else { "0" };
-        let args = match token {
-            Some(token) => ["1", token, now],
-            None => ["0", "", now],
-        };
-        let reply = self.eval(scripts::FORCE_RELEASE, keys, &args)?;
+        let reply = self.answer(keys, &ForceRelease { token, now }, reply)?;
         reply::forced(reply).unexpected(self, "force-release")
     }
 

@@ -13,6 +13,8 @@ pub struct LockKeys {
     pub limit: String,
     /// Tokens waiting for the lock, by arrival.
     pub waiters: String,
+    /// newest-wins: the newest arrival in line.
+    pub newest: String,
 }
 
 impl LockKeys {
@@ -33,6 +35,7 @@ impl LockKeys {
             holders: format!("{lock}:holders"),
             limit: format!("{lock}:limit"),
             waiters: format!("{lock}:waiters"),
+            newest: format!("{lock}:waiters:newest"),
             lock,
         }
     }
@@ -42,8 +45,8 @@ impl LockKeys {
         slot(&self.lock)
     }
 
-    /// KEYS of every script, in the order `scripts.rs` documents.
-    pub(super) fn all(&self) -> [&str; 6] {
+    /// The keys every script is given, in the order `calls.rs` documents.
+    pub(super) fn all(&self) -> [&str; 7] {
         [
             &self.lock,
             &self.holder,
@@ -51,7 +54,30 @@ impl LockKeys {
             &self.holders,
             &self.limit,
             &self.waiters,
+            &self.newest,
         ]
+    }
+
+    /// KEYS of a script called by the holder of `token` (or by nobody in
+    /// particular): `all()`, then that token's liveness hash and slot
+    /// record (see `calls.rs`).
+    pub(super) fn declared(&self, token: Option<&str>) -> Vec<String> {
+        let mut keys: Vec<String> = self.all().iter().map(|k| k.to_string()).collect();
+        if let Some(token) = token {
+            keys.push(self.mark(token));
+            keys.push(self.record(token));
+        }
+        keys
+    }
+
+    /// The liveness hash of the waiter with `token`, while it is in line.
+    pub(super) fn mark(&self, token: &str) -> String {
+        format!("{}:{token}", self.waiters)
+    }
+
+    /// The record of a semaphore's holder with `token`.
+    pub(super) fn record(&self, token: &str) -> String {
+        format!("{}:{token}", self.holder)
     }
 
     /// The channel on which a release that woke a waiter also says the

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use super::calls::{self, Acquire, Extend, Leave, RaiseFence, Release, Take};
 use super::error::{NodeError, NodeResult};
 use super::keys::{Holder, LockKeys};
 use super::node::{Node, Unexpected};
-use super::reply::{self, Acquire, Ownership};
-use super::scripts;
+use super::reply::{self, Ownership};
 use super::timing::millis;
 use crate::queue::Queue;
 
@@ -40,7 +40,9 @@ impl LockKind {
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
     /// are subscribed to our wake channel) our liveness key lasts that long.
-    pub fn acquire(
+    /// The call to send in a round (see `fanout`); [`read_acquire`] reads
+    /// its reply.
+    pub fn acquiring(
         self,
         node: &mut Node,
         keys: &LockKeys,
@@ -48,7 +50,7 @@ impl LockKind {
         ttl: Duration,
         holder: &Holder,
         how: How<'_>,
-    ) -> NodeResult<Acquire> {
+    ) -> NodeResult<(redis::Cmd, Acquiring)> {
         let (liveness, run_id) = (how.liveness, how.run_id);
         // A server that may evict the lock's key would hand it out and
         // then drop it under a running holder: the script checks first,
@@ -57,94 +59,63 @@ impl LockKind {
         if !screen {
             node.check_eviction(keys)?;
         }
-        let (ttl_ms, pid) = (millis(ttl).to_string(), holder.pid.to_string());
-        let refresh_ms = holder.refresh_ms.to_string();
-        let kill_after_ms = holder.kill_after_ms.to_string();
-        let mut args = vec![
-            token,
-            &ttl_ms,
-            &holder.host,
-            &pid,
-            &holder.user,
-            &holder.command,
-            &holder.acquired_at,
-        ];
-        // ARGV[8]: the queue flag of a plain lock, a semaphore's N.
-        let (script, eighth) = match self {
+        let take = match self {
             LockKind::Plain => {
-                let flag = queue_flag(how.queue, how.first, how.arriving, holder.queue);
-                (scripts::ACQUIRE, flag.to_string())
+                Take::Plain(queue_flag(how.queue, how.first, how.arriving, holder.queue))
             }
-            LockKind::Semaphore(n) => (scripts::SLOT_ACQUIRE, n.to_string()),
+            LockKind::Semaphore(n) => Take::Slot(n),
         };
-        let subscribed = if liveness.is_some() { "1" } else { "0" };
-        let liveness_ms = liveness.map(millis).unwrap_or_default().to_string();
-        args.extend([
-            eighth.as_str(),
-            &refresh_ms,
-            &kill_after_ms,
-            subscribed,
-            &liveness_ms,
-            if how.floor { "1" } else { "0" },
-            if screen { "1" } else { "0" },
-            run_id.unwrap_or_default(),
-            &holder.label,
-            how.at.unwrap_or_default(),
-        ]);
-        eval_acquire(node, script, keys, &mut args, screen || run_id.is_some())
+        let call = Acquire {
+            token: token.to_string(),
+            ttl_ms: millis(ttl),
+            holder: holder.clone(),
+            take,
+            subscribed: liveness.is_some(),
+            liveness_ms: liveness.map(millis).unwrap_or_default(),
+            floor: how.floor,
+            screen,
+            run_id: run_id.unwrap_or_default().to_string(),
+            at: how.at.unwrap_or_default().to_string(),
+        };
+        let checks = screen || run_id.is_some();
+        Ok((calls::command(keys, &call), Acquiring { call, checks }))
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
     /// COMMAND ended then (RFC 3339), and `--min-hold` keeps the lock.
-    pub fn extend(
+    /// The call to send in a round; [`read_ownership`] reads its reply.
+    pub fn extending(
         self,
-        node: &mut Node,
         keys: &LockKeys,
         token: &str,
         ttl: Duration,
         ended: Option<&str>,
-    ) -> NodeResult<Ownership> {
-        let script = match self {
-            LockKind::Plain => scripts::EXTEND,
-            LockKind::Semaphore(_) => scripts::SLOT_EXTEND,
+    ) -> redis::Cmd {
+        let call = Extend {
+            slot: self != LockKind::Plain,
+            token,
+            ttl_ms: millis(ttl),
+            ended_at: ended,
         };
-        let ttl = millis(ttl).to_string();
-        let mut args = vec![token, &ttl];
-        args.extend(ended);
-        let reply = node.eval(script, keys, &args)?;
-        reply::ownership(reply).unexpected(node, "extend")
+        calls::command(keys, &call)
     }
 
     /// Give back our lock (or slot), waking waiters as `wake` says (a plain
     /// lock only: a semaphore's release always wakes its waiters).
-    pub fn release(
-        self,
-        node: &mut Node,
-        keys: &LockKeys,
-        token: &str,
-        wake: Wake,
-    ) -> NodeResult<Ownership> {
-        let script = match self {
-            LockKind::Plain => scripts::RELEASE,
-            LockKind::Semaphore(_) => scripts::SLOT_RELEASE,
-        };
+    /// The call to send in a round; [`read_release`] reads its reply.
+    pub fn releasing(self, keys: &LockKeys, token: &str, wake: Wake) -> redis::Cmd {
         let how = match wake {
             Wake::Next => "0",
             Wake::Nobody => "1",
             Wake::Anyway => "2",
         };
-        let reply = node.eval(script, keys, &[token, how])?;
-        let found = reply::ownership(reply).unexpected(node, "release")?;
-        // Behind sentinels, a release counts only if it went to the master
-        // they name now: one that a failover left behind still takes
-        // writes for a while, and the lock would stay on the new one.
-        node.confirm_master()?;
-        Ok(found)
+        let slot = self != LockKind::Plain;
+        calls::command(keys, &Release { slot, token, how })
     }
 
     /// Leave the line of waiters (plain locks only queue).
     pub fn leave(self, node: &mut Node, keys: &LockKeys, token: &str) -> NodeResult<()> {
-        node.eval(scripts::LEAVE, keys, &[token]).map(drop)
+        node.call(keys, &Leave { token }).map(drop)
     }
 
     /// Keep our liveness key for `liveness` more: one PEXPIRE, the cheap
@@ -158,19 +129,22 @@ impl LockKind {
         liveness: Duration,
     ) -> NodeResult<bool> {
         let mut cmd = redis::cmd("PEXPIRE");
-        cmd.arg(format!("{}:{token}", keys.waiters))
-            .arg(millis(liveness));
+        cmd.arg(keys.mark(token)).arg(millis(liveness));
         node.query_at::<i64>(&cmd, Some(keys.slot()))
             .map(|n| n == 1)
     }
 }
 
 impl Node {
-    /// Raise the fence counter (see `scripts::RAISE_FENCE`; `args`: token,
-    /// fence, limit): `true` when the node still holds our lock.
-    pub(super) fn raise_fence(&mut self, keys: &LockKeys, args: &[&str]) -> NodeResult<bool> {
-        let reply = self.eval(scripts::RAISE_FENCE, keys, args)?;
-        match reply {
+    /// Raise the fence counter (see `scripts::RAISE_FENCE`): the call to
+    /// send in a round.
+    pub(super) fn raising_fence(keys: &LockKeys, call: RaiseFence) -> redis::Cmd {
+        calls::command(keys, &call)
+    }
+
+    /// Its reply: `true` when the node still holds our lock.
+    pub(super) fn read_raised(&mut self, reply: NodeResult<redis::Value>) -> NodeResult<bool> {
+        match reply? {
             redis::Value::Int(n @ 0..=1) => Ok(n == 1),
             other => Err(NodeError::unexpected(
                 self.shown(),
@@ -215,18 +189,24 @@ pub struct How<'a> {
     pub at: Option<&'a str>,
 }
 
-/// Run an acquire script with `args`; with `checks` the script may answer
-/// one of its checks first (ARGV[14] = '1': eviction; ARGV[15]: the
-/// server's `run_id`), and a user who may not read `INFO` (noted) is
-/// asked again without the eviction check.
-fn eval_acquire(
-    node: &mut Node,
-    script: &str,
-    keys: &LockKeys,
-    args: &mut [&str],
+/// An acquire on its way: what reading its reply needs.
+pub struct Acquiring {
+    call: Acquire,
+    /// The script may answer one of its checks first (`screen`: eviction;
+    /// `run_id`: the server's).
     checks: bool,
-) -> NodeResult<Acquire> {
-    let reply = node.eval(script, keys, args)?;
+}
+
+/// The reply to an acquire; a user who may not read `INFO` (noted) is
+/// asked again without the eviction check.
+pub fn read_acquire(
+    node: &mut Node,
+    keys: &LockKeys,
+    acquiring: Acquiring,
+    reply: NodeResult<redis::Value>,
+) -> NodeResult<reply::Acquire> {
+    let Acquiring { mut call, checks } = acquiring;
+    let reply = node.answer(keys, &call, reply)?;
     if !checks {
         return reply::acquire(reply).unexpected(node, "acquire");
     }
@@ -234,14 +214,12 @@ fn eval_acquire(
     if let Some(answer) = node.screened(found)? {
         return Ok(answer);
     }
-    if let Some(screen) = args.get_mut(SCREEN) {
-        *screen = "0";
-    }
-    let reply = node.eval(script, keys, args)?;
+    call.screen = false;
+    let reply = node.call(keys, &call)?;
     let found = reply::screened(reply).unexpected(node, "acquire")?;
     match found {
         reply::Screened::Answer(answer) => Ok(answer),
-        reply::Screened::Elsewhere(id) => Ok(Acquire::Elsewhere(id)),
+        reply::Screened::Elsewhere(id) => Ok(reply::Acquire::Elsewhere(id)),
         other => Err(NodeError::unexpected(
             node.shown(),
             "acquire",
@@ -250,8 +228,24 @@ fn eval_acquire(
     }
 }
 
-/// ARGV[14], the eviction check's flag, in the acquire scripts' arguments.
-const SCREEN: usize = 13;
+/// The reply to an extend or a release: whose the lock was.
+pub fn read_ownership(
+    node: &mut Node,
+    what: &str,
+    reply: NodeResult<redis::Value>,
+) -> NodeResult<Ownership> {
+    reply::ownership(reply?).unexpected(node, what)
+}
+
+/// The reply to a release.
+pub fn read_release(node: &mut Node, reply: NodeResult<redis::Value>) -> NodeResult<Ownership> {
+    let found = read_ownership(node, "release", reply)?;
+    // Behind sentinels, a release counts only if it went to the master
+    // they name now: one that a failover left behind still takes
+    // writes for a while, and the lock would stay on the new one.
+    node.confirm_master()?;
+    Ok(found)
+}
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.
 /// The acquire script's ARGV[8] for a plain lock (see `scripts::ACQUIRE`):

@@ -3,11 +3,11 @@
 
 use anyhow::anyhow;
 
+use super::calls::Waiters;
 use super::error::NodeResult;
 use super::keys::LockKeys;
 use super::node::{Node, Unexpected};
 use super::reply::{int, items, text};
-use super::scripts;
 
 /// One live waiter, as its liveness hash describes it (fields empty when
 /// it was written by an older version of this tool).
@@ -34,7 +34,7 @@ pub struct Line {
 impl Node {
     /// Read the line of waiters of a lock, changing nothing.
     pub fn waiters(&mut self, keys: &LockKeys) -> NodeResult<Line> {
-        let reply = self.eval(scripts::WAITERS, keys, &[])?;
+        let reply = self.call(keys, &Waiters)?;
         line(reply).unexpected(self, "waiters")
     }
 }

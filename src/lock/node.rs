@@ -8,8 +8,10 @@ use anyhow::anyhow;
 use redis::cluster::ClusterConnection;
 use redis::{Connection, ConnectionInfo, FromRedisValue, RedisError, Value};
 
+use super::channels::Wakeups;
 use super::endpoint::{Endpoint, Target};
 use super::error::{classify, describe, Fault, NodeError, NodeResult};
+use super::info::{cannot_read_info, eviction, run_id_of};
 use super::keys::LockKeys;
 use super::reply::{Acquire, Screened};
 use crate::secrets::scrub;
@@ -52,6 +54,16 @@ enum Memory {
 enum Link {
     Plain(Connection),
     Cluster(Box<ClusterConnection>),
+}
+
+/// A call of a round between its two halves (see [`Node::start`]).
+pub(super) enum Sent {
+    /// Sent; the reply is still to be read.
+    Pending(redis::Cmd),
+    /// Answered already (a Cluster's call, or a failure to send).
+    Done(NodeResult<Value>),
+    /// Not sent: the sentinels could not be asked first.
+    Failed(NodeError),
 }
 
 /// Why a command got no reply: no connection, or the reply was an error.
@@ -287,7 +299,19 @@ impl Node {
         cmd: &redis::Cmd,
         slot: Option<u16>,
     ) -> NodeResult<T> {
-        let mut result = self.send(cmd, slot);
+        let result = self.send(cmd, slot);
+        self.settle(result, cmd, slot)
+    }
+
+    /// The first reply to `cmd` (or why there is none) as the command's
+    /// answer: on a Cluster a moving slot is waited out, behind sentinels a
+    /// replica's refusal sends `cmd` again to the master they name now.
+    fn settle<T: FromRedisValue>(
+        &mut self,
+        mut result: Result<T, Failed>,
+        cmd: &redis::Cmd,
+        slot: Option<u16>,
+    ) -> NodeResult<T> {
         if matches!(self.endpoint.target, Target::Cluster(_)) {
             result = self.while_moving(result, cmd, slot);
         }
@@ -376,81 +400,96 @@ impl Node {
         result
     }
 
-    /// Run one script with the lock's keys.
-    pub(super) fn eval(
-        &mut self,
-        script: &str,
-        keys: &LockKeys,
-        args: &[&str],
-    ) -> NodeResult<Value> {
-        self.recheck_master()?;
-        let all = keys.all();
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(script).arg(all.len()).arg(&all[..]).arg(args);
-        self.query(&cmd)
-    }
-
-    /// WAIT for `replicas` replicas to have this connection's writes to
-    /// the lock's keys; returns how many confirmed within `limit`. On a
-    /// Cluster, only the primary of the lock's slot is asked.
-    pub fn wait_replicas(
-        &mut self,
-        keys: &LockKeys,
-        replicas: u32,
-        limit: Duration,
-    ) -> NodeResult<i64> {
-        let ms = super::timing::millis(limit);
-        self.query_at(redis::cmd("WAIT").arg(replicas).arg(ms), Some(keys.slot()))
-    }
-
-    /// How many replicas the node (the lock's primary) says are connected
-    /// (`INFO replication`).
-    pub fn connected_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
-        let info: String =
-            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
-        let count = info
-            .lines()
-            .find_map(|line| line.strip_prefix("connected_slaves:"))
-            .and_then(|n| n.trim().parse().ok());
-        count.ok_or_else(|| {
-            NodeError::unexpected(
-                self.shown(),
-                "INFO replication",
-                anyhow!("no connected_slaves"),
-            )
-        })
-    }
-
-    /// How many replicas of the node (the lock's primary) are really
-    /// acknowledging its writes (`INFO replication`; see
-    /// [`acknowledging`]): those `--replicas auto` waits for.
-    pub fn acknowledging_replicas(&mut self, keys: &LockKeys) -> NodeResult<u64> {
-        let info: String =
-            self.query_at(redis::cmd("INFO").arg("replication"), Some(keys.slot()))?;
-        if !info.contains("connected_slaves:") {
-            return Err(NodeError::unexpected(
-                self.shown(),
-                "INFO replication",
-                anyhow!("no connected_slaves"),
-            ));
+    /// The first half of a call in a round (see `fanout`): connect if
+    /// need be and send `cmd` (a script of the lock), leaving its reply
+    /// to [`Node::finish`]. A Cluster's call is made whole here: it may
+    /// follow a MOVED to another server.
+    pub(super) fn start(&mut self, cmd: redis::Cmd) -> Sent {
+        if let Err(e) = self.recheck_master() {
+            return Sent::Failed(e);
         }
-        Ok(acknowledging(&info))
+        let sent = match self.connect() {
+            // A request is small: the socket's buffer takes it whole, and
+            // its write timeout bounds a write that must wait.
+            Ok(Link::Plain(conn)) => conn
+                .send_packed_command(&cmd.get_packed_command())
+                .map_err(Failed::Redis),
+            Ok(Link::Cluster(_)) => return Sent::Done(self.query(&cmd)),
+            Err(failed) => Err(failed),
+        };
+        match sent {
+            Ok(()) => Sent::Pending(cmd),
+            Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, None)),
+        }
     }
 
-    /// The server's `run_id` (`INFO server`): it tells one server from
-    /// another whatever address or socket reached it. `None` for a
-    /// Cluster (many servers) or when the reply has none.
+    /// The second half: the reply to what [`Node::start`] sent, read
+    /// under the round's deadline (`round`: its end and its length), whose
+    /// timer the caller armed (see `deadline`).
+    pub(super) fn finish(&mut self, sent: Sent, round: (Instant, Duration)) -> NodeResult<Value> {
+        let cmd = match sent {
+            Sent::Pending(cmd) => cmd,
+            Sent::Done(answer) => return answer,
+            Sent::Failed(e) => return Err(e),
+        };
+        let reply = match self.conn.as_mut() {
+            Some(Link::Plain(conn)) => loop {
+                match conn.recv_response() {
+                    Ok(Value::Push { .. }) => continue,
+                    other => break other,
+                }
+            },
+            _ => return self.query(&cmd),
+        };
+        let reply = match reply {
+            Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= round.0 => {
+                Err(super::deadline::overrun(round.1))
+            }
+            other => other,
+        };
+        // An error reply (a script's error, READONLY) is the answer.
+        let reply = reply.and_then(Value::extract_error);
+        self.settle(reply.map_err(Failed::Redis), &cmd, None)
+    }
+
+    /// The per-node timeout: connecting, and every command.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether a connection is to be made (none is open).
+    pub(super) fn needs_connecting(&self) -> bool {
+        self.conn.is_none()
+    }
+
+    /// Run one script's EVAL (see `calls.rs`, which builds it).
+    pub(super) fn eval(&mut self, cmd: &redis::Cmd) -> NodeResult<Value> {
+        self.recheck_master()?;
+        self.query(cmd)
+    }
+
+    /// Whether the node has a `run_id` (`INFO server`), which tells one
+    /// server from another whatever address or socket reached it: not a
+    /// Cluster (many servers).
+    pub(super) fn has_run_id(&self) -> bool {
+        !matches!(self.endpoint.target, Target::Cluster(_))
+    }
+
+    /// The command that asks [`Node::has_run_id`]'s `run_id`, in a round.
     ///
     /// The default sections (a plain `INFO`) also carry the memory
     /// settings: a server that cannot evict is then checked for this
     /// connection (see [`Node::check_eviction`]), which saves a Redlock
     /// node a round trip before its first acquire. One that can evict
     /// is asked again there, and refused with the whole message.
-    pub(super) fn run_id(&mut self) -> NodeResult<Option<String>> {
-        if matches!(self.endpoint.target, Target::Cluster(_)) {
-            return Ok(None);
-        }
-        let info: String = self.query(&redis::cmd("INFO"))?;
+    pub(super) fn run_id_cmd(&self) -> redis::Cmd {
+        redis::cmd("INFO")
+    }
+
+    /// The `run_id` in the reply to [`Node::run_id_cmd`].
+    pub(super) fn read_run_id(&mut self, reply: NodeResult<Value>) -> NodeResult<Option<String>> {
+        let info = String::from_redis_value(reply?)
+            .map_err(|e| NodeError::unexpected(self.shown(), "INFO", e.into()))?;
         let settings = info.contains("\nmaxmemory:") && info.contains("\nmaxmemory_policy:");
         if settings && eviction(&info).is_none() && self.memory == Memory::Unchecked {
             self.memory = Memory::Checked;
@@ -542,11 +581,7 @@ impl Node {
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
         match other.conn.take() {
-            Some(Link::Plain(conn)) => Ok(Wakeups {
-                conn,
-                timeout: self.timeout,
-                at,
-            }),
+            Some(Link::Plain(conn)) => Ok(Wakeups::new(conn, self.timeout, at)),
             _ => Err(NodeError {
                 fault: Fault::Dropped,
                 error: anyhow!("{}: not connected", self.shown()),
@@ -586,69 +621,6 @@ const RECHECK: Duration = Duration::from_millis(500);
 /// Bounds of the pause between sends while a Cluster slot moves.
 const MOVING_PAUSE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
 
-/// `maxmemory` and `maxmemory_policy` of `INFO memory` when the server
-/// may evict keys that have a TTL: a limit (0 is none) and a policy other
-/// than `noeviction`. A server that does not say is taken at its word.
-fn eviction(info: &str) -> Option<(u64, &str)> {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    let maxmemory = field("maxmemory")?.parse::<u64>().ok()?;
-    let policy = field("maxmemory_policy")?;
-    (maxmemory > 0 && policy != "noeviction").then_some((maxmemory, policy))
-}
-
-/// A replica that has not acknowledged the stream for longer than this
-/// (`lag`, whole seconds since its last REPLCONF ACK, sent every second)
-/// is not counted by `--replicas auto`: it is stopped, hung or cut off,
-/// though the primary still counts it connected until `repl-timeout`
-/// (60 s).
-pub const ACK_LAG_SECS: u64 = 2;
-
-/// The replicas in `INFO replication` that are online and acknowledged
-/// within [`ACK_LAG_SECS`]: `slaveN:ip=...,port=...,state=online,
-/// offset=...,lag=0`.
-pub fn acknowledging(info: &str) -> u64 {
-    let acking = info
-        .lines()
-        .filter(|line| {
-            line.strip_prefix("slave")
-                .and_then(|rest| rest.split_once(':'))
-                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter(|line| {
-            let field = |name: &str| {
-                line.split_once(':')?
-                    .1
-                    .split(',')
-                    .find_map(|kv| kv.trim().strip_prefix(name)?.strip_prefix('='))
-            };
-            let lag = field("lag").and_then(|lag| lag.parse::<u64>().ok());
-            field("state") == Some("online") && lag.is_some_and(|lag| lag <= ACK_LAG_SECS)
-        })
-        .count();
-    u64::try_from(acking).unwrap_or(u64::MAX)
-}
-
-/// The `run_id` field of an `INFO` reply, if it has one.
-fn run_id_of(info: &str) -> Option<String> {
-    info.lines()
-        .find_map(|line| line.strip_prefix("run_id:"))
-        .map(|id| id.trim().to_string())
-        .filter(|id| !id.is_empty())
-}
-
-/// `INFO` refused to the user (no `+info`), or renamed away.
-fn cannot_read_info(e: &RedisError) -> bool {
-    let message = e.to_string();
-    e.code() == Some("NOPERM")
-        || message.contains("NOPERM")
-        || message.contains("no permissions")
-        || message.contains("unknown command")
-}
-
 /// A Cluster's answer while a slot moves: not executed, send again.
 fn is_moving(e: &RedisError) -> bool {
     matches!(e.code(), Some("TRYAGAIN" | "ASK" | "MOVED"))
@@ -663,58 +635,6 @@ fn is_readonly(e: &RedisError) -> bool {
     e.code() == Some("READONLY") || e.to_string().contains("READONLY")
 }
 
-/// Wake-ups from a lock's channels, on a connection of their own: the
-/// lock's connection stays free for commands.
-pub struct Wakeups {
-    conn: Connection,
-    /// The per-node timeout: how long a message may take to come whole
-    /// once the wait for one is over.
-    timeout: Duration,
-    /// The `run_id` of the server subscribed on, behind sentinels and on
-    /// a Cluster (see [`Node::subscribe`]).
-    at: Option<Box<str>>,
-}
-
-impl Wakeups {
-    /// The `run_id` of the server these wake-ups come from, where the
-    /// lock's keys may move to another server (Sentinel, Cluster).
-    pub fn at(&self) -> Option<&str> {
-        self.at.as_deref()
-    }
-
-    /// Block up to `d` (not zero) for a message: `Ok(true)` if one came,
-    /// `Ok(false)` on timeout, an error if the connection broke.
-    pub fn wait(&mut self, d: Duration) -> anyhow::Result<bool> {
-        self.message(d).map(|m| m.is_some())
-    }
-
-    /// [`Wakeups::wait`], with the message's payload (empty if not text).
-    pub fn message(&mut self, d: Duration) -> anyhow::Result<Option<String>> {
-        let mut pubsub = self.conn.as_pubsub();
-        // Each read waits up to `d`; a message trickled a byte at a time
-        // must not hold us longer than that and the per-node timeout.
-        let armed = super::deadline::Armed::new(d.saturating_add(self.timeout));
-        let got = pubsub
-            .set_read_timeout(Some(d))
-            .and_then(|()| pubsub.get_message());
-        let overrun = armed.disarm();
-        // Dropping a PubSub unsubscribes: a round trip that could block on a
-        // dead server. The subscription ends with the connection instead.
-        // Nothing leaks: its queue only fills while a command awaits a reply.
-        std::mem::forget(pubsub);
-        match got {
-            Ok(msg) => Ok(Some(msg.get_payload::<String>().unwrap_or_default())),
-            // Cut in the middle of a message: the connection is no use.
-            Err(_) if overrun => Err(describe(super::deadline::overrun(d + self.timeout))),
-            Err(e) if e.is_timeout() => Ok(None),
-            // A signal: a read with a timeout is never restarted (signal(7)),
-            // which is what lets the caller notice it at once.
-            Err(e) if e.is_io_error() && e.to_string().contains("os error 4)") => Ok(None),
-            Err(e) => Err(describe(e)),
-        }
-    }
-}
-
 /// A context line for an unexpected reply.
 pub(super) trait Unexpected<T> {
     fn unexpected(self, node: &Node, what: &str) -> NodeResult<T>;
@@ -723,45 +643,5 @@ pub(super) trait Unexpected<T> {
 impl<T> Unexpected<T> for anyhow::Result<T> {
     fn unexpected(self, node: &Node, what: &str) -> NodeResult<T> {
         self.map_err(|why| NodeError::unexpected(node.shown(), what, why))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eviction_needs_a_limit_and_an_evicting_policy() {
-        let info = |limit: &str, policy: &str| {
-            format!(
-                "# Memory\r\nused_memory:1\r\nmaxmemory:{limit}\r\nmaxmemory_human:x\r\n\
-                 maxmemory_policy:{policy}\r\n"
-            )
-        };
-        assert_eq!(
-            eviction(&info("1048576", "allkeys-lru")),
-            Some((1048576, "allkeys-lru"))
-        );
-        assert_eq!(
-            eviction(&info("5", "volatile-ttl")),
-            Some((5, "volatile-ttl"))
-        );
-        assert_eq!(eviction(&info("0", "allkeys-lru")), None);
-        assert_eq!(eviction(&info("1048576", "noeviction")), None);
-        assert_eq!(eviction("# Memory\r\nused_memory:1\r\n"), None);
-        assert_eq!(eviction(&info("lots", "allkeys-lru")), None);
-    }
-
-    #[test]
-    fn only_online_replicas_that_acknowledged_lately_count() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n\
-            slave0:ip=127.0.0.1,port=1,state=online,offset=90,lag=0\r\n\
-            slave1:ip=127.0.0.1,port=2,state=online,offset=80,lag=7\r\n\
-            slave2:ip=127.0.0.1,port=3,state=wait_bgsave,offset=0,lag=0\r\n\
-            slave3:ip=127.0.0.1,port=4,state=online,offset=90,lag=2\r\n\
-            slave_read_repl_offset:5\r\nmaster_repl_offset:90\r\n";
-        assert_eq!(acknowledging(info), 2);
-        assert_eq!(acknowledging("# Replication\r\nconnected_slaves:0\r\n"), 0);
-        assert_eq!(acknowledging("slave0:state=online,lag=x\r\n"), 0);
     }
 }

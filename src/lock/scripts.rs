@@ -1,13 +1,10 @@
 //! The Lua scripts, sent with EVAL (one round trip, no SCRIPT LOAD dance).
 //!
-//! Every script takes the same KEYS, built by `lock::LockKeys`:
-//!
-//! | KEYS[1] | `P{K}`         | the lock: our token, expiring after the TTL   |
-//! | KEYS[2] | `P{K}:holder`  | hash describing the holder, same expiry       |
-//! | KEYS[3] | `P{K}:fence`   | fencing counter, never expires, only grows    |
-//! | KEYS[4] | `P{K}:holders` | `--limit N > 1`: zset token -> expiry (ms)    |
-//! | KEYS[5] | `P{K}:limit`   | `--limit N > 1`: N, while any holder lives    |
-//! | KEYS[6] | `P{K}:waiters` | zset of waiting tokens, by order of arrival   |
+//! Every script takes the same KEYS, and each its own ARGV: the table of
+//! both is in `calls.rs`, which builds them from named fields. Every key
+//! a script touches is in its KEYS (managed servers refuse any other):
+//! the caller's own records by name, other clients' records when the
+//! script asks for them (`declare_lib`, see `calls.rs`).
 //!
 //! The braces make them all one Redis Cluster slot. Results are small
 //! integer arrays so that one node's answer is cheap to read.
@@ -16,11 +13,9 @@
 //! refuse a key that is a semaphore now. A semaphore (`--limit N`, N > 1,
 //! the `SLOT_*` scripts) keeps each holder in KEYS[4], scored by its expiry
 //! in milliseconds by the server's own clock (`TIME`), and describes it in
-//! `P{K}:holder:<token>` (`KEYS[2] .. ':' .. token`), a hash with the plain
-//! holder's fields plus `fence`, expiring with the slot. Those per-holder
-//! keys are built inside the scripts, not declared: fine on standalone
-//! Redis and within one Cluster slot (same hash tag), but not declared to
-//! a proxy that routes by KEYS. Expired members are removed by the scripts
+//! `P{K}:holder:<token>` (KEYS[9] for the caller's own), a hash with the
+//! plain holder's fields plus `fence`, expiring with the slot. Expired
+//! members are removed by the scripts
 //! themselves, and KEYS[4] and KEYS[5] expire with their last holder, so
 //! the slot of a holder killed with SIGKILL frees itself after its TTL and
 //! a semaphore whose holders all died leaves only its fence behind.
@@ -30,7 +25,7 @@
 //!
 //! Waiters for a plain lock on one node queue in KEYS[6], in order of
 //! arrival (or as `--queue` says, see `queue.rs`), each with a liveness
-//! key `P{K}:waiters:<token>`, a hash `host pid user since sub` (what
+//! key `P{K}:waiters:<token>` (KEYS[8] for the caller's own), a hash `host pid user since sub` (what
 //! `status` shows). A waiter is live while that key exists and, when
 //! `sub` is 1, while its own wake channel `P{K}:wake:<token>` has a
 //! subscriber on this server (`PUBSUB NUMSUB`): a killed waiter's
@@ -93,6 +88,33 @@ end
     };
 }
 
+/// Keys named after other clients' tokens (see `calls.rs`): a script
+/// lists every one it will touch before it writes anything, and one
+/// missing from its KEYS makes it answer `{-99, names}`, changing nothing.
+macro_rules! declare_lib {
+    () => {
+        r#"
+local given = {}
+for _, k in ipairs(KEYS) do given[k] = true end
+-- {-99, names} when one of `names` is not in KEYS, else nil.
+local function declare(names)
+  for _, k in ipairs(names) do
+    if not given[k] then return {-99, names} end
+  end
+  return nil
+end
+-- `base:member` for the members of a sorted set, from the first to `stop`.
+local function named(zset, base, stop)
+  local names = {}
+  for _, member in ipairs(redis.call('ZRANGE', zset, 0, stop)) do
+    names[#names + 1] = base .. ':' .. member
+  end
+  return names
+end
+"#
+    };
+}
+
 /// Lua functions for the line of waiters (see the module doc).
 macro_rules! line_lib {
     () => {
@@ -126,6 +148,9 @@ end
 -- server cannot tell, its liveness key alone says).
 local function live(token)
   local alive = KEYS[6] .. ':' .. token
+  -- Not given (RELEASE never asks for keys, see `calls.rs`): live while
+  -- this server sees it subscribed, or cannot tell.
+  if not given[alive] then return subscribed(token) ~= false end
   if redis.call('EXISTS', alive) == 0 then return false end
   -- Not a hash (an older version's '1'): live while it exists.
   local sub = redis.pcall('HMGET', alive, 'sub', 'at')
@@ -275,6 +300,7 @@ pub const ACQUIRE: &str = concat!(
     server_lib!(),
     eviction_lib!(),
     fence_lib!(),
+    declare_lib!(),
     line_lib!(),
     r#"
 local limit = redis.call('GET', KEYS[5])
@@ -285,8 +311,16 @@ local mode = ARGV[8]
 local first_try, arriving = mode == '4', mode == '5'
 if first_try then mode = '0' elseif arriving then mode = '3' end
 local queued = mode == '1' or mode == '2' or mode == '3'
-local alive = KEYS[6] .. ':' .. ARGV[1]
-local newest = KEYS[6] .. ':newest'
+local alive = KEYS[8]
+local newest = KEYS[7]
+if queued or first_try then
+  -- The liveness hashes of the waiters it may look at (the first 100),
+  -- or replace (all of them: newest-wins).
+  local stop = 99
+  if mode == '3' or first_try then stop = -1 end
+  local ask = declare(named(KEYS[6], KEYS[6], stop))
+  if ask then return ask end
+end
 local function arrive()
   redis.call('HSET', newest, 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4])
   redis.call('PEXPIRE', newest, 604800000)
@@ -419,7 +453,7 @@ return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0
 /// ARGV: token. Returns 1.
 pub const LEAVE: &str = r#"
 redis.call('ZREM', KEYS[6], ARGV[1])
-redis.call('DEL', KEYS[6] .. ':' .. ARGV[1])
+redis.call('DEL', KEYS[8])
 return 1
 "#;
 
@@ -433,8 +467,11 @@ return 1
 /// member that is not live (see the module doc: a killed waiter at once,
 /// a stopped one once its liveness key has expired) is not counted.
 pub const WAITERS: &str = concat!(
+    declare_lib!(),
     line_lib!(),
     r#"
+local ask = declare(named(KEYS[6], KEYS[6], 999))
+if ask then return ask end
 local count, shown = 0, {}
 for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
   local alive = KEYS[6] .. ':' .. token
@@ -485,6 +522,7 @@ return -1
 /// from us (see FORCE_RELEASE) is released the same way: its holder has
 /// stopped, the next waiter may go.
 pub const RELEASE: &str = concat!(
+    declare_lib!(),
     line_lib!(),
     r#"
 local cur = redis.call('GET', KEYS[1])
@@ -501,7 +539,8 @@ if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
         break
       end
       channel = KEYS[1] .. ':wake:' .. waiter
-    elseif channel == KEYS[1] and redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 0 then
+    elseif channel == KEYS[1] and given[KEYS[6] .. ':' .. waiter]
+      and redis.call('EXISTS', KEYS[6] .. ':' .. waiter) == 0 then
       -- Dead for good (a waiter only unsubscribed keeps its place).
       redis.call('ZREM', KEYS[6], waiter)
     end
@@ -534,8 +573,13 @@ return -1
 /// and HGETALL; TIME and ZRANGE only when a semaphore exists.
 pub const INSPECT: &str = concat!(
     slot_lib!(),
+    declare_lib!(),
     r#"
 local token, pttl, fence, limit = lock_state()
+if limit > 0 then
+  local ask = declare(named(KEYS[4], KEYS[2], -1))
+  if ask then return ask end
+end
 local revoked = 0
 if token and string.sub(token, 1, 8) == 'revoked:' then
   token = string.sub(token, 9)
@@ -572,9 +616,12 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// or slot is deleted at once, as with `now`.
 pub const FORCE_RELEASE: &str = concat!(
     slot_lib!(),
+    declare_lib!(),
     r#"
 local token, pttl, fence, limit = lock_state()
 if not token and limit > 0 then
+  local ask = declare(named(KEYS[4], KEYS[2], -1))
+  if ask then return ask end
   local now = clock()
   local all = live_slots(now)
   if #all == 0 then return {-1, false, pttl, fence, {}, limit, {}} end
@@ -684,7 +731,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local count = redis.call('ZCARD', KEYS[4])
 local held = tonumber(redis.call('GET', KEYS[5]) or '')
 if count > 0 and held and held ~= limit then return {-1, held} end
-local mine = KEYS[2] .. ':' .. ARGV[1]
+local mine = KEYS[9]
 local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if score then
   if redis.call('HMGET', mine, 'revoked')[1] == '1' then
@@ -726,11 +773,11 @@ pub const SLOT_EXTEND: &str = concat!(
 local now = clock()
 local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not score or tonumber(score) <= now then return -1 end
-if redis.call('HMGET', KEYS[2] .. ':' .. ARGV[1], 'revoked')[1] == '1' then return -2 end
+if redis.call('HMGET', KEYS[9], 'revoked')[1] == '1' then return -2 end
 local ttl = tonumber(ARGV[2])
-if ARGV[3] then redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'ended_at', ARGV[3]) end
+if ARGV[3] then redis.call('HSET', KEYS[9], 'ended_at', ARGV[3]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[1], ttl)
+redis.call('PEXPIRE', KEYS[9], ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 settle(now)
 return 1
@@ -756,7 +803,7 @@ if live then
   redis.call('PUBLISH', KEYS[1], 'released')
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('DEL', KEYS[2] .. ':' .. ARGV[1])
+redis.call('DEL', KEYS[9])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 settle(now)
 if live then return 1 end
@@ -787,7 +834,7 @@ if #cur < #ARGV[2] or (#cur == #ARGV[2] and cur < ARGV[2]) then
   redis.call('SET', KEYS[3], ARGV[2])
 end
 if ARGV[3] ~= '1' then
-  redis.call('HSET', KEYS[2] .. ':' .. ARGV[1], 'fence', ARGV[2])
+  redis.call('HSET', KEYS[9], 'fence', ARGV[2])
 end
 return 1
 "#;

@@ -20,14 +20,15 @@ const RUNS: usize = 6;
 
 /// A section: `start ID T`, `alive ID T` every 50 ms, `end ID T`; a
 /// SIGTERM also writes its end. T is nanoseconds (CLOCK_REALTIME), read
-/// with a bash builtin: a forked `date` would die of the stop's SIGTERM
-/// to the group and leave the line without its time.
+/// with a bash builtin in a function of the shell itself: a `$(...)`
+/// forks a subshell, which a second SIGTERM (a forwarded one, then the
+/// stop's) can kill in the trap, and leave the line without its time.
 fn section(log: &str) -> String {
     format!(
-        "now() {{ local t=${{EPOCHREALTIME/./}}; echo \"${{t}}000\"; }}; echo \"start $ID $(now)\" >> '{log}'; \
-         trap 'echo \"end $ID $(now)\" >> \"{log}\"; exit 0' TERM; \
-         for i in 1 2 3 4 5 6; do sleep 0.05; echo \"alive $ID $(now)\" >> '{log}'; done; \
-         echo \"end $ID $(now)\" >> '{log}'"
+        "line() {{ local t=${{EPOCHREALTIME/./}}; echo \"$1 $ID ${{t}}000\" >> '{log}'; }}; line start; \
+         trap 'line end; exit 0' TERM; \
+         for i in 1 2 3 4 5 6; do sleep 0.05; line alive; done; \
+         line end"
     )
 }
 
@@ -36,14 +37,8 @@ fn spans(text: &str) -> HashMap<String, (u128, u128)> {
     let mut spans: HashMap<String, (u128, u128)> = HashMap::new();
     for line in text.lines() {
         let mut words = line.split_whitespace();
-        let (Some(_), Some(id), t) = (words.next(), words.next(), words.next()) else {
+        let (Some(_), Some(id), Some(t)) = (words.next(), words.next(), words.next()) else {
             panic!("bad line {line:?}");
-        };
-        // A SIGTERM to the job's group can kill `date` in `$(now)`: that
-        // `alive` line has no time, and the trap's `end` line follows it.
-        let Some(t) = t else {
-            assert!(line.starts_with("alive "), "bad line {line:?}");
-            continue;
         };
         let t: u128 = t.parse().expect("timestamp");
         let span = spans.entry(id.to_string()).or_insert((t, t));

@@ -409,7 +409,10 @@ fn a_release_whose_reply_was_lost_is_not_reported_as_an_expired_lock() {
     // The first connection: the acquire's reply, then none.
     let proxy = Proxy::with_plan(server.port(), &["r1"]);
     let out = run_with_timeout(
-        redlock(&proxy.url()).args(["-k", "lost-reply", "--ttl", "3s", "-v", "--", "true"]),
+        // 10 s: a per-node timeout of 1 s, so that the acquire's reply
+        // comes in time on a loaded machine (its retry, on a connection
+        // of its own, would get every reply).
+        redlock(&proxy.url()).args(["-k", "lost-reply", "--ttl", "10s", "-v", "--", "true"]),
         LONG,
     );
     assert_eq!(out.code, Some(0), "{out:?}");

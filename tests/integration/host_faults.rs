@@ -19,20 +19,21 @@ use crate::common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// A job of 5 s under a 2 s TTL with `--metrics-textfile m`: the lock must
+/// A job of 7 s under a 3 s TTL with `--metrics-textfile m`: the lock must
 /// stay held (a live PTTL) from COMMAND's start to its end, which needs
 /// the refresher and the supervision loop to run whatever DIR does (a
-/// stall would lose it twice over; 1 s was lost to a starved machine).
+/// stall would lose it twice over; 1 s and 2 s TTLs were really lost on a
+/// starved machine, the refresher not run in time).
 fn held_throughout(server: &RedisServer, dir: &TestDir, key: &str, m: &Path) -> Output {
     let (started, done) = (dir.file("started"), dir.file("done"));
     let script = format!(
-        "touch '{}'; sleep 5; touch '{}'",
+        "touch '{}'; sleep 7; touch '{}'",
         started.display(),
         done.display()
     );
     let job = server
         .job(key)
-        .args(["--ttl", "2s", "--metrics-textfile"])
+        .args(["--ttl", "3s", "--metrics-textfile"])
         .args([m]);
     let mut run = spawn_piped(&mut job.sh(script));
     assert!(wait_for_file(&started, LONG), "{}", run.stderr_now());

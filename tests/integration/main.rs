@@ -11,6 +11,7 @@ mod chaos;
 mod ci;
 mod cluster;
 mod cron;
+mod declared_keys;
 mod doctor;
 mod eviction;
 mod fleet;

@@ -176,8 +176,11 @@ fn a_lost_lock_and_its_stop_as_events() {
         s = dir.file("started").display()
     );
     let mut run = spawn_piped(
+        // 3 s: the refresh due at 1 s has 0.66 s to fail before the stop
+        // begins (1 s left it 0.2 s, which a loaded machine can spend
+        // before the refresher runs at all).
         &mut job(&server.url(), "lost")
-            .args(["-v", "--ttl", "1s"])
+            .args(["-v", "--ttl", "3s"])
             .sh(&script),
     );
     assert!(wait_for_file(dir.file("started"), LONG));
@@ -397,8 +400,11 @@ fn the_metrics_file_after_a_lost_lock() {
         dir.path().to_str().unwrap(),
         "-k",
         "l",
+        // 3 s: the refresh due at 1 s has 0.66 s to fail (and be counted)
+        // before the stop begins; 1 s left it 0.2 s, which a loaded
+        // machine could spend before the refresher ran at all.
         "--ttl",
-        "1s",
+        "3s",
     ])
     .args([
         "--",
@@ -514,8 +520,10 @@ fn verbose_text_tells_a_lost_lock_once_in_order_and_a_new_key_plainly() {
         s = dir.file("started").display()
     );
     let mut run = spawn_piped(
+        // 3 s: room for a failed refresh and its retries before the loss
+        // (see a_lost_lock_and_its_stop_as_events).
         &mut Job::new(&server.url(), "told")
-            .args(["-v", "--ttl", "1s"])
+            .args(["-v", "--ttl", "3s"])
             .sh(&script),
     );
     assert!(wait_for_file(dir.file("started"), LONG));

@@ -193,3 +193,41 @@ fn sigterm_ends_wait_with_143() {
     hold.go();
     assert_eq!(first.wait_timeout(LONG).code, Some(0));
 }
+
+/// Out of file descriptors is a local failure, 71 as for a run, never
+/// "Redis unavailable" (69) nor an internal error, whatever the limit.
+#[test]
+fn out_of_file_descriptors_is_exit_71_as_for_a_run() {
+    if !have_tool("prlimit", "util-linux") {
+        return;
+    }
+    let server = RedisServer::start();
+    let mut local = 0;
+    for n in 4..=16 {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={n}")).args([
+            "--",
+            bin(),
+            "--redis",
+            &server.url(),
+            "wait",
+            "free-key",
+        ]);
+        let out = run_with_timeout(&mut cmd, LONG);
+        match out.code {
+            Some(0) => {}
+            Some(71) => {
+                assert!(
+                    out.stderr.contains("local failure"),
+                    "--nofile={n}: {out:?}"
+                );
+                local += 1;
+            }
+            _ => panic!("--nofile={n}: {out:?}"),
+        }
+    }
+    assert!(
+        local > 0,
+        "no limit made wait KEY run out of file descriptors"
+    );
+}

@@ -1,0 +1,328 @@
+"""Throwaway Redis for the benchmarks (scripts/bench.py, bench_fleet.py,
+bench_waiters.py): redis-servers and sentinels on free loopback ports (never
+6379) in a temp dir, with a minimal RESP client; the topologies (a Redlock
+quorum, a primary with sentinels, a Cluster); and a TCP proxy that delays
+every chunk.
+
+Only the Python standard library. The integration tests have their own
+harness in Rust (tests/integration/common/), the fault campaign its own in
+scripts/chaos/.
+"""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+class SetupError(Exception):
+    """A server or topology that did not come up."""
+
+
+# ---------------------------------------------------------------------------
+# Redis servers and topologies
+
+
+class Redis:
+    """A throwaway redis-server (or sentinel) with a minimal RESP client."""
+
+    # Commands `calls()` leaves out: the bench's own. bench_waiters.py
+    # counts PUBSUB too (the scripts call NUMSUB).
+    NOT_COUNTED = ("info", "config", "pubsub", "ping")
+
+    def __init__(self, tmp: Path, name="redis", args=(), sentinel_for=None):
+        self.name = name
+        self.dir = tmp / name
+        self.dir.mkdir()
+        self.sock = None
+        for _ in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                self._argv(list(args), sentinel_for),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            if self._ready():
+                return
+            self.stop()
+        raise SetupError(f"{name}: redis-server did not start (see {self.dir / 'redis.log'})")
+
+    def _argv(self, args, sentinel_for):
+        if sentinel_for is None:
+            return [
+                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+                "--logfile", str(self.dir / "redis.log"), "--daemonize", "no",
+                "--protected-mode", "no", *args,
+            ]
+        conf = self.dir / "sentinel.conf"   # a sentinel rewrites its config: a file of its own
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+            f"dir {self.dir}\nlogfile {self.dir / 'redis.log'}\n"
+            f"sentinel monitor mymaster 127.0.0.1 {sentinel_for} 2\n"
+        )
+        return ["redis-server", str(conf), "--sentinel"]
+
+    def _ready(self):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                self.reader = self.sock.makefile("rb")
+                if self.cmd("PING") == "PONG":
+                    return True
+            except OSError:
+                time.sleep(0.02)
+        return False
+
+    def cmd(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self._reply()
+
+    def _reply(self):
+        line = self.reader.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.reader.read(n + 2)[:-2]
+            return data.decode()
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise RuntimeError(f"bad reply {line!r}")
+
+    def calls(self, only=None):
+        """Commands served since CONFIG RESETSTAT (those run by scripts
+        included), the bench's own excluded; or calls of `only`."""
+        total = 0
+        for line in self.cmd("INFO", "commandstats").splitlines():
+            if line.startswith("cmdstat_"):
+                name, stats = line[len("cmdstat_"):].split(":", 1)
+                name = name.split("|")[0]
+                if name == only or (only is None and name not in self.NOT_COUNTED):
+                    total += int(stats.split(",")[0].split("=")[1])
+        return total
+
+    def info(self, section):
+        """`INFO section` as a dict of its fields."""
+        out = {}
+        for line in self.cmd("INFO", section).splitlines():
+            if ":" in line:
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+    def subscribers(self, channel):
+        return self.cmd("PUBSUB", "NUMSUB", channel)[1]
+
+    def stop(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class Servers:
+    """Every redis-server and sentinel the bench starts, stopped together."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.all = []
+
+    def start(self, name, args=(), sentinel_for=None):
+        server = Redis(self.tmp, name, args, sentinel_for)
+        self.all.append(server)
+        return server
+
+    def stop(self):
+        for server in reversed(self.all):
+            server.stop()
+        self.all = []
+
+
+def free_port():
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+
+
+def wait_for(what, check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except (OSError, RuntimeError):
+            pass
+        if time.monotonic() > deadline:
+            raise SetupError(f"{what} not ready after {timeout} s")
+        time.sleep(0.05)
+
+
+def redis_args(ports):
+    """`--redis redis://127.0.0.1:PORT` for each port."""
+    return [a for p in ports for a in ("--redis", f"redis://127.0.0.1:{p}")]
+
+
+def start_masters(servers, name, count):
+    """`count` independent masters, NAME0, NAME1, ..."""
+    return [servers.start(f"{name}{i}") for i in range(count)]
+
+
+def start_quorum(servers, nodes=5):
+    """`nodes` independent masters: `--redis` repeated, a Redlock quorum."""
+    return redis_args(m.port for m in start_masters(servers, "quorum", nodes))
+
+
+def start_sentinel(servers):
+    """One primary watched by 3 sentinels (quorum 2)."""
+    primary = servers.start("sentinel-primary")
+    sentinels = [servers.start(f"sentinel{i}", sentinel_for=primary.port) for i in range(3)]
+    want = ["127.0.0.1", str(primary.port)]
+    for s in sentinels:
+        wait_for(s.name, lambda: s.cmd("SENTINEL", "get-master-addr-by-name", "mymaster") == want)
+    hosts = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+    return ["--redis", f"redis+sentinel://{hosts}/mymaster"]
+
+
+def start_cluster(servers):
+    """3 primaries, no replicas, all 16384 slots assigned."""
+    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "5000"]
+    nodes = [servers.start(f"cluster{i}", args) for i in range(3)]
+    addrs = [f"127.0.0.1:{n.port}" for n in nodes]
+    made = subprocess.run(
+        ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    if made.returncode != 0:
+        raise SetupError("redis-cli --cluster create: " + (made.stderr or made.stdout).strip()[-200:])
+    for n in nodes:
+        wait_for(n.name, lambda: "cluster_state:ok" in n.cmd("CLUSTER", "INFO"))
+    return ["--redis", "redis+cluster://" + ",".join(addrs)]
+
+
+# ---------------------------------------------------------------------------
+# Helpers in C, and a TCP proxy that adds latency
+
+
+def build_c(tmp: Path, name, source, *flags):
+    """`source` compiled with `cc -O2` to `tmp/name`; its path."""
+    binary = tmp / name
+    (tmp / f"{name}.c").write_text(source)
+    subprocess.run(["cc", "-O2", *flags, "-o", str(binary), str(tmp / f"{name}.c")], check=True)
+    return str(binary)
+
+
+# A TCP proxy: `delay-proxy LISTEN_FD TARGET_PORT DELAY_US`. Each accepted
+# connection gets a process of its own with a thread per direction; every
+# chunk read is sent DELAY_US after it arrived (as `tc netem delay` on an
+# interface would; this kernel has no netem). In C and in processes of its
+# own, so that five proxies do not queue behind one Python interpreter
+# lock, which would add latency to the five-node runs only.
+DELAY_PROXY_C = r"""
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static long delay_ns;
+struct pipe_ends { int from, to; };
+static void *pipe_one(void *arg) {
+    struct pipe_ends *p = arg;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = recv(p->from, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        struct timespec due;
+        clock_gettime(CLOCK_MONOTONIC, &due);
+        due.tv_nsec += delay_ns;
+        due.tv_sec += due.tv_nsec / 1000000000L;
+        due.tv_nsec %= 1000000000L;
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) != 0) {}
+        for (ssize_t sent = 0; sent < n;) {
+            ssize_t k = send(p->to, buf + sent, n - sent, MSG_NOSIGNAL);
+            if (k <= 0) goto done;
+            sent += k;
+        }
+    }
+done:
+    shutdown(p->from, SHUT_RDWR);
+    shutdown(p->to, SHUT_RDWR);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    if (argc != 4) return 2;
+    int listener = atoi(argv[1]);
+    struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[2])),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    delay_ns = atol(argv[3]) * 1000L;
+    signal(SIGCHLD, SIG_IGN);
+    for (;;) {
+        int client = accept(listener, NULL, NULL);
+        if (client < 0) continue;
+        if (fork() != 0) { close(client); continue; }
+        close(listener);
+        int server = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(server, (struct sockaddr *)&target, sizeof target) != 0) return 1;
+        int one = 1;
+        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct pipe_ends up = { client, server }, down = { server, client };
+        pthread_t t;
+        pthread_create(&t, NULL, pipe_one, &up);
+        pipe_one(&down);
+        pthread_join(t, NULL);
+        return 0;
+    }
+}
+"""
+
+
+class DelayProxy:
+    """A TCP proxy on a free loopback port in front of `port` that delays
+    every chunk by `delay` seconds each way (DELAY_PROXY_C, built into
+    `tmp`), in a process of its own."""
+
+    def __init__(self, port, delay, tmp: Path):
+        binary = tmp / "delay-proxy"
+        if not binary.exists():
+            build_c(tmp, "delay-proxy", DELAY_PROXY_C, "-pthread")
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.port = free_port()
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(256)
+        self.proc = subprocess.Popen(
+            [str(binary), str(listener.fileno()), str(port), str(round(delay * 1e6))],
+            pass_fds=[listener.fileno()], start_new_session=True)
+        listener.close()
+
+    def close(self):
+        # Its connections' processes are in its session: stop them all.
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()

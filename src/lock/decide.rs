@@ -1,0 +1,479 @@
+//! The lock's decisions as pure functions: the nodes' answers in, the
+//! outcome out (acquired, busy, split, lost, released), and which error
+//! decides when too few nodes answered. No I/O and no clock: the caller
+//! says whether the round ended in time, and carries out what is decided
+//! (a fence raise, a give-back). One node is a quorum of one: the same
+//! functions, with `nodes == 1`.
+
+use anyhow::anyhow;
+
+use super::error::{Fault, NodeError, NodeResult};
+use super::reply::{Acquire, BusyInfo, Ownership};
+use crate::exit::Exit;
+
+/// How many of `nodes` must agree: a majority.
+pub fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// Which failure speaks for a round that too few nodes answered, the
+/// first found in this order: a local failure (says nothing about Redis,
+/// never a reason to run unlocked), a refusal (waiting will not help), a
+/// Cluster slot on the move (retry), else Redis is unavailable. Every
+/// mode (the run, the admin commands) maps it to the same exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Local,
+    Refused,
+    Moving,
+    Unavailable,
+}
+
+impl Verdict {
+    /// The verdict of the failed nodes' faults.
+    pub fn of(faults: impl IntoIterator<Item = Fault>) -> Verdict {
+        let faults: Vec<Fault> = faults.into_iter().collect();
+        let any = |f: Fault| faults.contains(&f);
+        match () {
+            () if any(Fault::Local) => Verdict::Local,
+            () if any(Fault::Refused) => Verdict::Refused,
+            () if any(Fault::Moving) => Verdict::Moving,
+            () => Verdict::Unavailable,
+        }
+    }
+
+    /// [`Verdict::of`] the nodes' errors.
+    pub fn of_errors(errors: &[NodeError]) -> Verdict {
+        Verdict::of(errors.iter().map(|e| e.fault))
+    }
+
+    /// The exit code of a command that ends on this verdict (a slot on
+    /// the move that outlasts the command is unavailable).
+    pub fn exit(self) -> Exit {
+        match self {
+            Verdict::Local => Exit::LocalFailure,
+            Verdict::Refused => Exit::Refused,
+            Verdict::Moving | Verdict::Unavailable => Exit::Unavailable,
+        }
+    }
+
+    /// The reason, as error messages say it after what was being done.
+    pub fn why(self) -> &'static str {
+        match self {
+            Verdict::Local => "local failure",
+            Verdict::Refused => "Redis refused",
+            Verdict::Moving => "a Redis Cluster is moving the lock's slot",
+            Verdict::Unavailable => "Redis unavailable",
+        }
+    }
+}
+
+/// Who holds a busy node: host, pid, start. Equal on a majority: one
+/// holder has the lock; else rivals split the nodes.
+type Who = (String, String, String);
+
+/// The answers of one acquire round, sorted.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// The fence each node that granted the lock gave, by node.
+    pub granted: Vec<Option<i64>>,
+    /// The fence counter was reset on a node that granted it.
+    pub reset: bool,
+    /// The first busy answer: who holds the lock.
+    pub busy: Option<BusyInfo>,
+    holders: Vec<Who>,
+    pub mismatch: Option<u32>,
+    pub errors: Vec<NodeError>,
+}
+
+impl Tally {
+    /// The answers, node by node.
+    pub fn of(answers: Vec<NodeResult<Acquire>>) -> Tally {
+        let mut tally = Tally::default();
+        for answer in answers {
+            let fence = match &answer {
+                Ok(Acquire::Held { fence, .. }) => Some(*fence),
+                _ => None,
+            };
+            tally.granted.push(fence);
+            match answer {
+                Ok(Acquire::Held { reset, .. }) => tally.reset |= reset,
+                Ok(Acquire::Busy(info)) => {
+                    let who = (
+                        info.host.clone(),
+                        info.pid.clone(),
+                        info.acquired_at.clone(),
+                    );
+                    tally.holders.push(who);
+                    tally.busy.get_or_insert(*info);
+                }
+                Ok(Acquire::Mismatch { limit }) => {
+                    tally.mismatch.get_or_insert(limit);
+                }
+                // Settled before the tally (Redlock's same-server check).
+                Ok(Acquire::Elsewhere(_)) => tally.errors.push(NodeError {
+                    fault: Fault::Dropped,
+                    error: anyhow!("another server than expected answered"),
+                }),
+                Err(e) => tally.errors.push(e),
+            }
+        }
+        tally
+    }
+
+    /// How many nodes granted the lock.
+    pub fn grants(&self) -> usize {
+        self.granted.iter().flatten().count()
+    }
+
+    /// The largest fence a node gave (0: none granted).
+    pub fn fence(&self) -> i64 {
+        self.granted
+            .iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Whether one holder has `needed` of the busy nodes.
+    fn majority_held(&self, needed: usize) -> bool {
+        let holds = |h: &Who| self.holders.iter().filter(|o| *o == h).count();
+        self.holders.iter().any(|h| holds(h) >= needed)
+    }
+}
+
+/// Whether an acquire round holds the lock: a majority granted it, and
+/// the round ended (`in_time`) within the lock's validity.
+pub fn granted(tally: &Tally, nodes: usize, in_time: bool) -> bool {
+    tally.grants() >= majority(nodes) && in_time
+}
+
+/// What a round that did not get the lock comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Held by another holder (or rivals split the nodes: `split`, try
+    /// again soon).
+    Busy { split: bool },
+    /// KEY is held with another `--limit`.
+    Mismatch { limit: u32 },
+    /// Too few nodes answered.
+    Failed(Verdict),
+}
+
+/// What a failed round gives back of what it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    /// Nothing was taken, and no reply was lost.
+    Nothing,
+    /// Our minority, waking no one (see [`not_acquired`]).
+    Quietly,
+    /// Everything, waking the next waiter (or held over while a waiter
+    /// in line keeps its token).
+    All,
+}
+
+/// How a lock is laid out for [`not_acquired`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub nodes: usize,
+    /// Rivals can split the nodes: a plain lock on several nodes, tried
+    /// by a run not in line.
+    pub splits: bool,
+    /// A split's give-back may be quiet: the caller tries again soon.
+    pub quiet_splits: bool,
+}
+
+/// A round that did not get the lock: what it gives back, and why it
+/// failed, most telling first.
+///
+/// Several nodes, some granted, the rest busy, none failed: either one
+/// holder has a majority (then no waiter can take the lock, so none is
+/// woken), or rivals split the nodes (then we try again soon ourselves,
+/// and the others would only race again). Either way our minority goes
+/// back without a wake-up.
+pub fn not_acquired(tally: &Tally, shape: Shape) -> (GiveBack, Outcome) {
+    let took = tally.grants() > 0;
+    let partial = shape.splits && took && tally.errors.is_empty();
+    let busy = tally.busy.is_some();
+    let held = partial && busy && tally.majority_held(majority(shape.nodes));
+    let split = partial && !held && busy && shape.quiet_splits;
+    let give_back = match () {
+        () if held || split => GiveBack::Quietly,
+        // Some nodes may hold our token (a reply may also have been lost).
+        () if took || !tally.errors.is_empty() => GiveBack::All,
+        () => GiveBack::Nothing,
+    };
+    let outcome = match tally.mismatch {
+        Some(limit) => Outcome::Mismatch { limit },
+        None if shape.nodes - tally.errors.len() < majority(shape.nodes) => {
+            Outcome::Failed(Verdict::of_errors(&tally.errors))
+        }
+        None => Outcome::Busy { split },
+    };
+    (give_back, outcome)
+}
+
+/// What a refresh round comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refreshed {
+    /// A majority extended it in time (replicas still to confirm).
+    Extended,
+    /// Gone, replaced or revoked on so many nodes that no quorum is left:
+    /// the gravest reason found.
+    Lost(Ownership),
+    /// Confirmed by a majority, but too late to count.
+    TooLate,
+    /// Not confirmed this time (nodes down or slow).
+    Failed,
+}
+
+/// A refresh round: `found` what each node that answered said, of
+/// `nodes`; `in_time`: it ended within the new validity.
+pub fn refreshed(found: &[Ownership], nodes: usize, errors: usize, in_time: bool) -> Refreshed {
+    let ours = found.iter().filter(|o| **o == Ownership::Ours).count();
+    let lost = found.len() - ours;
+    if ours >= majority(nodes) && in_time {
+        return Refreshed::Extended;
+    }
+    if nodes - lost < majority(nodes) {
+        let gravest = [Ownership::Revoked, Ownership::Replaced]
+            .into_iter()
+            .find(|o| found.contains(o));
+        return Refreshed::Lost(gravest.unwrap_or(Ownership::Gone));
+    }
+    match errors {
+        0 => Refreshed::TooLate,
+        _ => Refreshed::Failed,
+    }
+}
+
+/// What a release found on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Ours (or revoked from us), now released.
+    Ours,
+    /// Gone or taken on a retry after a try whose reply never came: most
+    /// likely that try released it (and the next holder took it).
+    Unanswered,
+    /// Another token, on a node that had granted us the lock.
+    Replaced,
+    /// Another token on a node of a rival's minority, never ours.
+    Unrelated,
+    /// Nobody holds it: expired or deleted.
+    Gone,
+}
+
+/// One node's release answer; `maybe_done`: an earlier try's reply never
+/// came; `ours_before`: the node granted us the lock we held.
+pub fn release_found(found: Ownership, maybe_done: bool, ours_before: bool) -> Found {
+    match found {
+        Ownership::Ours | Ownership::Revoked => Found::Ours,
+        Ownership::Gone | Ownership::Replaced if maybe_done => Found::Unanswered,
+        Ownership::Replaced if ours_before => Found::Replaced,
+        Ownership::Replaced => Found::Unrelated,
+        Ownership::Gone => Found::Gone,
+    }
+}
+
+/// Whether a call that failed this way may still have been carried out
+/// (the request may have reached the server): not when the server
+/// refused it, a Cluster slot was moving, or this host ran out of
+/// something first.
+pub fn may_have_run(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::Unreachable | Fault::Dropped | Fault::Interrupted
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(fault: Fault) -> NodeError {
+        NodeError {
+            fault,
+            error: anyhow!("{fault:?}"),
+        }
+    }
+
+    fn busy(host: &str) -> NodeResult<Acquire> {
+        Ok(Acquire::Busy(Box::new(BusyInfo {
+            host: host.into(),
+            ..BusyInfo::default()
+        })))
+    }
+
+    fn held(fence: i64) -> NodeResult<Acquire> {
+        Ok(Acquire::Held {
+            fence,
+            reset: false,
+        })
+    }
+
+    #[test]
+    fn a_majority_is_more_than_half() {
+        for (nodes, needed) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
+            assert_eq!(majority(nodes), needed, "{nodes}");
+        }
+    }
+
+    #[test]
+    fn a_local_failure_wins_then_a_refusal_then_a_move() {
+        use Fault::*;
+        let cases: [(&[Fault], Verdict, u8); 7] = [
+            (&[Unreachable, Local, Refused], Verdict::Local, 71),
+            (&[Refused, Moving, Dropped], Verdict::Refused, 77),
+            (&[Dropped, Moving], Verdict::Moving, 69),
+            (
+                &[Unreachable, Dropped, Interrupted],
+                Verdict::Unavailable,
+                69,
+            ),
+            (&[Local], Verdict::Local, 71),
+            (&[Refused], Verdict::Refused, 77),
+            (&[], Verdict::Unavailable, 69),
+        ];
+        for (faults, verdict, code) in cases {
+            let found = Verdict::of(faults.iter().copied());
+            assert_eq!(found, verdict, "{faults:?}");
+            assert_eq!(found.exit().code(), code, "{faults:?}");
+        }
+    }
+
+    #[test]
+    fn the_lock_is_granted_by_a_majority_in_time() {
+        // (answers, nodes, in time, granted, fence)
+        let cases = [
+            (vec![held(7)], 1, true, true, 7),
+            (vec![held(7)], 1, false, false, 7),
+            (vec![held(3), held(9), busy("a")], 3, true, true, 9),
+            (vec![held(3), busy("a"), busy("a")], 3, true, false, 3),
+            (
+                vec![held(3), held(4), Err(error(Fault::Dropped))],
+                3,
+                true,
+                true,
+                4,
+            ),
+            (vec![Err(error(Fault::Unreachable))], 1, true, false, 0),
+        ];
+        for (answers, nodes, in_time, want, fence) in cases {
+            let tally = Tally::of(answers);
+            assert_eq!(granted(&tally, nodes, in_time), want, "{tally:?}");
+            assert_eq!(tally.fence(), fence, "{tally:?}");
+        }
+    }
+
+    /// Node answers written one letter each: `H` held (fence 1), `a` and
+    /// `b` busy (held by a, by b), `M` another --limit, `U` unreachable,
+    /// `D` dropped, `V` a slot moving, `R` refused, `L` a local failure.
+    fn answers(letters: &str) -> Vec<NodeResult<Acquire>> {
+        let one = |c| match c {
+            'H' => held(1),
+            'a' | 'b' => busy(&c.to_string()),
+            'M' => Ok(Acquire::Mismatch { limit: 3 }),
+            'U' => Err(error(Fault::Unreachable)),
+            'D' => Err(error(Fault::Dropped)),
+            'V' => Err(error(Fault::Moving)),
+            'R' => Err(error(Fault::Refused)),
+            _ => Err(error(Fault::Local)),
+        };
+        letters.chars().map(one).collect()
+    }
+
+    #[test]
+    fn a_failed_round_says_why_and_what_it_gives_back() {
+        use GiveBack::*;
+        use Outcome::{Busy, Failed};
+        let busy = Busy { split: false };
+        // (answers, splits, quiet splits, give back, outcome)
+        let cases = [
+            ("a", false, false, Nothing, busy),
+            ("M", false, false, Nothing, Outcome::Mismatch { limit: 3 }),
+            ("U", false, false, All, Failed(Verdict::Unavailable)),
+            ("L", false, false, All, Failed(Verdict::Local)),
+            // One holder has a majority: our minority goes back quietly.
+            ("Haa", true, false, Quietly, busy),
+            // Rivals split the nodes: quietly only when we retry soon.
+            ("Hab", true, true, Quietly, Busy { split: true }),
+            ("Hab", true, false, All, busy),
+            // A node failed: all back, waking the waiters.
+            ("HaD", true, true, All, busy),
+            // Too few answered: the gravest fault speaks.
+            ("HRL", true, true, All, Failed(Verdict::Local)),
+            ("aVD", true, true, All, Failed(Verdict::Moving)),
+            ("aVR", true, true, All, Failed(Verdict::Refused)),
+            // In line (no splits): everything back, whatever others hold.
+            ("Haa", false, true, All, busy),
+        ];
+        for (letters, splits, quiet_splits, give_back, outcome) in cases {
+            let tally = Tally::of(answers(letters));
+            let shape = Shape {
+                nodes: letters.len(),
+                splits,
+                quiet_splits,
+            };
+            let found = not_acquired(&tally, shape);
+            assert_eq!(found, (give_back, outcome), "{letters} {shape:?}");
+        }
+    }
+
+    #[test]
+    fn a_refresh_is_lost_only_when_no_majority_can_be_ours() {
+        use Ownership::*;
+        use Refreshed::*;
+        // (answers, nodes, errors, in time, outcome)
+        let cases: [(&[Ownership], usize, usize, bool, Refreshed); 8] = [
+            (&[Ours], 1, 0, true, Extended),
+            (&[Ours], 1, 0, false, TooLate),
+            (&[Gone], 1, 0, true, Lost(Gone)),
+            (&[Ours, Ours, Replaced], 3, 0, true, Extended),
+            (&[Ours, Replaced, Revoked], 3, 0, true, Lost(Revoked)),
+            (&[Ours, Gone, Replaced], 3, 0, true, Lost(Replaced)),
+            (&[Ours, Gone], 3, 1, true, Failed),
+            (&[], 1, 1, true, Failed),
+        ];
+        for (found, nodes, errors, in_time, want) in cases {
+            assert_eq!(refreshed(found, nodes, errors, in_time), want, "{found:?}");
+        }
+    }
+
+    #[test]
+    fn a_release_tells_a_lost_lock_from_a_rivals_minority() {
+        use Ownership::*;
+        // (found, an earlier try's reply lost, the node was ours, says)
+        let cases = [
+            (Ours, false, true, Found::Ours),
+            (Revoked, false, true, Found::Ours),
+            (Gone, true, true, Found::Unanswered),
+            (Replaced, true, false, Found::Unanswered),
+            (Replaced, false, true, Found::Replaced),
+            (Replaced, false, false, Found::Unrelated),
+            (Gone, false, false, Found::Gone),
+        ];
+        for (found, maybe_done, ours_before, says) in cases {
+            assert_eq!(
+                release_found(found, maybe_done, ours_before),
+                says,
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_call_that_may_have_reached_the_server_may_have_run() {
+        use Fault::*;
+        for (fault, may) in [
+            (Unreachable, true),
+            (Dropped, true),
+            (Interrupted, true),
+            (Refused, false),
+            (Moving, false),
+            (Local, false),
+        ] {
+            assert_eq!(may_have_run(fault), may, "{fault:?}");
+        }
+    }
+}
