@@ -405,7 +405,11 @@ def plan_control(rng, control, episode):
         # that refreshes (and stops its job when the lock is gone), but
         # takes the lock at once after a FLUSHALL under a holder it saw.
         base["standin"] = "refresh"
-        base.update(timing(1500))
+        # A TTL of 3 s: the holder learns of the loss up to a refresh
+        # period (1 s) after it, and the waiter's job must have logged its
+        # start by then (seed 20261206's second run, c5-7: on a loaded
+        # machine that took 565 ms, beyond a 500 ms period).
+        base.update(timing(3000))
         base["duration"] = 3.5
         base["faults"] = [{"kind": "lost-under-waiters", "model": "in", "at": 1.2, "length": 0,
                            "mode": "flushall", "nodes": [0], "waiters": 1, "lead": 1.2, "settle": 0.25,
