@@ -564,13 +564,19 @@ impl Waiter<'_> {
     /// renewed to last that long, standing in for the lost lease: every
     /// other waiter that saw the holder (its own try does not find the
     /// counter started anew: ours did) and every newcomer finds it busy.
-    /// It is given back when the wait is over; after a signal or at
-    /// `--wait`'s end it is left to expire then, for the same reason.
+    /// It is never given back: when the wait is over our next try (same
+    /// token) takes it as ours; after a signal or at `--wait`'s end it is
+    /// left to expire then.
     fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> LostHolder {
         let now = Instant::now();
         let seen = self.holder_until.take();
+        // Never given back here: the next try uses the same token (a
+        // waiter's place in line), and a give-back that a lossy link
+        // delivers after that try deleted the lock it had just taken (the
+        // chaos campaign, seed 20261206 episode 86, as F0 and F6). The
+        // stand-in lasts until `until` (or its own TTL when it could not
+        // be extended), and our next try takes it as ours.
         let Some(until) = lost_holder_until(seen, self.longest_pttl, now) else {
-            quorum.release(&self.token, 1);
             return LostHolder::Over;
         };
         let left = until.saturating_duration_since(now);
@@ -578,9 +584,6 @@ impl Waiter<'_> {
             quorum.extend_for(&self.token, left, None),
             Extend::Extended(_)
         );
-        if !kept {
-            quorum.release(&self.token, 1);
-        }
         self.log.warn(format!(
             "lock '{}': the data in Redis was lost (its fence counter started anew) while \
              another holder had it; waiting {} until that holder's lease would have ended",
@@ -602,9 +605,6 @@ impl Waiter<'_> {
                 pid: self.holder.pid.to_string(),
                 ..BusyInfo::default()
             }));
-        }
-        if kept {
-            quorum.release(&self.token, 1);
         }
         LostHolder::Over
     }

@@ -4,7 +4,7 @@ checker (checker.py) on each; prints one line per episode, a table per
 fault kind, and the summary line. See docs/chaos.md.
 
 usage: campaign.py [--episodes N] [--seed S] [--episode K] [--jobs J]
-                   [--controls M] [--keep] [--no-host] [--findings]
+                   [--controls M] [--keep] [--no-host] [--no-server] [--findings]
 """
 
 import argparse
@@ -31,6 +31,7 @@ CONTROLS = {
     "c3": ("a stand-in wrapper that never refreshes", "overlaps or late stops"),
     "c4": ("a stand-in that releases when COMMAND's leader exits, and jobs that leave a daemon",
            "jobs that outlived their run"),
+    "c5": ("a waiter that takes the lock at once after Redis lost a holder's data", "overlaps in model"),
 }
 RUNNING = set()
 PR_SET_PDEATHSIG = 1
@@ -58,7 +59,8 @@ def on_signal(signum, _frame):
 
 
 def findings():
-    """(seed, episode) of every finding, from scripts/chaos/findings.txt."""
+    """(seed, episode, host, server) of every finding, from
+    scripts/chaos/findings.txt."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.txt")
     todo = []
     with open(path) as f:
@@ -66,22 +68,27 @@ def findings():
             fields = text.split("#", 1)[0].split()
             if fields:
                 # "+host" after the episode: found with the host-side
-                # faults, replayed with them.
-                todo.append((fields[0], int(fields[1]), len(fields) > 2 and fields[2] == "+host"))
+                # faults, replayed with them; "+server": and the
+                # server-side ones.
+                todo.append((fields[0], int(fields[1]), "+host" in fields[2:4] or "+server" in fields[2:4],
+                             "+server" in fields[2:4]))
     return todo
 
 
-def replay(seed, k, host=True):
-    return f"scripts/chaos.sh --seed {seed} --episode {k}" + ("" if host else " --no-host")
+def replay(seed, k, host=True, server=True):
+    return (f"scripts/chaos.sh --seed {seed} --episode {k}" + ("" if host else " --no-host")
+            + ("" if server or not host else " --no-server"))
 
 
-def run_episode(seed, k, base, keep, host=True):
+def run_episode(seed, k, base, keep, host=True, server=True):
     workdir = tempfile.mkdtemp(prefix=f"ep-{k}-", dir=base)
     os.chmod(workdir, 0o777)
     cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child",
            sys.executable, os.path.join(HERE, "episode.py"), str(seed), str(k), workdir]
     if not host:
         cmd.append("--no-host")
+    if not server:
+        cmd.append("--no-server")
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
@@ -95,7 +102,7 @@ def run_episode(seed, k, base, keep, host=True):
     RUNNING.discard(proc)
     remove_cgroups(workdir)
     elapsed = time.monotonic() - started
-    result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode, "host": host,
+    result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode, "host": host, "server": server,
               "output": output.decode(errors="replace")}
     try:
         result["plan"], result["counts"] = checker.check(workdir)
@@ -104,7 +111,8 @@ def run_episode(seed, k, base, keep, host=True):
         result["output"] += f"\nchecker: {err}"
     if proc.returncode != 0 or result["counts"] is None:
         result["error"] = True
-    if not keep and not failed(result):
+    missed = result["plan"] and result["plan"]["control"] and not caught(result)
+    if not keep and not failed(result) and not missed:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
 
@@ -152,6 +160,8 @@ def caught(r):
         return c["stale"] > 0
     if control == "c4":
         return c["outlived"] > 0
+    if control == "c5":
+        return c["overlaps_in"] > 0
     return c["overlaps_in"] + c["overlaps_out"] + c["late"] > 0
 
 
@@ -243,7 +253,10 @@ def main():
                     help="replay the episodes of every finding (scripts/chaos/findings.txt), "
                          "without host-side faults (those findings were made before them)")
     ap.add_argument("--no-host", action="store_true",
-                    help="plan no host-side faults (replays an episode as it was planned before them)")
+                    help="plan no host-side faults, nor server-side ones (replays an episode as it was "
+                         "planned before them)")
+    ap.add_argument("--no-server", action="store_true",
+                    help="plan no server-side faults (replays an episode as it was planned before them)")
     args = ap.parse_args()
 
     problems = preflight()
@@ -265,24 +278,27 @@ def main():
     signal.signal(signal.SIGHUP, on_signal)
 
     host = not args.no_host
+    server = host and not args.no_server
     if args.findings:
         todo = findings()
         seed = "of each finding"
     elif args.episode is not None:
-        todo = [(seed, args.episode, host)]
+        todo = [(seed, args.episode, host, server)]
     else:
         controls = args.controls if args.controls is not None else max(1, args.episodes // 100)
-        todo = [(seed, f"{c}-{i}", host) for i in range(controls) for c in CONTROLS]
-        todo += [(seed, k, host) for k in range(args.episodes)]
+        todo = [(seed, f"{c}-{i}", host, server) for i in range(controls) for c in CONTROLS]
+        todo += [(seed, k, host, server) for k in range(args.episodes)]
     print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), host-side faults "
-          f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, binary "
+          f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
+          f"server-side faults "
+          f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
           flush=True)
     started = time.monotonic()
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h)) for s, k, h in todo]
+        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h, v)) for s, k, h, v in todo]
         for s, fut in futures:
             r = fut.result()
             results.append(r)
@@ -294,7 +310,7 @@ def main():
                 if r.get("error"):
                     print("    harness: " + r["output"].strip().replace("\n", "\n    ")[-3000:])
                 print(f"    logs: {r['dir']}")
-                print(f"    replay: {replay(s, r['k'], r['host'])}", flush=True)
+                print(f"    replay: {replay(s, r['k'], r['host'], r['server'])}", flush=True)
     elapsed = time.monotonic() - started
 
     main_results = [r for r in results if not (r["plan"] and r["plan"]["control"])]

@@ -74,8 +74,14 @@ def out_of_model_windows(plan, faults, begin):
     time: applying one can take a while, as filling memory does, and its
     t0 is logged once it is in place) to 2 TTL + 1 s after it ended."""
     pad = (2 * plan["ttl_ms"] + 1000) * 1_000_000
+    # Data lost under a semaphore's waiters: the stand-in that redlock-run
+    # puts up takes one slot of N, and measures the lost holders' leases by
+    # the soonest to expire (all a busy answer shows): finding F9, open;
+    # out of the model (docs/safety.md, "Data lost in Redis").
+    lost_semaphore = [f for f in faults if f["kind"] == "lost-under-waiters" and plan["limit"] > 1
+                      and not f.get("skipped") and f.get("t0") is not None]
     return [(min(f["t0"], begin + int(f["at"] * 1e9)), f["t1"] + pad, f["kind"])
-            for f in faults if f.get("model") == "out"]
+            for f in faults if f.get("model") == "out" or f in lost_semaphore]
 
 
 def classify(t, windows):
@@ -102,8 +108,11 @@ def late_stops(plan, faults, sections):
       it was applied), so the lease ended by t0 + TTL at the latest. A
       section under way at t0 must log nothing after t0 + TTL.
     - Data lost on a quorum of nodes (FLUSHALL, a restart without
-      persistence, eviction): the README bounds the stop by one refresh
-      period + --kill-after (+ one per-node timeout); slack 200 ms.
+      persistence, eviction, lost-under-waiters): the README bounds the
+      stop by one refresh period + --kill-after (+ one per-node timeout);
+      slack 200 ms.
+    - A trickle on a quorum for a TTL or more: as latency beyond the
+      timeout (one deadline per exchange: no reply is in time).
     - A wrapper SIGKILLed: its job dies with it (PDEATHSIG): nothing after
       the kill + 200 ms.
     - A wrapper stopped by SIGTSTP in its section: the job stops with it
@@ -139,8 +148,11 @@ def late_stops(plan, faults, sections):
         t0, t1 = f.get("t0"), f.get("t1")
         if t0 is None or f.get("skipped"):
             continue
+        # A trickle on a quorum: every reply takes longer than the
+        # per-node timeout, so no refresh sent after t0 is confirmed.
         cut = (kind in ("node-partition", "node-pause") and f.get("quorum_lost")) or \
-              (kind == "latency" and f.get("quorum_lost") and f.get("beyond_timeout"))
+              (kind == "latency" and f.get("quorum_lost") and f.get("beyond_timeout")) or \
+              (kind == "trickle" and f.get("quorum_lost"))
         if cut or kind == "client-partition":
             if t1 - t0 < ttl:
                 continue
@@ -149,6 +161,9 @@ def late_stops(plan, faults, sections):
                     continue
                 if s["start"] < t0 < s["last"] and s["run"] not in frozen:
                     late_after(s, t0 + ttl, f"{kind} at t0 + TTL")
+        elif kind == "lost-under-waiters":
+            for s, bound, why in lost_data_bounds(plan, f, faults, sections):
+                late_after(s, bound, why)
         elif kind in ("flushall", "node-restart-volatile", "eviction") and f.get("quorum_lost", True):
             bound = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
             start = t1 if kind == "node-restart-volatile" else t0
@@ -186,6 +201,57 @@ def late_stops(plan, faults, sections):
     return found
 
 
+FAILING_OVER = ("failover-forced", "failover-kill", "failover-pause", "cluster-failover", "failover-waiters",
+                "slot-migration")
+
+
+def lost_data_bounds(plan, f, faults, sections):
+    """lost-under-waiters: (section, bound, why) for each section under way
+    when the data was lost. The loss lands somewhere in [t0, t1] (a FLUSHALL
+    over a lossy link arrives up to a SYN retransmission, 1 s, late: seed
+    20261206 episode 427), so the bounds count from t1:
+
+    - the README's, one refresh period + --kill-after + one per-node
+      timeout (+ 200 ms), when the holder's next refresh is answered: no
+      other Redis-side fault within a TTL of the loss, and nothing done to
+      the holder's own run (its wrapper stopped or killed has a bound of
+      its own, above);
+    - else the lease's: no refresh sent after the loss is confirmed (the
+      token is gone), so the holder's lease, and its job, end by t1 + TTL;
+    - none on Sentinel and Cluster with a failover within a TTL of the
+      loss: a replica promoted before the FLUSHALL reached it still has
+      the lock, and the holder may refresh there (seed 20261206 episode
+      394: the primary was SIGKILLed 3.6 ms after its FLUSHALL).
+    """
+    ttl = plan["ttl_ms"] * 1_000_000
+    t0, t1 = f["t0"], f["t1"]
+    near = [g for g in faults if g is not f and not g.get("skipped") and g.get("t0") is not None
+            and g["t0"] - ttl < t1 and (g.get("t1") or g["t0"]) + ttl > t0]
+    redis_side = [g for g in near if g["kind"] not in HOST_KINDS]
+    # A node paused or cut off may be failed over too.
+    if plan["topology"] in ("sentinel", "cluster") and any(
+            g["kind"] in FAILING_OVER + ("node-pause", "node-partition") for g in redis_side):
+        return []
+    struck = set()
+    for g in faults:
+        struck.update(g.get("runs") or [])
+        struck.update(r for r in (g.get("run"), g.get("strike_run")) if r)
+    out = []
+    readme = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
+    for s in sections.values():
+        if not s["start"] < t0 < s["last"] or s["run"] in struck:
+            continue
+        if redis_side:
+            out.append((s, t1 + ttl + SLACK_NS, "lost-under-waiters (other faults near): t1 + TTL"))
+        else:
+            out.append((s, t1 + readme, "lost-under-waiters: refresh + kill-after + timeout"))
+    return out
+
+
+HOST_KINDS = ("keeper-kill", "kill-both", "wrapper-freeze", "keeper-stop", "escape", "cpu-starve", "no-proc",
+              "foreign-proc", "wrapper-stop", "wrapper-tstp", "wrapper-kill", "stderr-stall", "fd-limit")
+
+
 def host_windows(plan, runs, faults):
     """Runs whose job may run on after its run ended, by docs/safety.md's
     table of the tree's end (the documented host-side windows), with why:
@@ -216,6 +282,16 @@ def host_windows(plan, runs, faults):
             wrapper_killed.add(f["run"])
         if f.get("strike") == "wrapper-kill" and f.get("strike_run"):
             wrapper_killed.add(f["strike_run"])
+    # Two wrapper-kills of one run that hit two pids: the second found the
+    # keeper (a foreign-proc run's wrapper looked up after it died, seed
+    # 20261204 episode 824, before the harness remembered wrappers).
+    struck = {}
+    for f in faults:
+        if f.get("strike") == "wrapper-kill" and f.get("strike_run") and f.get("strike_pids"):
+            struck.setdefault(f["strike_run"], set()).add(f["strike_pids"][0])
+    for run, pids in struck.items():
+        if len(pids) > 1:
+            exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (a second wrapper-kill hit the keeper)")
     # The same window reached by two faults: each SIGKILL by pid, the second
     # before the survivor could act (seed 20261204 episode 779: 0.23 ms apart).
     for run in keeper_killed & wrapper_killed:
@@ -326,7 +402,91 @@ def spurious_lost(plan, run, section, faults):
         if "worker" in f and f["kind"] in ("client-partition", "stderr-stall", "fd-limit"):
             return f["worker"] == run["worker"]
         return True
+    # Faults on minorities of Redlock's masters that together cover more
+    # than a minority can (seed 20261206 episode 548: a trickle, a pause
+    # and latency beyond the timeout, one node each of five).
+    if plan["topology"].startswith("redlock"):
+        hit = set()
+        for f in faults:
+            if f in mine or f.get("t0") is None or f.get("skipped") or "nodes" not in f:
+                continue
+            if f["kind"] == "client-kill" or (f["kind"] == "latency" and not f.get("beyond_timeout")):
+                continue
+            if f["t0"] - pad < run["t1"] and (f.get("t1") or f["t0"]) + pad > run["t0"]:
+                hit.update(f["nodes"])
+        if len(hit) > plan["nodes"] - (plan["nodes"] // 2 + 1):
+            return False
     return not any(could_cost_the_lock(f) for f in faults)
+
+
+def newcomer(s, runs, faults):
+    """A section of a run spawned after a lost-under-waiters fault froze
+    new runs, beginning before the old holder's lease could have ended: a
+    newcomer that never saw the old holder may take the lock at once
+    (docs/safety.md, "Data lost in Redis"). The harness starts none then,
+    so this is a safeguard, not a window it relies on."""
+    spawned = next((r["t0"] for r in runs if r["run"] == s["run"]), None)
+    for f in faults:
+        if f["kind"] != "lost-under-waiters" or f.get("skipped") or "freeze" not in f:
+            continue
+        if spawned is not None and spawned > f["freeze"] and f["t0"] <= s["start"] <= f.get("quiet_until", 0):
+            return True
+    return False
+
+
+def server_side_exits(plan, runs, sections, faults):
+    """What the server-side kinds promise of the runs' ends:
+
+    - replica-hang (Sentinel, --replicas auto): locking goes on while the
+      primary is healthy (docs/topologies.md: "a sick replica never takes
+      locking down"; the other replica confirms). A run that lived within
+      the hang and exited 69 (unavailable), with no other fault near it
+      that could explain it, is unexpected.
+    - failover-waiters (Cluster): no waiter is skipped forever. A run that
+      waited in line at the failover and exited 75 (busy) although the
+      lock was free, after the failover, for longer than 2 TTL + 1 s + 10
+      s of its wait, is unexpected. A waiter in line that is not first
+      looks again at its slowest pace, 5 to 10 s (src/wait.rs, PACE_MIN
+      jittered up to twice): a line can stall that long (finding F7, seed
+      20261206 episode 319), but not for ever; its runs wait 20 s.
+    """
+    found = []
+    pad = plan["ttl_ms"] * 1_000_000
+    for f in faults:
+        if f.get("skipped") or f.get("t0") is None:
+            continue
+        if f["kind"] == "replica-hang":
+            for r in runs:
+                # docs/topologies.md: in the first 2-3 s after a replica
+                # hangs a WAIT can come back short (a -n run exits 69):
+                # only a run that ended later counts (seed 20261206,
+                # third run, episode 409: a -n run 0.65 s into a hang).
+                if r["rc"] != 69 or r.get("nofile") or not (f["t0"] <= r["t0"] and r["t1"] <= f["t1"]) \
+                        or r["t1"] < f["t0"] + 3_000_000_000:
+                    continue
+                near = [g for g in faults if g is not f and not g.get("skipped") and g.get("t0") is not None
+                        and g["kind"] != "escape"
+                        and g["t0"] - pad < r["t1"] and (g.get("t1") or g["t0"]) + pad > r["t0"]
+                        and g.get("run", r["run"]) == r["run"] and g.get("worker", r["worker"]) == r["worker"]]
+                if not near:
+                    found.append(f"unexpected exit: {r['run']} exited 69 while only a replica was hung "
+                                 f"({f.get('mode')}): locking must go on with --replicas auto")
+        elif f["kind"] == "failover-waiters":
+            spans = sorted((x["start"], x["last"]) for x in sections.values())
+            for r in runs:
+                if r["run"] not in f.get("in_line", []) or r["rc"] != 75:
+                    continue
+                covered, cursor = 0, f["t1"]
+                for a, b in spans:
+                    a, b = max(a, cursor), min(b, r["t1"])
+                    if b > a:
+                        covered += b - a
+                        cursor = b
+                free = max(0, r["t1"] - f["t1"]) - covered
+                if free > 2 * pad + 11_000_000_000:
+                    found.append(f"unexpected exit: {r['run']} waited in line through a Cluster failover and "
+                                 f"exited 75, though the lock was free for {free / 1e6:.0f} ms of its wait after it")
+    return found
 
 
 def check(workdir):
@@ -367,8 +527,13 @@ def check(workdir):
             gone = [o["run"] for o in others if o["run"] in exempt]
             if gone and len(others) - len(gone) < limit:
                 where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
-            if where == "in" and len(others) < redlock_bound:
+            # (Runs in a documented host-side window held no slot the bound
+            # must count: seed 20261206 episode 401, a semaphore of 3 on
+            # Redlock 3 with one killed by pid.)
+            if where == "in" and len(others) - len(gone) < redlock_bound:
                 where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
+            if where == "in" and newcomer(s, runs, faults):
+                where, why = "out", "a newcomer that never saw the old holder took the lock after Redis lost it"
             orphans = [o["run"] for o in others
                        if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
             if orphans:
@@ -437,6 +602,10 @@ def check(workdir):
             out["unexpected"] += 1
             d.append(f"unexpected exit: {r['run']} exited 70 (lock lost) after its job ended by itself; "
                      "its keeper was stopped, and no fault near it could have cost it the lock")
+
+    for msg in server_side_exits(plan, runs, sections, faults):
+        out["unexpected"] += 1
+        d.append(msg)
 
     for msg in outlived(runs, sections, exempt):
         out["outlived"] += 1

@@ -11,9 +11,10 @@ It writes, in the episode directory:
   store.log      written by the fenced store (store.py)
 The checker (checker.py) reads only these.
 
-usage: episode.py SEED EPISODE DIR [--no-host]   (EPISODE: a number, or
-       c1 to c4 with a number: c1-0, for the negative controls; --no-host:
-       no host-side faults, as planned before they existed)
+usage: episode.py SEED EPISODE DIR [--no-host] [--no-server]   (EPISODE: a
+       number, or c1 to c5 with a number: c1-0, for the negative controls;
+       --no-host: no host-side faults and no server-side ones, as planned
+       before they existed; --no-server: no server-side faults)
 """
 
 import json
@@ -73,12 +74,25 @@ KINDS = {
     "cpu-starve": "in",
     "no-proc": "in",
     "foreign-proc": "in",
+    # The server side (SERVER below): events the Redis-side kinds lack, each
+    # struck once the harness sees the state it is about (docs/chaos.md).
+    # Data lost while a holder runs and others wait in line: in the model,
+    # as no run starts from just before it until the old lease could have
+    # ended (a newcomer that never saw the holder is the documented window).
+    "lost-under-waiters": "in",
+    "replica-hang": "in",        # Sentinel, --replicas auto: a replica stopped or cut off
+    "failover-waiters": "in",    # Cluster: CLUSTER FAILOVER with two waiters in line
+    "trickle": "in",             # a proxy that sends the replies a byte at a time
 }
 # Host-side kinds: one or two of them in every episode, planned from a
 # random stream of their own, so the Redis-side plan of a seed (topology,
 # workload, faults) is what it was before they existed.
 HOST = ["keeper-kill", "kill-both", "wrapper-freeze", "keeper-stop", "escape", "cpu-starve",
         "no-proc", "foreign-proc"]
+# Server-side kinds: one in every episode, planned from a random stream of
+# their own (.../server), so a seed's Redis-side and host-side plans are
+# what they were before these existed.
+SERVER = ["lost-under-waiters", "replica-hang", "failover-waiters", "trickle"]
 ESCAPES = ["child", "setsid", "doublefork", "setpgid"]
 # Data nodes of each topology.
 TOPOLOGIES = {"single": 1, "redlock3": 3, "redlock5": 5, "sentinel": 3, "cluster": 6}
@@ -116,10 +130,10 @@ def timing(ttl):
 # ---------------------------------------------------------------- planning
 
 
-def plan(seed, episode, host=True):
+def plan(seed, episode, host=True, server_side=True):
     """Everything an episode does, from (seed, episode) alone; `host`
-    False leaves the host-side faults out (the findings made before they
-    existed replay as they were)."""
+    False leaves the host-side faults out, `server` False the server-side
+    ones (the findings made before they existed replay as they were)."""
     rng = random.Random(f"chaos/{seed}/{episode}")
     control = episode.split("-")[0] if isinstance(episode, str) else None
     if control:
@@ -130,7 +144,8 @@ def plan(seed, episode, host=True):
     if topology in PER_TOPOLOGY:
         kinds = PER_TOPOLOGY[topology]
     else:
-        kinds = [k for k in KINDS if (KINDS[k] != "in/out" or k == "wrapper-stop") and k not in HOST]
+        kinds = [k for k in KINDS if (KINDS[k] != "in/out" or k == "wrapper-stop") and k not in HOST
+                 and k not in SERVER]
         # clock-jump stays in the plan without a valkey-server (it is
         # skipped when run), so that a seed plans the same everywhere.
         kinds = [k for k in kinds if k != "slot-migration"]
@@ -160,6 +175,12 @@ def plan(seed, episode, host=True):
         hrng = random.Random(f"chaos/{seed}/{episode}/host")
         for _ in range(hrng.randint(1, 2)):
             faults.append(plan_host_fault(hrng, hrng.choice(HOST), workers, ttl, duration))
+    if server_side and host:
+        srng = random.Random(f"chaos/{seed}/{episode}/server")
+        fits = {"sentinel": ["lost-under-waiters"] + ["replica-hang"] * 2 * (replicas == "auto"),
+                "cluster": ["lost-under-waiters", "failover-waiters", "failover-waiters"]}
+        kind = srng.choice(fits.get(topology, ["lost-under-waiters", "trickle"]))
+        faults.append(plan_server_fault(srng, kind, topology, nodes, workers, ttl, duration))
     faults.sort(key=lambda f: f["at"])
     server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) and valkey_server() else "redis"
     return {
@@ -304,6 +325,51 @@ def plan_host_fault(rng, kind, workers, ttl, duration):
     return fault
 
 
+def plan_server_fault(rng, kind, topology, nodes, workers, ttl, duration):
+    """A server-side fault (SERVER). lost-under-waiters and
+    failover-waiters first wait (up to 4 s from `at`) for a holder in its
+    section and `waiters` other runs waiting in line; runs that start from
+    `lead` seconds before `at` until then wait long (`wait_s`) and hold
+    long (1 to 2 TTL), so that the line forms."""
+    quorum = nodes // 2 + 1
+    fault = {"kind": kind, "model": KINDS[kind], "length": 0,
+             "at": round(rng.uniform(0.6, max(0.7, duration - 1.0)), 3)}
+    if kind == "lost-under-waiters":
+        # Sentinel and Cluster: FLUSHALL on the lock's primary (its replicas
+        # follow); one node and Redlock: FLUSHALL, or a restart without
+        # persistence, of every node or of a quorum.
+        flush = topology in ("sentinel", "cluster") or rng.random() < 0.5
+        fault["mode"] = "flushall" if flush else "restart"
+        if topology.startswith("redlock"):
+            fault["nodes"] = list(range(nodes)) if rng.random() < 0.5 else sorted(rng.sample(range(nodes), quorum))
+        else:
+            fault["nodes"] = [0]
+        if not flush:
+            fault["length"] = round(rng.uniform(0.05, 0.3), 3)
+        fault.update(waiters=1, lead=2.0, settle=0.25, wait_s=6, quorum_lost=True)
+    elif kind == "failover-waiters":
+        # Two waiters need three workers: a Cluster episode of two gets one
+        # more for the server side (workers of its own, never a host-side
+        # fault's victim: those are planned among the episode's workers).
+        fault.update(waiters=2, lead=2.0, settle=0, wait_s=20, add_workers=max(0, 3 - workers))
+    elif kind == "replica-hang":
+        fault["length"] = round(rng.uniform(1.0, 3.0), 3)
+        fault["mode"] = rng.choice(["stop", "stop", "partition"])
+        fault["replica"] = rng.randrange(2)  # which of the primary's two replicas
+    elif kind == "trickle":
+        if nodes == 1:
+            fault["nodes"] = [0]
+        else:
+            fault["nodes"] = sorted(rng.sample(range(nodes), quorum)) if rng.random() < 0.5 else [rng.randrange(nodes)]
+        fault["length"] = round(rng.uniform(0.6, 2.0), 3)
+        # Each byte of a reply sooner than the per-node timeout: only a
+        # deadline for the whole exchange notices (every reply has 4 bytes
+        # or more: 4/3 of the timeout at least).
+        fault["byte_ms"] = round(timing(ttl)["timeout_ms"] / 3, 1)
+        fault["quorum_lost"] = len(fault["nodes"]) > nodes - quorum
+    return fault
+
+
 def plan_control(rng, control, episode):
     """The negative controls: broken setups the checker must catch."""
     ttl = 500
@@ -334,6 +400,20 @@ def plan_control(rng, control, episode):
         # running, and jobs that leave a daemon behind (a double fork).
         base["standin"] = True
         base["escape_all"] = "doublefork"
+    elif control == "c5":
+        # A waiter that ignores the old lease after data loss: a stand-in
+        # that refreshes (and stops its job when the lock is gone), but
+        # takes the lock at once after a FLUSHALL under a holder it saw.
+        base["standin"] = "refresh"
+        # A TTL of 3 s: the holder learns of the loss up to a refresh
+        # period (1 s) after it, and the waiter's job must have logged its
+        # start by then (seed 20261206's second run, c5-7: on a loaded
+        # machine that took 565 ms, beyond a 500 ms period).
+        base.update(timing(3000))
+        base["duration"] = 3.5
+        base["faults"] = [{"kind": "lost-under-waiters", "model": "in", "at": 1.2, "length": 0,
+                           "mode": "flushall", "nodes": [0], "waiters": 1, "lead": 1.2, "settle": 0.25,
+                           "wait_s": 6, "quorum_lost": True}]
     return base
 
 
@@ -425,11 +505,12 @@ class Server:
 
 class Proxy:
     """A user-space TCP proxy in front of a node: adds latency (`delay`, in
-    seconds, to every chunk each way, order kept); the node's traffic
+    seconds, to every chunk each way, order kept), or sends the node's
+    replies one byte at a time, `trickle` seconds apart; the node's traffic
     otherwise passes untouched."""
 
     def __init__(self, port, upstream):
-        self.port, self.upstream, self.delay = port, upstream, 0.0
+        self.port, self.upstream, self.delay, self.trickle = port, upstream, 0.0, 0.0
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", port))
@@ -451,10 +532,10 @@ class Proxy:
         except OSError:
             client.close()
             return
-        for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+        for a, b, replies in ((client, upstream, False), (upstream, client, True)):
+            threading.Thread(target=self.pump, args=(a, b, replies), daemon=True).start()
 
-    def pump(self, src, dst):
+    def pump(self, src, dst, replies):
         try:
             while True:
                 data = src.recv(65536)
@@ -463,6 +544,12 @@ class Proxy:
                 delay = self.delay
                 if delay:
                     time.sleep(delay)
+                while replies and self.trickle and data:
+                    # Each byte sooner than the per-node timeout; what is
+                    # left goes at once when the window ends.
+                    time.sleep(self.trickle)
+                    dst.sendall(data[:1])
+                    data = data[1:]
                 dst.sendall(data)
         except OSError:
             pass
@@ -582,7 +669,18 @@ class Episode:
         os.makedirs(os.path.join(workdir, "stderr"))
         self.servers, self.proxies = [], []
         self.current = {}          # worker -> (run id, Popen, environment, escape mode)
-        self.wlocks = [threading.Lock() for _ in range(plan["workers"])]
+        # Workers: the plan's, and any a server-side fault adds.
+        self.nworkers = plan["workers"] + sum(f.get("add_workers", 0) for f in plan["faults"])
+        self.wlocks = [threading.Lock() for _ in range(self.nworkers)]
+        # Server-side faults: runs that start while `boost` lasts wait and
+        # hold long (the line forms); none starts while `frozen` or before
+        # `quiet_until` (lost-under-waiters: no newcomer beside the old
+        # holder). `gate` makes that check and the spawn one step.
+        self.gate = threading.Lock()
+        self.frozen, self.quiet_until, self.boost = False, 0.0, None
+        self.spawned = {}          # run -> when its wrapper was spawned (ns)
+        self.wrappers = {}         # foreign-proc run -> its wrapper's pid, once found
+        self.nft_lock, self.nft_refs = threading.Lock(), {}  # (set, element) -> faults using it
         self.treat = {}            # worker -> list of (kind, until, params)
         self.topology_lock = threading.Lock()
         self.t0 = None
@@ -650,7 +748,7 @@ class Episode:
             os.mkdir(base)
             with open(os.path.join(self.dir, "cgroups"), "w") as f:
                 f.write(base + "\n")
-            for w in range(self.plan["workers"]):
+            for w in range(self.nworkers):
                 d = os.path.join(base, f"w{w}")
                 os.mkdir(d)
                 for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
@@ -784,7 +882,7 @@ class Episode:
             dur = rng.randint(int(ttl * 1.5), int(ttl * 2.5))
             info["dur_ms"] = dur
             args = [JOB_PYTHON, os.path.join(HERE, "standin.py"), str(self.servers[0].port),
-                    "chaos", str(ttl), "5000", "--"]
+                    "chaos", str(ttl), "5000"] + (["--refresh"] if p["standin"] == "refresh" else []) + ["--"]
         else:
             args = [self.binary, "-k", "chaos", "--ttl", f"{ttl}ms", "--wait", wait]
             if p["topology"] == "sentinel":
@@ -797,6 +895,12 @@ class Episode:
                 args += ["--redis", f"redis://127.0.0.1:{proxy.port}"]
             if p["prefixes"]:
                 args += ["--prefix", p["prefixes"][w % 2]]
+                # Control c1: each prefix's lock held nearly all the time
+                # (a TTL and a long wait), so that the two holders overlap
+                # however loaded the machine is (seed 20261206's c1-8 had
+                # 6 short sections that happened not to overlap).
+                info["dur_ms"] = dur = ttl
+                args[args.index("--wait") + 1] = "3s"
             if p["control"] == "c2":
                 info["dur_ms"] = dur = 3000 if w == 0 else 400
                 args[args.index("--wait") + 1] = "5s"
@@ -825,6 +929,7 @@ class Episode:
         # The host-side treatments draw from a stream of their own: the
         # runs' own draws stay what they were before these existed.
         hrng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/host")
+        srng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/server")
         uid = 30000 + w
         end = self.t0 + p["duration"]
         i = 0
@@ -832,6 +937,14 @@ class Episode:
             run = f"w{w}r{i}"
             i += 1
             args, env, info = self.command(w, rng, run)
+            boost = self.boost
+            if boost and time.monotonic() < boost[0]:
+                # A server-side fault wants a line: wait and hold long.
+                info["wait"], info["boosted"] = f"{boost[1]}s", True
+                if "--wait" in args:
+                    args[args.index("--wait") + 1] = info["wait"]
+                info["dur_ms"] = srng.randint(p["ttl_ms"], 2 * p["ttl_ms"])
+                env["CHAOS_DUR_MS"] = str(info["dur_ms"])
             treatments = {k: v for k, (until, v) in self.treat.get(w, {}).items() if time.monotonic() < until}
             escape = p["escape_all"]
             if escape is None and "escape" in treatments:
@@ -888,16 +1001,26 @@ class Episode:
                 rcfile = os.path.join(self.dir, "stderr", f"{run}.rc")
                 full = ["unshare", "--pid", "--fork", "--kill-child", "--", PYTHON,
                         os.path.join(HERE, "nsinit.py"), rcfile, "--"] + full
-            t_start = mono()
-            with self.wlocks[w]:
-                proc = subprocess.Popen(full, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=stderr,
-                                        preexec_fn=limits, cwd="/")
-                self.current[w] = (run, proc, where, escape)
-                if rcfile:
-                    self.inits.append(proc)
+            proc = None
+            while proc is None and time.monotonic() < end + 5:
+                with self.wlocks[w], self.gate:
+                    if self.frozen or time.monotonic() < self.quiet_until:
+                        pass
+                    else:
+                        t_start = mono()
+                        proc = subprocess.Popen(full, env=env, stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=stderr,
+                                                preexec_fn=limits, cwd="/")
+                        self.current[w] = (run, proc, where, escape)
+                        self.spawned[run] = t_start
+                        if rcfile:
+                            self.inits.append(proc)
+                if proc is None:
+                    time.sleep(0.01)
             if stderr != self.stall_w:
                 os.close(stderr)
+            if proc is None:
+                break  # held back past the episode's end: no run
             hung = False
             deadline = time.monotonic() + p["duration"] + 25
             while True:
@@ -941,12 +1064,20 @@ class Episode:
         self.scan_sections()
         return run if run in self.started and run not in self.ended else None
 
-    def wrapper_pid(self, proc):
+    def wrapper_pid(self, proc, run):
         """The wrapper (redlock-run) of a run: the Popen's own pid, but
-        below a foreign-proc run's namespace init."""
+        below a foreign-proc run's namespace init: the first process there
+        running the binary, remembered, and None once it is gone. Looked
+        up afresh after the wrapper died, the first such process is its
+        keeper (forked, not exec'd: the same binary), reparented to the
+        init: seed 20261204 episode 824's second strike killed it so."""
         if proc.args[0] != "unshare" or "--pid" not in proc.args:
             return proc.pid
-        return next((pid for pid in descendants(proc.pid) if exe(pid) == self.real_binary), None)
+        below = descendants(proc.pid)
+        if run not in self.wrappers:
+            self.wrappers[run] = next((pid for pid in below if exe(pid) == self.real_binary), None)
+        pid = self.wrappers[run]
+        return pid if pid in below else None
 
     def keeper_pid(self, wrapper):
         """The keeper: the child of the wrapper that has a child (the job).
@@ -964,6 +1095,10 @@ class Episode:
         rec = dict(f)
         if kind in HOST:
             self.host_fault(f, rec)
+            self.events("fault", **rec)
+            return
+        if kind in SERVER:
+            self.server_fault(f, rec)
             self.events("fault", **rec)
             return
         time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
@@ -1002,17 +1137,12 @@ class Episode:
             rec["t1"] = mono()
 
         if kind == "node-partition":
-            elems = "{ %s }" % ", ".join(map(str, ports))
-            window(lambda: nft("add", "element", "inet", "chaos", "blocked", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "blocked", elems))
+            window(lambda: self.nft_set("blocked", ports, +1), lambda: self.nft_set("blocked", ports, -1))
         elif kind == "packet-loss":
-            elems = "{ %s }" % ", ".join(map(str, ports))
-            window(lambda: nft("add", "element", "inet", "chaos", "lossy", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "lossy", elems))
+            window(lambda: self.nft_set("lossy", ports, +1), lambda: self.nft_set("lossy", ports, -1))
         elif kind == "client-partition":
-            elems = "{ %d }" % (30000 + f["worker"])
-            window(lambda: nft("add", "element", "inet", "chaos", "uids", elems),
-                   lambda: nft("delete", "element", "inet", "chaos", "uids", elems))
+            uid = [30000 + f["worker"]]
+            window(lambda: self.nft_set("uids", uid, +1), lambda: self.nft_set("uids", uid, -1))
         elif kind == "latency":
             proxies = [self.proxies[i] for i in f["nodes"]]
 
@@ -1079,7 +1209,7 @@ class Episode:
                 time.sleep(0.01)
             with self.wlocks[w]:
                 run, proc = self.current.get(w, (None, None))[:2]
-                pid = self.wrapper_pid(proc) if proc is not None and proc.poll() is None else None
+                pid = self.wrapper_pid(proc, run) if proc is not None and proc.poll() is None else None
                 if pid is None:
                     rec["skipped"] = "no run"
                     rec["t0"] = rec["t1"] = mono()
@@ -1163,7 +1293,7 @@ class Episode:
         extra = {"escape": 0, "cpu-starve": 0, "no-proc": 0.5, "foreign-proc": 0.5}.get(kind, 1.0)
         until = self.t0 + f["at"] + f["length"] + extra
         time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
-        for w in range(self.plan["workers"]):
+        for w in range(self.nworkers):
             treat = self.treat.setdefault(w, {})
 
             def extend(name, value):
@@ -1204,6 +1334,218 @@ class Episode:
         else:
             self.strike(dict(f), rec)
 
+    def server_fault(self, f, rec):
+        """A server-side fault (SERVER)."""
+        kind, length = f["kind"], f["length"]
+        if kind in ("trickle", "replica-hang"):
+            time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
+            if kind == "trickle":
+                proxies = [self.proxies[i] for i in f["nodes"]]
+                for t in proxies:
+                    t.trickle = f["byte_ms"] / 1000
+                rec["t0"] = mono()
+                time.sleep(length)
+                for t in proxies:
+                    t.trickle = 0.0
+                rec["t1"] = mono()
+            else:
+                with self.topology_lock:
+                    self.hang_replica(f, rec)
+            return
+        # lost-under-waiters, failover-waiters: a line first.
+        time.sleep(max(0.0, self.t0 + f["at"] - f["lead"] - time.monotonic()))
+        self.boost = (float("inf"), f["wait_s"])
+        time.sleep(max(0.0, self.t0 + f["at"] - time.monotonic()))
+        with self.topology_lock:
+            found = self.line_up(f, 4.0)
+            self.boost = None
+            if found is None:
+                with self.gate:
+                    self.frozen = False
+                rec["skipped"] = "no run in its section with others waiting in line"
+                rec["t0"] = rec["t1"] = mono()
+                return
+            rec["holders"], rec["in_line"], rec["others"], freeze = found
+            if freeze is not None:
+                rec["freeze"] = freeze
+            try:
+                if kind == "lost-under-waiters":
+                    self.lose_data(f, rec)
+                else:
+                    self.failover_under_waiters(rec)
+            finally:
+                if kind == "lost-under-waiters":
+                    # No run starts until the old holder's lease could have
+                    # ended (it is stopped by then: the late-stop bound).
+                    p = self.plan
+                    quiet = (p["ttl_ms"] + p["kill_after_ms"] + p["timeout_ms"]) / 1000 + 0.3
+                    rec.setdefault("t1", mono())
+                    with self.gate:
+                        self.quiet_until = time.monotonic() + quiet
+                        self.frozen = False
+                    rec["quiet_until"] = mono() + int(quiet * 1e9)
+
+    def nft_set(self, name, elems, step):
+        """Add (+1) or take back (-1) elements of an nftables set, counted:
+        two faults on one port (two packet-loss windows on a node they
+        share) each take back only their own. Without the count the first
+        to end removed both's, the second's delete then failed as a whole
+        and left its other ports lossy for the rest of the episode (seed
+        20261206 episode 816: a leftover check that timed out)."""
+        with self.nft_lock:
+            changed = []
+            for e in elems:
+                key = (name, e)
+                before = self.nft_refs.get(key, 0)
+                self.nft_refs[key] = before + step
+                if (step > 0 and before == 0) or (step < 0 and before == 1):
+                    changed.append(str(e))
+            if changed:
+                nft("add" if step > 0 else "delete", "element", "inet", "chaos", name,
+                    "{ %s }" % ", ".join(changed))
+
+    def said_waiting(self, run):
+        """Whether a run said it waits for a busy lock (its -v line `...;
+        waiting`): it has seen a holder. Only for choosing the moment."""
+        try:
+            with open(os.path.join(self.dir, "stderr", f"{run}.txt"), "rb") as f:
+                return b"; waiting" in f.read()
+        except OSError:
+            return False
+
+    def queue_state(self):
+        """(runs in their section, runs that said they wait, other runs alive)."""
+        self.scan_sections()
+        holders, waiting, others = [], [], []
+        for w in range(self.nworkers):
+            run, proc = self.current.get(w, (None, None))[:2]
+            if run is None or proc.poll() is not None or run in self.ended:
+                continue
+            if run in self.started:
+                holders.append(run)
+            elif self.said_waiting(run):
+                waiting.append(run)
+            else:
+                others.append(run)
+        return holders, waiting, others
+
+    def line_up(self, f, timeout):
+        """Wait for a run in its section and f["waiters"] others waiting;
+        (holders, waiters, others, freeze time) or None. With `settle`
+        (lost-under-waiters), no new run may start from then on (frozen),
+        and every run alive must have had `settle` since it was spawned to
+        make its first try: each run that can take the lock then has seen
+        a holder."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            holders, waiting, others = self.queue_state()
+            if not holders or len(waiting) < f["waiters"]:
+                time.sleep(0.005)
+                continue
+            if not f.get("settle"):
+                return holders, waiting, others, None
+            with self.gate:
+                self.frozen = True
+                freeze = mono()
+            time.sleep(f["settle"])
+            holders, waiting, others = self.queue_state()
+            young = [r for r in others if self.spawned.get(r, 0) > freeze - int(f["settle"] * 1e9)]
+            if holders and len(waiting) >= f["waiters"] and not young:
+                return holders, waiting, others, freeze
+            with self.gate:
+                self.frozen = False
+            time.sleep(0.005)
+        return None
+
+    def lose_data(self, f, rec):
+        """FLUSHALL, or a restart without persistence, of the lock's nodes."""
+        p = self.plan
+        if p["topology"] == "sentinel":
+            targets = [self.primary()]
+        elif p["topology"] == "cluster":
+            targets = [self.slot_owner(self.live_port())[1] - NODE_PORT]
+        else:
+            targets = f["nodes"]
+        rec["resolved"] = targets
+        nodes = [self.servers[i] for i in targets]
+        # Right after the holder's refresh (its lock's PTTL back near the
+        # TTL), when it is furthest from learning of the loss: the widest
+        # window for a waiter that ignores the old lease (control c5).
+        key = "standin{chaos}" if p["standin"] else "redlock:{chaos}"
+        end = time.monotonic() + p["refresh_ms"] / 1000 + 0.1
+        try:
+            if resp.command(nodes[0].port, "PTTL", key, timeout=0.3) >= 0:
+                while time.monotonic() < end:
+                    if resp.command(nodes[0].port, "PTTL", key, timeout=0.3) >= p["ttl_ms"] - 40:
+                        rec["after_refresh"] = True
+                        break
+                    time.sleep(0.002)
+        except (OSError, resp.RespError, ConnectionError, TypeError):
+            pass
+        holders, in_line, _ = self.queue_state()
+        rec["at_strike"] = {"holders": holders, "in_line": in_line}
+        if f["mode"] == "flushall":
+            rec["t0"] = mono()
+            for s in nodes:
+                try:
+                    resp.command(s.port, "FLUSHALL")
+                except (OSError, resp.RespError, ConnectionError) as err:
+                    rec["error"] = str(err)
+            rec["t1"] = mono()
+        else:
+            for s in nodes:
+                s.kill()
+            rec["t0"] = mono()
+            time.sleep(f["length"])
+            for s in nodes:
+                s.restart(wipe=True)
+            rec["t1"] = mono()
+
+    def failover_under_waiters(self, rec):
+        """CLUSTER FAILOVER on the replica of the lock's slot."""
+        try:
+            owner = self.slot_owner(self.live_port())
+            nodes_map = self.cluster_nodes(self.live_port())
+            replica = next((v[0] for v in nodes_map.values() if v[2] == owner[0]), None)
+            rec["from"], rec["replica"] = owner[1], replica
+            rec["t0"] = mono()
+            resp.command(replica, "CLUSTER", "FAILOVER")
+            wait_for(lambda: "role:master" in resp.command(replica, "INFO", "replication"), 5, 0.02)
+        except (OSError, resp.RespError, ConnectionError, TypeError) as err:
+            rec["error"] = str(err)
+            rec.setdefault("t0", mono())
+        rec["t1"] = mono()
+
+    def hang_replica(self, f, rec):
+        """SIGSTOP one replica of the primary of the moment, or cut it off
+        (its port, and its replication link's own port: the link is its
+        connection to the primary's port)."""
+        primary = self.primary()
+        victim = [i for i in range(3) if i != primary][f["replica"]]
+        s = self.servers[victim]
+        rec["resolved"] = [victim]
+        if f["mode"] == "stop":
+            s.proc.send_signal(signal.SIGSTOP)
+            rec["t0"] = mono()
+            time.sleep(f["length"])
+            s.proc.send_signal(signal.SIGCONT)
+            rec["t1"] = mono()
+            return
+        ports = [s.port]
+        try:
+            for ln in resp.command(s.port, "CLIENT", "LIST", "TYPE", "master", timeout=0.5).splitlines():
+                fields = dict(x.split("=", 1) for x in ln.split() if "=" in x)
+                if "laddr" in fields:
+                    ports.append(int(fields["laddr"].rsplit(":", 1)[1]))
+        except (OSError, resp.RespError, ConnectionError, ValueError) as err:
+            rec["error"] = str(err)
+        rec["ports"] = ports
+        self.nft_set("blocked", ports, +1)
+        rec["t0"] = mono()
+        time.sleep(f["length"])
+        self.nft_set("blocked", ports, -1)
+        rec["t1"] = mono()
+
     def start_busy(self, delay):
         time.sleep(delay)
         busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
@@ -1236,7 +1578,7 @@ class Episode:
                 self.wlocks[w].acquire()
                 run, proc = self.current.get(w, (None, None))[:2]
                 if run is not None and proc.poll() is None and self.holding_run(w) == run:
-                    wrapper = self.wrapper_pid(proc)
+                    wrapper = self.wrapper_pid(proc, run)
                     kept = self.keeper_pid(wrapper) if wrapper and keeper else None
                     if wrapper and (kept or not keeper):
                         return w, run, wrapper, kept
@@ -1399,6 +1741,7 @@ class Episode:
 
         def keys():
             out = []
+            lingering.clear()  # what the last look found, not every look's
             for i, s in enumerate(self.servers):
                 if "role:master" not in resp.command(s.port, "INFO", "replication"):
                     continue
@@ -1413,14 +1756,16 @@ class Episode:
                         members = resp.command(s.port, "ZRANGE", k, 0, -1)
                         alive = [m for m in members if waiter_alive(s.port, k, m)]
                         what += f" of {len(members)}, {len(alive)} alive: " + " ".join(members)[:200]
-                        if k.endswith(":waiters") and not alive and 0 < pttl <= 300000:
+                        # PTTL 0: it expires in this millisecond (seed
+                        # 20261205 episode 241 was a record read so).
+                        if k.endswith(":waiters") and not alive and 0 <= pttl <= 300000:
                             # Dead waiters that release skips and the
                             # key's own expiry (5 min) removes.
                             lingering.add(f"node{i} key {k} pttl {pttl} ({what})")
                             continue
                     if what == "hash" and ":waiters:" in k:
                         queue, token = k.rsplit(":", 1)
-                        if not waiter_alive(s.port, queue, token) and 0 < pttl <= 60000:
+                        if not waiter_alive(s.port, queue, token) and 0 <= pttl <= 60000:
                             # A dead waiter's liveness record (60 s).
                             lingering.add(f"node{i} key {k} pttl {pttl} (hash)")
                             continue
@@ -1433,7 +1778,14 @@ class Episode:
         try:
             found += keys()
         except (OSError, resp.RespError, ConnectionError) as err:
-            found.append(f"keys unreadable: {err}")
+            states = []
+            for i, srv in enumerate(self.servers):
+                try:
+                    with open(f"/proc/{srv.proc.pid}/stat") as f:
+                        states.append(f"node{i} pid {srv.proc.pid} state {f.read().rsplit(')', 1)[1].split()[0]}")
+                except (OSError, AttributeError, IndexError):
+                    states.append(f"node{i} gone")
+            found.append(f"keys unreadable: {err} ({', '.join(states)})")
         self.events("lingering", items=sorted(lingering))
         return found
 
@@ -1466,7 +1818,7 @@ class Episode:
         self.start()
         self.t0 = time.monotonic()
         self.events("begin", t=mono())
-        threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(p["workers"])]
+        threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(self.nworkers)]
         threads += [threading.Thread(target=self.fault, args=(f,)) for f in p["faults"]]
         if p["control"] == "c2":
             threads.append(threading.Thread(target=self.stale_writer))
@@ -1484,7 +1836,9 @@ def main():
     seed, episode, workdir = sys.argv[1], sys.argv[2], sys.argv[3]
     binary = os.environ["REDLOCK_CHAOS_BINARY"]
     episode = int(episode) if episode.isdigit() else episode
-    ep = Episode(plan(seed, episode, host="--no-host" not in sys.argv[4:]), workdir, binary)
+    flags = sys.argv[4:]
+    ep = Episode(plan(seed, episode, host="--no-host" not in flags, server_side="--no-server" not in flags),
+                 workdir, binary)
     try:
         ep.run()
     finally:

@@ -242,9 +242,22 @@ impl Job {
         if unistd::getpgid(Some(self.pgid)).is_ok_and(|g| g != self.pgid) {
             let _ = signal::kill(self.pgid, sig);
         }
-        for (pid, pgid) in self.others(false).unwrap_or_default() {
-            if pgid != self.pgid.as_raw() {
-                let _ = signal::kill(pid, sig);
+        // A stop is listed again until a pass finds nobody new: a process
+        // forked while the tree was listed (a double fork under way) would
+        // run on through a job-control stop (the chaos campaign, seed
+        // 20261204 episode 313); a stopped process forks no more.
+        let passes = if sig == Signal::SIGSTOP { 8 } else { 1 };
+        let mut sent = Vec::new();
+        for _ in 0..passes {
+            let before = sent.len();
+            for (pid, pgid) in self.others(false).unwrap_or_default() {
+                if pgid != self.pgid.as_raw() && !sent.contains(&pid) {
+                    let _ = signal::kill(pid, sig);
+                    sent.push(pid);
+                }
+            }
+            if sent.len() == before {
+                break;
             }
         }
     }

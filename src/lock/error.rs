@@ -15,7 +15,8 @@ pub enum Fault {
     /// resolvable), or one was made but never answered (a paused server).
     Unreachable,
     /// A connection that had answered broke or timed out; or the server
-    /// said "not now" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN).
+    /// said "not now" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, UNBLOCKED:
+    /// a WAIT cut short because the primary became a replica).
     Dropped,
     /// A Redis Cluster is moving the lock's slot (TRYAGAIN, ASK, MOVED
     /// still answered after following them for a while): nothing was
@@ -65,7 +66,17 @@ pub type NodeResult<T> = Result<T, NodeError>;
 
 /// The kind of a failure; `answered`: the connection had answered before.
 pub(super) fn classify(e: &RedisError, answered: bool) -> Fault {
-    let transient = ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
+    // UNBLOCKED: our WAIT was cut short by a failover (the primary became
+    // a replica): not a refusal (the chaos campaign, seed 20261206
+    // episode 844: a waiter exited 77 during a CLUSTER FAILOVER).
+    let transient = [
+        "LOADING",
+        "BUSY",
+        "TRYAGAIN",
+        "MASTERDOWN",
+        "CLUSTERDOWN",
+        "UNBLOCKED",
+    ];
     if e.is_io_error() {
         // redis-rs keeps the io::Error private; its text carries the errno.
         if e.to_string().contains("os error 4)") {
@@ -190,4 +201,20 @@ pub fn join_errors(errors: Vec<anyhow::Error>, nodes: usize) -> anyhow::Error {
 /// [`join_errors`] for nodes' errors.
 pub fn join_node_errors(errors: Vec<NodeError>, nodes: usize) -> anyhow::Error {
     join_errors(errors.into_iter().map(|e| e.error).collect(), nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_cut_short_by_a_failover_is_not_a_refusal() {
+        let unblocked = redis::make_extension_error(
+            "UNBLOCKED".into(),
+            Some("force unblock from blocking operation, instance state changed (master -> replica?)".into()),
+        );
+        assert_eq!(classify(&unblocked, true), Fault::Dropped);
+        let noperm = redis::make_extension_error("NOPERM".into(), None);
+        assert_eq!(classify(&noperm, true), Fault::Refused);
+    }
 }
