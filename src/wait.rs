@@ -224,7 +224,8 @@ struct Waiter<'a> {
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
     /// The longest lease left we saw a holder have: about its TTL, which
-    /// each of its refreshes renews (see [`lost_holder_until`]).
+    /// each of its refreshes renews (see [`lost_holder_until`]; a
+    /// stand-in lasts at least our own TTL too).
     longest_pttl: Duration,
     /// We had a subscription once: make it again if it is lost.
     was_subscribed: bool,
@@ -576,7 +577,12 @@ impl Waiter<'_> {
         // chaos campaign, seed 20261206 episode 86, as F0 and F6). The
         // stand-in lasts until `until` (or its own TTL when it could not
         // be extended), and our next try takes it as ours.
-        let Some(until) = lost_holder_until(seen, self.longest_pttl, now) else {
+        // At least our own TTL: the holder we saw last may not be the one
+        // that lost its lock (another took it unseen, with a whole lease:
+        // the chaos campaign, seed 20261206 episode 462), and the runs of
+        // one KEY share their TTL as a rule.
+        let longest = stand_in_length(self.longest_pttl, quorum.ttl());
+        let Some(until) = lost_holder_until(seen, longest, now) else {
             return LostHolder::Over;
         };
         let left = until.saturating_duration_since(now);
@@ -778,6 +784,12 @@ fn lost_holder_until(seen: Option<Instant>, longest: Duration, now: Instant) -> 
     seen.map(|seen| seen.max(now + longest))
 }
 
+/// How long a lost holder may have renewed its lease for: the longest
+/// lease we saw a holder have, and at least our own TTL.
+fn stand_in_length(longest_seen: Duration, own_ttl: Duration) -> Duration {
+    longest_seen.max(own_ttl)
+}
+
 /// Why a wait ended.
 enum Woke {
     /// The lock was released (a message on its channel).
@@ -843,6 +855,15 @@ mod tests {
             let (min, max) = stay_within(expected);
             assert!(min < max && max * 2 < expected, "{refresh:?}");
         }
+    }
+
+    #[test]
+    fn a_stand_in_lasts_at_least_our_own_ttl() {
+        let ms = Duration::from_millis;
+        // Seen only near its end (28 ms left): a holder that came after
+        // it unseen has a whole lease, about our TTL.
+        assert_eq!(stand_in_length(ms(28), ms(1200)), ms(1200));
+        assert_eq!(stand_in_length(ms(5000), ms(1200)), ms(5000));
     }
 
     #[test]

@@ -49,6 +49,11 @@ impl Quorum {
         }
     }
 
+    /// The TTL this run asks for.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Require `n` replicas of each node to confirm every acquire and
     /// extend before it counts (`--replicas`).
     pub fn with_replicas(mut self, n: Replicas) -> Quorum {
