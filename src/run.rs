@@ -213,41 +213,7 @@ fn not_acquired(
 ) -> Result<Exit, Failure> {
     match waited {
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
-        Waited::Busy(info) if info.line_full.is_some() => {
-            let waiting = info.line_full.unwrap_or_default();
-            let max = cfg.queue_max.unwrap_or_default();
-            let code = cfg.conflict_exit_code;
-            // `-E 0`: a full line is the intended outcome too.
-            let ev = if code == 0 { Ev::Skipped } else { Ev::Busy };
-            log.emit(
-                ev,
-                format!(
-                    "lock '{}' is busy and its line is full ({waiting} waiting, --queue-max \
-                     {max}); not waiting, exit {code}",
-                    cfg.key
-                ),
-                &[field("waiting", waiting.to_string())],
-            );
-            Ok(Exit::Busy(code))
-        }
-        Waited::Busy(info) => {
-            let holder = crate::holder::describe_holder(&info);
-            // `-E 0` says a busy lock is the intended outcome (cron on
-            // many hosts): nothing to report unless -v asks.
-            let (ev, outcome) = match cfg.conflict_exit_code {
-                0 => (Ev::Skipped, "skipping this run (-E 0)"),
-                _ => (Ev::Busy, "giving up"),
-            };
-            log.emit(
-                ev,
-                format!("lock '{}' {holder}; {outcome}", cfg.key),
-                &[
-                    field("holder", holder.clone()),
-                    crate::holder::label_field(&info),
-                ],
-            );
-            Ok(Exit::Busy(cfg.conflict_exit_code))
-        }
+        Waited::Busy(info) => Ok(busy(&info, cfg, log)),
         Waited::Signaled(sig) => Ok(Exit::Signaled(sig)),
         Waited::Replaced(host, pid) => Ok(crate::queue::replaced(&cfg.key, &host, &pid, log)),
         // Only when Redis never answered: never after a refusal or a
@@ -272,6 +238,41 @@ fn not_acquired(
             run_unlocked(cfg, signals, log)
         }
     }
+}
+
+/// Still busy when waiting ended (or its line full: `--queue-max`): said
+/// once, as a skip under `-E 0` (the intended outcome: cron on many
+/// hosts, nothing to report unless -v asks).
+fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
+    let code = cfg.conflict_exit_code;
+    let ev = if code == 0 { Ev::Skipped } else { Ev::Busy };
+    if let Some(waiting) = info.line_full {
+        let max = cfg.queue_max.unwrap_or_default();
+        log.emit(
+            ev,
+            format!(
+                "lock '{}' is busy and its line is full ({waiting} waiting, --queue-max \
+                 {max}); not waiting, exit {code}",
+                cfg.key
+            ),
+            &[field("waiting", waiting.to_string())],
+        );
+        return Exit::Busy(code);
+    }
+    let holder = crate::holder::describe_holder(info);
+    let outcome = match code {
+        0 => "skipping this run (-E 0)",
+        _ => "giving up",
+    };
+    log.emit(
+        ev,
+        format!("lock '{}' {holder}; {outcome}", cfg.key),
+        &[
+            field("holder", holder.clone()),
+            crate::holder::label_field(info),
+        ],
+    );
+    Exit::Busy(code)
 }
 
 /// The lock is ours: run COMMAND under it, then give it back.
