@@ -11,6 +11,12 @@
 //!   socket reads (a socket with a timeout is not restarted: EINTR) when
 //!   the keeper exits.
 //!
+//! A stop and a continue that both arrive before the loop looks (the loop
+//! was inside a Redis call) are told in the order they arrived, as the
+//! kernel would have acted on them: a continue after a stop cancels it
+//! (see [`Signals::fill`]). Acting on the stop then would leave us stopped
+//! with nobody left to continue us.
+//!
 //! A signal that was ignored when redlock-run started (`nohup`, `cmd &` in
 //! a script) is not caught: it stays ignored, for us and for COMMAND, as
 //! flock and nohup users expect.
@@ -40,6 +46,29 @@ pub const JOB_CONTROL: [i32; 3] = [SIGTSTP, SIGTTIN, SIGTTOU];
 /// Every signal a handler of ours was installed for (bit N: signal N). A
 /// child must put these back to the default before it can get a signal.
 static CAUGHT: AtomicU64 = AtomicU64::new(0);
+
+/// When the last job-control stop and the last SIGCONT arrived, as numbers
+/// from [`ARRIVALS`] (0: never), so that [`Signals::fill`] can tell which
+/// came last when both are pending at once (the self-pipe reports them in
+/// signal-number order, not in order of arrival).
+static ARRIVALS: AtomicU64 = AtomicU64::new(0);
+static LAST_STOP: AtomicU64 = AtomicU64::new(0);
+static LAST_CONT: AtomicU64 = AtomicU64::new(0);
+
+/// Note the arrival of `sig` (a handler: atomics only).
+fn note_arrival(last: &'static AtomicU64) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        last.store(
+            ARRIVALS.fetch_add(1, Ordering::SeqCst) + 1,
+            Ordering::SeqCst,
+        )
+    }
+}
+
+/// Whether a continue arrived after the last stop request.
+fn continued_since_stop() -> bool {
+    LAST_CONT.load(Ordering::SeqCst) > LAST_STOP.load(Ordering::SeqCst)
+}
 
 /// [`CAUGHT`]: the signals with a handler of ours.
 pub fn caught_mask() -> u64 {
@@ -79,6 +108,15 @@ impl Signals {
         if ignored(signal_hook::consts::SIGCHLD) {
             // SAFETY: back to the default action; no handler is involved.
             unsafe { nix::libc::signal(signal_hook::consts::SIGCHLD, nix::libc::SIG_DFL) };
+        }
+        for &sig in &caught {
+            let last = match sig {
+                SIGCONT => &LAST_CONT,
+                s if JOB_CONTROL.contains(&s) => &LAST_STOP,
+                _ => continue,
+            };
+            // SAFETY: the action only stores to atomics (async-signal-safe).
+            unsafe { signal_hook::low_level::register(sig, note_arrival(last))? };
         }
         let mask = caught.iter().fold(0u64, |mask, &sig| mask | 1 << sig);
         CAUGHT.fetch_or(mask, Ordering::Relaxed);
@@ -135,15 +173,28 @@ impl Signals {
         }
     }
 
+    /// Move what arrived into the queue. A stop request that a continue
+    /// followed is dropped: the kernel discards a pending stop when
+    /// SIGCONT arrives, and obeying it now would stop us with nobody left
+    /// to continue us (chaos seed 20261206, episode 354: a waiter stopped
+    /// and continued while inside a Redis call stayed stopped for good).
     fn fill(&self) {
         let mut delivery = self.delivery.borrow_mut();
         let mut queue = self.queue.borrow_mut();
+        let mut continued = false;
         for sig in delivery.pending() {
+            continued |= sig == SIGCONT;
             queue.push_back(match sig {
                 SIGCONT => Event::Continued,
                 s if JOB_CONTROL.contains(&s) => Event::Stop(s),
                 s => Event::Forward(s),
             });
+        }
+        // Both at once: signal-number order tells SIGCONT first, which is
+        // right when the stop came last; when the continue came last, the
+        // stop is void.
+        if continued && continued_since_stop() {
+            queue.retain(|e| !matches!(e, Event::Stop(_)));
         }
     }
 }
@@ -172,9 +223,13 @@ pub fn poll_timeout(d: Duration) -> PollTimeout {
 }
 
 /// Stop this process (as the default action of SIGTSTP would, which we
-/// replaced by catching it). Returns once we are continued.
+/// replaced by catching it). Returns once we are continued, or at once
+/// when a SIGCONT already came after the last stop request (it would have
+/// cancelled that stop had we not caught it).
 pub fn stop_self() {
-    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    if !continued_since_stop() {
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    }
 }
 
 /// Whether `sig` is ignored right now (as inherited from our parent).
