@@ -19,7 +19,7 @@ use crate::config::Conn;
 use crate::exit::{Exit, Failure};
 use crate::lock::probe::{self, Conn as Link, Failed, Layout, Primary, Reply, Server};
 use crate::lock::protocol::{self, Scripting};
-use crate::lock::{timing, LockKeys, Replicas};
+use crate::lock::{timing, Endpoint, LockKeys, Replicas};
 use crate::log::show;
 use crate::secrets::{escaped, untrusted};
 
@@ -162,6 +162,50 @@ impl Doctor {
     }
 }
 
+impl Doctor {
+    /// Each endpoint's checks, in order.
+    fn endpoints(&mut self, endpoints: &[Endpoint]) {
+        let layouts: Vec<Layout> = endpoints.iter().map(probe::layout).collect();
+        // Every plain server is connected to at once (see `probe::connect_each`).
+        let plain: Vec<&Server> = (layouts.iter())
+            .filter_map(|l| match l {
+                Layout::Plain(server) => Some(server),
+                _ => None,
+            })
+            .collect();
+        let mut made = probe::connect_each(&plain, self.timeout).into_iter();
+        for (endpoint, layout) in endpoints.iter().zip(layouts) {
+            let shown = endpoint.shown.clone();
+            self.run_id = None;
+            match layout {
+                Layout::Plain(server) => {
+                    self.topology = Topology::Plain;
+                    let needed = self.needed(false);
+                    let link = made.next().unwrap_or_else(|| server.connect(self.timeout));
+                    self.server(&server, link, &shown, needed);
+                }
+                Layout::Sentinel {
+                    sentinels,
+                    service,
+                    data,
+                } => {
+                    self.topology = Topology::Sentinel;
+                    self.sentinel(&sentinels, &service, &data, &shown);
+                }
+                // Many servers: the run does not compare them either.
+                Layout::Cluster(seeds) => {
+                    self.topology = Topology::Cluster;
+                    self.cluster(&seeds, &shown);
+                    self.run_id = None;
+                }
+            }
+            if let Some(id) = self.run_id.take() {
+                self.run_ids.push((shown, id));
+            }
+        }
+    }
+}
+
 pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
     let mut doctor = Doctor {
         keys: LockKeys::new(&conn.prefix, &opts.key),
@@ -172,34 +216,7 @@ pub fn run(conn: Conn, opts: Options) -> Result<Exit, Failure> {
         run_ids: Vec::new(),
         topology: Topology::Plain,
     };
-    for endpoint in &conn.endpoints {
-        let shown = endpoint.shown.clone();
-        doctor.run_id = None;
-        match probe::layout(endpoint) {
-            Layout::Plain(server) => {
-                doctor.topology = Topology::Plain;
-                let needed = doctor.needed(false);
-                doctor.server(&server, &shown, needed);
-            }
-            Layout::Sentinel {
-                sentinels,
-                service,
-                data,
-            } => {
-                doctor.topology = Topology::Sentinel;
-                doctor.sentinel(&sentinels, &service, &data, &shown);
-            }
-            // Many servers: the run does not compare them either.
-            Layout::Cluster(seeds) => {
-                doctor.topology = Topology::Cluster;
-                doctor.cluster(&seeds, &shown);
-                doctor.run_id = None;
-            }
-        }
-        if let Some(id) = doctor.run_id.take() {
-            doctor.run_ids.push((shown, id));
-        }
-    }
+    doctor.endpoints(&conn.endpoints);
     doctor.same_server();
     doctor.tree();
     let exit = doctor.exit();
@@ -344,10 +361,17 @@ impl Doctor {
         }
     }
 
-    /// Every check of one data server (a server, a master, a primary).
-    /// `needed`: the replicas `--replicas` requires (None: `auto`).
-    fn server(&mut self, server: &Server, node: &str, needed: Option<u32>) {
-        let mut link = match server.connect(self.timeout) {
+    /// Every check of one data server (a server, a master, a primary),
+    /// on the connection made to it (`made`). `needed`: the replicas
+    /// `--replicas` requires (None: `auto`).
+    fn server(
+        &mut self,
+        server: &Server,
+        made: Result<Link, Failed>,
+        node: &str,
+        needed: Option<u32>,
+    ) {
+        let mut link = match made {
             Ok(link) => link,
             Err(e) => {
                 let (exit, fix) = match &e {
@@ -1008,25 +1032,26 @@ impl Doctor {
         }
         let master = data.at(&host, port);
         let shown = format!("{node} ({host}:{port})");
-        self.server(&master, &shown, needed);
+        let link = master.connect(self.timeout);
+        self.server(&master, link, &shown, needed);
     }
 
     /// Each sentinel's master for `service` (or none, or why it did not
-    /// answer), and the healthy replicas the first to answer sees.
+    /// answer), and the healthy replicas the first to answer sees: every
+    /// sentinel asked in one round (see `probe::call_each`).
     fn ask_sentinels(&self, sentinels: &[Server], service: &str) -> Answers {
+        let servers: Vec<&Server> = sentinels.iter().collect();
+        let mut made = probe::connect_each(&servers, self.timeout);
+        let asked = &["SENTINEL", "get-master-addr-by-name", service];
+        let answers = call_made(&mut made, asked);
+        let replicas = (made.iter_mut().zip(&answers))
+            .filter(|(_, answer)| answer.is_ok())
+            .filter_map(|(link, _)| link.as_mut().ok())
+            .find_map(|link| link.call(&["SENTINEL", "replicas", service]).ok())
+            .map(|list| list.items().iter().filter(|r| healthy(r)).count());
         let mut named: Vec<(String, Option<(String, u16)>)> = Vec::new();
         let mut dead: Vec<String> = Vec::new();
-        let mut replicas: Option<usize> = None;
-        for sentinel in sentinels {
-            let answer = sentinel.connect(self.timeout).and_then(|mut link| {
-                let master = link.call(&["SENTINEL", "get-master-addr-by-name", service])?;
-                if replicas.is_none() {
-                    if let Ok(list) = link.call(&["SENTINEL", "replicas", service]) {
-                        replicas = Some(list.items().iter().filter(|r| healthy(r)).count());
-                    }
-                }
-                Ok(master)
-            });
+        for (sentinel, answer) in sentinels.iter().zip(answers) {
             match answer {
                 Ok(reply) => {
                     let items = reply.items();
@@ -1189,9 +1214,12 @@ impl Doctor {
         self.slots_served(&primaries, node);
         self.lock_slot(&primaries, node);
         let needed = self.needed(true);
-        for p in &primaries {
+        // Every primary is connected to at once (see `probe::connect_each`).
+        let servers: Vec<&Server> = primaries.iter().map(|p| &p.server).collect();
+        let made = probe::connect_each(&servers, self.timeout);
+        for (p, link) in primaries.iter().zip(made) {
             let shown = format!("{node} ({})", p.server.address);
-            self.server(&p.server, &shown, needed);
+            self.server(&p.server, link, &shown, needed);
         }
     }
 
@@ -1342,6 +1370,19 @@ fn rights_commands<'a>(
         }
     }
     commands
+}
+
+/// `args` on each connection `made` in one round (see `probe::call_each`);
+/// a connection that could not be made: why, as its answer.
+fn call_made(made: &mut [Result<Link, Failed>], args: &[&str]) -> Vec<Result<Reply, Failed>> {
+    let mut links: Vec<&mut Link> = made.iter_mut().filter_map(|m| m.as_mut().ok()).collect();
+    let mut replies = probe::call_each(&mut links, args).into_iter();
+    (made.iter())
+        .map(|m| match m {
+            Ok(_) => (replies.next()).unwrap_or_else(|| Err(Failed::Io("not asked".into()))),
+            Err(e) => Err(e.clone()),
+        })
+        .collect()
 }
 
 /// What the sentinels said: (address, master named), those that did not

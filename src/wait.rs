@@ -18,7 +18,9 @@
 //! PEXPIRE every 20-25 s, and tries again only when something may have
 //! been missed: the first in line when the holder's lease runs out (it
 //! may have died without releasing), the second in line a second after a
-//! release that woke the first (`next`: in case the first does not come),
+//! release that woke the first, or after the first took a lock left
+//! without a release (`next`: in case the first does not come, and to
+//! learn the new holder's lease),
 //! any waiter when the live waiter before it would lapse, when its place
 //! or its subscription was lost, and, as a last resort, at a slow pace
 //! that grows with the line (about one try a second for the whole line).

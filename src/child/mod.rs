@@ -245,7 +245,10 @@ impl Job {
         // A stop is listed again until a pass finds nobody new: a process
         // forked while the tree was listed (a double fork under way) would
         // run on through a job-control stop (the chaos campaign, seed
-        // 20261204 episode 313); a stopped process forks no more.
+        // 20261204 episode 313); a stopped process forks no more, and one
+        // that is stopped has no fork in flight either (one that got the
+        // signal inside `fork` finishes it first, and its child could come
+        // after the next listing): each pass waits for its stops to land.
         let passes = if sig == Signal::SIGSTOP { 8 } else { 1 };
         let mut sent = Vec::new();
         for _ in 0..passes {
@@ -258,6 +261,9 @@ impl Job {
             }
             if sent.len() == before {
                 break;
+            }
+            if sig == Signal::SIGSTOP {
+                until_stopped(&sent[before..]);
             }
         }
     }
@@ -592,6 +598,35 @@ fn pids_in(path: impl AsRef<std::path::Path>) -> Option<Vec<i32>> {
             .filter_map(|p| p.parse().ok())
             .collect(),
     )
+}
+
+/// Wait until each of `pids` is stopped (or gone), for at most
+/// [`STOP_LANDS`]: a process in uninterruptible sleep stops when it
+/// wakes, which may take longer, and the stop must not hang on it.
+fn until_stopped(pids: &[Pid]) {
+    if !proc_is_ours() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + STOP_LANDS;
+    for pid in pids {
+        while !stopped_or_gone(*pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+/// How long a job-control stop waits for its SIGSTOPs to land.
+const STOP_LANDS: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether `pid` is stopped (traced or not), a zombie, or gone.
+fn stopped_or_gone(pid: Pid) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, s)| s.split_whitespace().next());
+    matches!(state, Some("T" | "t" | "Z" | "X") | None)
 }
 
 /// The process group of `pid`, if it is not a zombie (zombies run nothing).

@@ -9,9 +9,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::{Cmd, Value};
+use redis::{Cmd, Connection, ConnectionInfo, RedisResult, Value};
 
-use super::deadline::Armed;
+use super::deadline::{overrun, Armed};
 use super::error::NodeResult;
 use super::node::{Node, Sent};
 
@@ -48,6 +48,13 @@ pub fn round_at<P, R>(
         cmds.push(cmd);
         pending.push(state);
     }
+    // Behind sentinels, a master named a while ago is named again first.
+    let asked: Vec<bool> = cmds.iter().map(Option::is_some).collect();
+    for (i, checked) in masters(nodes, &asked, true).into_iter().enumerate() {
+        if let Some(Err(e)) = checked {
+            (answers[i], cmds[i], pending[i]) = (Some(Err(e)), None, None);
+        }
+    }
     let sent = start_all(nodes, cmds, slot);
     // One deadline for every reply of the round: one timer.
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
@@ -64,6 +71,33 @@ pub fn round_at<P, R>(
         }
     }
     answers
+}
+
+/// Behind sentinels, whether they still name the master each `asked`
+/// node's writes go to, in one round (see `sentinel::named_each`): before
+/// a write (`recheck`: only where they named it a while ago, see
+/// `Node::sentinels_to_ask`), or after one. `None` for a node not asked, or
+/// not behind sentinels.
+pub fn masters(nodes: &mut [Node], asked: &[bool], recheck: bool) -> Vec<Option<NodeResult<()>>> {
+    let mut checked: Vec<Option<NodeResult<()>>> = nodes.iter().map(|_| None).collect();
+    let timeout = nodes.first().map(Node::timeout).unwrap_or_default();
+    let mut which = Vec::new();
+    let mut targets = Vec::new();
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let target = (asked.get(i) == Some(&true)).then(|| node.sentinels_to_ask(recheck));
+        if let Some(target) = target.flatten() {
+            which.push(i);
+            targets.push(target);
+        }
+    }
+    if targets.is_empty() {
+        return checked;
+    }
+    let named = super::sentinel::named_each(&mut targets, timeout);
+    for (i, named) in which.into_iter().zip(named) {
+        checked[i] = Some(nodes[i].named(named, !recheck));
+    }
+    checked
 }
 
 /// Send each node its command. Connections are made one after another
@@ -101,84 +135,88 @@ const QUICK: Duration = Duration::from_millis(1);
 
 type Unstarted<'n> = Mutex<Option<(&'n mut Node, Cmd)>>;
 
-/// Start each of `later` on a small thread of its own (the first on this
-/// thread), all at once. A node whose thread cannot start (out of
-/// processes) is started on this thread, after the others: slower, never
-/// a crash.
+/// Start each of `later` at once (see [`in_parallel`]).
 fn connect_all(later: &[(usize, Unstarted<'_>)], slot: Option<u16>) -> Vec<(usize, Sent)> {
-    let start = |unstarted: &Unstarted<'_>| {
+    let start = |(i, unstarted): &(usize, Unstarted<'_>)| {
         let taken = unstarted.lock().ok()?.take();
-        taken.map(|(node, cmd)| node.start(cmd, slot))
+        taken.map(|(node, cmd)| (*i, node.start(cmd, slot)))
     };
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (later.iter().skip(1))
-            .map(|(_, unstarted)| {
-                std::thread::Builder::new()
-                    .stack_size(128 * 1024)
-                    .spawn_scoped(s, move || start(unstarted))
-                    .ok()
-            })
-            .collect();
-        let mut started: Vec<(usize, Sent)> = Vec::with_capacity(later.len());
-        let first = later.first().and_then(|(i, u)| Some((*i, start(u)?)));
-        started.extend(first);
-        for ((i, unstarted), handle) in later.iter().skip(1).zip(handles) {
-            let joined = handle.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-            let done = joined.flatten();
-            if let Some(sent) = done.or_else(|| start(unstarted)) {
-                started.push((*i, sent));
-            }
-        }
-        started
-    })
+    in_parallel(later, start).into_iter().flatten().collect()
 }
 
-/// Calls that are no command on the node's connection (behind sentinels,
-/// asking them whether they still name the master a write went to):
-/// every node at once (`f` gets its index), the first on this thread,
-/// the others on small threads of their own; one node is asked on this
-/// thread alone. Commands to the nodes go through [`round`] instead.
-pub fn each<R: Send>(nodes: &mut [Node], f: impl Fn(usize, &mut Node) -> R + Sync) -> Vec<R> {
-    if let [node] = nodes {
-        return vec![f(0, node)];
+/// Connections to servers that are no nodes of the lock (sentinels,
+/// the servers `doctor` checks), made as [`round`] makes a node's: one
+/// after another while each is quick, the rest at once after a slow one.
+pub fn dial_all(infos: &[&ConnectionInfo], timeout: Duration) -> Vec<RedisResult<Connection>> {
+    let dial = |info: &&ConnectionInfo| super::dial::connect(info, timeout);
+    let mut made = Vec::with_capacity(infos.len());
+    let mut rest = infos;
+    while let Some((info, tail)) = rest.split_first() {
+        let start = Instant::now();
+        made.push(dial(info));
+        rest = tail;
+        if start.elapsed() > QUICK {
+            break;
+        }
     }
-    // The first node is asked on this thread, the others on small
-    // threads of their own, all at once.
-    let Some((first, rest)) = nodes.split_first_mut() else {
-        return Vec::new();
-    };
-    // A node whose thread cannot start (out of processes) is asked
-    // on this thread, after the others: slower, never a crash.
-    let rest: Vec<std::sync::Mutex<&mut Node>> =
-        rest.iter_mut().map(std::sync::Mutex::new).collect();
+    made.extend(in_parallel(rest, dial));
+    made
+}
+
+/// `f` of each item at once: the first on this thread, the others on
+/// small threads of their own (only to make connections, where latency
+/// makes one after another add up). An item whose thread cannot start
+/// (out of processes) is done on this thread, after the others: slower,
+/// never a crash.
+fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     std::thread::scope(|s| {
         let f = &f;
-        let handles: Vec<_> = rest
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
+        let handles: Vec<_> = (items.iter().skip(1))
+            .map(|item| {
                 std::thread::Builder::new()
                     .stack_size(128 * 1024)
-                    .spawn_scoped(s, move || f(i + 1, &mut lock(node)))
+                    .spawn_scoped(s, move || f(item))
                     .ok()
             })
             .collect();
-        let mut answers = vec![f(0, first)];
-        for (i, (node, handle)) in rest.iter().zip(handles).enumerate() {
-            answers.push(match handle {
-                Some(h) => h
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                None => f(i + 1, &mut lock(node)),
+        let mut done: Vec<R> = items.first().map(f).into_iter().collect();
+        for (item, handle) in items.iter().skip(1).zip(handles) {
+            done.push(match handle {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                None => f(item),
             });
         }
-        answers
+        done
     })
 }
 
-fn lock<'m, 'n>(
-    node: &'m std::sync::Mutex<&'n mut Node>,
-) -> std::sync::MutexGuard<'m, &'n mut Node> {
-    node.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// One round over connections that are no nodes of the lock (sentinels,
+/// the servers `doctor` checks): each gets its command, then every reply
+/// is read, all within `limit` (one timer for the round). An error reply
+/// is an `Err`; a reply not whole by the deadline is a timeout.
+pub fn exchange(calls: &mut [(&mut Connection, &Cmd)], limit: Duration) -> Vec<RedisResult<Value>> {
+    let sent: Vec<RedisResult<()>> = (calls.iter_mut())
+        .map(|(conn, cmd)| conn.send_packed_command(&cmd.get_packed_command()))
+        .collect();
+    let armed = Armed::new(limit);
+    let deadline = Instant::now() + limit;
+    let replies = (calls.iter_mut().zip(sent))
+        .map(|((conn, _), sent)| {
+            sent?;
+            let reply = loop {
+                match conn.recv_response() {
+                    Ok(Value::Push { .. }) => continue,
+                    other => break other,
+                }
+            };
+            match reply {
+                Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= deadline => {
+                    Err(overrun(limit))
+                }
+                other => other.and_then(Value::extract_error),
+            }
+        })
+        .collect();
+    armed.disarm();
+    replies
 }

@@ -230,12 +230,11 @@ pub fn read_ownership(
 
 /// The reply to a release.
 pub fn read_release(node: &mut Node, reply: NodeResult<redis::Value>) -> NodeResult<Ownership> {
-    let found = read_ownership(node, "release", reply)?;
     // Behind sentinels, a release counts only if it went to the master
-    // they name now: one that a failover left behind still takes
-    // writes for a while, and the lock would stay on the new one.
-    node.confirm_master()?;
-    Ok(found)
+    // they name now (one that a failover left behind still takes writes
+    // for a while, and the lock would stay on the new one): the round's
+    // caller asks them, for every node at once (`fanout::masters`).
+    read_ownership(node, "release", reply)
 }
 
 /// ACQUIRE's queue argument: not in line, or in line by our `--queue`.

@@ -9,7 +9,7 @@ use redis::cluster::ClusterConnection;
 use redis::{Connection, ConnectionInfo, FromRedisValue, RedisError, Value};
 
 use super::channels::Wakeups;
-use super::endpoint::{Endpoint, Target};
+use super::endpoint::{Endpoint, SentinelTarget, Target};
 use super::error::{classify, describe, Fault, NodeError, NodeResult};
 use super::info::{cannot_read_info, eviction, run_id_of};
 use super::keys::LockKeys;
@@ -63,8 +63,6 @@ pub(super) enum Sent {
     Pending(redis::Cmd, Option<u16>),
     /// Answered already (a Cluster's call, or a failure to send).
     Done(NodeResult<Value>),
-    /// Not sent: the sentinels could not be asked first.
-    Failed(NodeError),
 }
 
 /// Why a command got no reply: no connection, or the reply was an error.
@@ -102,11 +100,6 @@ impl Node {
     /// Whether this node has ever answered anything, error replies included.
     pub fn ever_answered(&self) -> bool {
         self.ever_answered
-    }
-
-    /// Whether this node is a Sentinel service.
-    pub(super) fn is_sentinel(&self) -> bool {
-        matches!(self.endpoint.target, Target::Sentinel(_))
     }
 
     /// Whether this node is a Redis Cluster.
@@ -427,9 +420,8 @@ impl Node {
     /// follow a MOVED to another server. On a Cluster a command without
     /// keys (WAIT, INFO) goes to the primary of `slot`.
     pub(super) fn start(&mut self, cmd: redis::Cmd, slot: Option<u16>) -> Sent {
-        if let Err(e) = self.recheck_master() {
-            return Sent::Failed(e);
-        }
+        // Its master rechecked behind sentinels: by the round, for every
+        // node at once (see `fanout::masters`).
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.
@@ -452,7 +444,6 @@ impl Node {
         let (cmd, slot) = match sent {
             Sent::Pending(cmd, slot) => (cmd, slot),
             Sent::Done(answer) => return answer,
-            Sent::Failed(e) => return Err(e),
         };
         let reply = match self.conn.as_mut() {
             Some(Link::Plain(conn)) => loop {
@@ -490,20 +481,50 @@ impl Node {
         self.query(cmd)
     }
 
-    /// Behind sentinels: check that they still name the master this
-    /// node's writes went to; if not, drop the connection (the next call
-    /// finds the new master). Elsewhere nothing to check.
-    pub(super) fn confirm_master(&mut self) -> NodeResult<()> {
-        let (Target::Sentinel(target), Some(master)) = (&mut self.endpoint.target, &self.master)
-        else {
+    /// Behind sentinels, what to ask them whether they still name the
+    /// master this node's writes go to: before a write (`recheck`) only
+    /// on an open connection whose master they named a while ago (see
+    /// [`RECHECK`]), after one always. `None` elsewhere.
+    pub(super) fn sentinels_to_ask(
+        &mut self,
+        recheck: bool,
+    ) -> Option<(&mut SentinelTarget, &str)> {
+        let fresh = self.named_at.is_some_and(|at| at.elapsed() < RECHECK);
+        if recheck && (fresh || self.conn.is_none()) {
+            return None;
+        }
+        match (&mut self.endpoint.target, &self.master) {
+            (Target::Sentinel(target), Some(_)) => Some((target, &self.endpoint.shown)),
+            _ => None,
+        }
+    }
+
+    /// The master the sentinels named (asked as [`Node::sentinels_to_ask`]
+    /// says): another one than this node's drops the connection (the next
+    /// call finds the new master); after a write (`confirming`) it is an
+    /// error too, as is no answer, for the write went to the old one.
+    pub(super) fn named(
+        &mut self,
+        named: NodeResult<ConnectionInfo>,
+        confirming: bool,
+    ) -> NodeResult<()> {
+        let (Target::Sentinel(target), Some(master)) = (&self.endpoint.target, &self.master) else {
             return Ok(());
         };
-        let checked = super::sentinel::confirm(target, master, self.timeout, &self.endpoint.shown);
+        let named = match named {
+            Err(e) if !confirming => return Err(e),
+            named => named,
+        };
+        let shown = &self.endpoint.shown;
+        let checked = named.and_then(|n| super::sentinel::same(target, master, &n, shown));
         match checked.is_ok() {
             true => self.named_at = Some(Instant::now()),
             false => (self.conn, self.master) = (None, None),
         }
-        checked
+        match confirming {
+            true => checked,
+            false => Ok(()),
+        }
     }
 
     /// Behind sentinels: how many replicas of the service they know
@@ -520,22 +541,15 @@ impl Node {
     /// drop the connection, so that the write goes to the master they name.
     /// A failover leaves a reachable old master accepting writes for
     /// seconds, and our connection to it open (only the connections to the
-    /// nodes Sentinel reconfigures are killed).
+    /// nodes Sentinel reconfigures are killed). A round does this for
+    /// every node at once (`fanout::masters`).
     fn recheck_master(&mut self) -> NodeResult<()> {
-        let fresh = self.named_at.is_some_and(|at| at.elapsed() < RECHECK);
-        let (Target::Sentinel(target), Some(master)) = (&mut self.endpoint.target, &self.master)
-        else {
+        let timeout = self.timeout;
+        let Some((target, shown)) = self.sentinels_to_ask(true) else {
             return Ok(());
         };
-        if fresh || self.conn.is_none() {
-            return Ok(());
-        }
-        let named = super::sentinel::named(target, self.timeout, &self.endpoint.shown)?;
-        match named.addr() == master.addr() {
-            true => self.named_at = Some(Instant::now()),
-            false => (self.conn, self.master) = (None, None),
-        }
-        Ok(())
+        let named = super::sentinel::named(target, timeout, shown);
+        self.named(named, false)
     }
 
     /// Open a second connection, subscribed to `channels`: to this

@@ -188,6 +188,35 @@ impl Conn {
     }
 }
 
+/// A connection to each of `servers`, made as a round makes them (see
+/// `fanout`): one after another while each is quick, the rest at once
+/// after a slow one. In `servers`' order.
+pub fn connect_each(servers: &[&Server], timeout: Duration) -> Vec<Result<Conn, Failed>> {
+    let infos: Vec<&ConnectionInfo> = servers.iter().map(|s| &s.info).collect();
+    (super::fanout::dial_all(&infos, timeout).into_iter())
+        .map(|made| made.map(|conn| Conn { conn, timeout }).map_err(failed))
+        .collect()
+}
+
+/// One command to each of `links` in one round: sent to all, then every
+/// reply read, within one deadline (the links' timeout).
+pub fn call_each(links: &mut [&mut Conn], args: &[&str]) -> Vec<Result<Reply, Failed>> {
+    let Some((name, rest)) = args.split_first() else {
+        return links
+            .iter()
+            .map(|_| Err(Failed::Io("empty command".into())))
+            .collect();
+    };
+    let mut cmd = redis::cmd(name);
+    cmd.arg(rest);
+    let timeout = links.first().map(|l| l.timeout).unwrap_or_default();
+    let mut calls: Vec<(&mut Connection, &redis::Cmd)> =
+        links.iter_mut().map(|l| (&mut l.conn, &cmd)).collect();
+    (super::fanout::exchange(&mut calls, timeout).into_iter())
+        .map(|r| r.map(reply).map_err(failed))
+        .collect()
+}
+
 /// The servers an endpoint names up front.
 pub enum Layout {
     /// One server.

@@ -157,16 +157,18 @@ impl Quorum {
         }
     }
 
-    /// Ask every node at once, for commands that span many keys (`status`,
-    /// `list`, `force-release`): the same fan-out as the lock's own calls.
-    pub fn on_each<R: Send>(&mut self, f: impl Fn(&mut Node) -> R + Sync) -> Vec<R> {
+    /// `f` on each node in turn: for `status`'s line of waiters, which
+    /// only a lock on one node has.
+    pub fn on_each<R>(&mut self, f: impl Fn(&mut Node) -> R) -> Vec<R> {
         self.each(|node, _| f(node))
     }
 
-    /// [`fanout::each`] with the lock's keys.
-    fn each<R: Send>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R + Sync) -> Vec<R> {
+    /// `f` on each node in turn, with the lock's keys: for the line of
+    /// waiters, which only a lock on one node has (see
+    /// [`Quorum::queues_waiters`]).
+    fn each<R>(&mut self, f: impl Fn(&mut Node, &LockKeys) -> R) -> Vec<R> {
         let keys = &self.keys;
-        fanout::each(&mut self.nodes, |_, node| f(node, keys))
+        self.nodes.iter_mut().map(|node| f(node, keys)).collect()
     }
 }
 
@@ -537,6 +539,7 @@ impl Quorum {
                 },
                 |node, (), reply| read_release(node, reply),
             );
+            let asked = confirm_masters(&mut self.nodes, asked);
             for (last, answer) in last.iter_mut().zip(asked) {
                 if answer.is_some() {
                     *last = answer;
@@ -577,6 +580,22 @@ fn not_asked_error() -> NodeError {
         fault: Fault::Dropped,
         error: anyhow!("not asked"),
     }
+}
+
+/// Behind sentinels, a release counts only where it went to the master
+/// they name now: asked for every node it was sent to, in one round.
+fn confirm_masters(
+    nodes: &mut [Node],
+    asked: Vec<Option<NodeResult<Ownership>>>,
+) -> Vec<Option<NodeResult<Ownership>>> {
+    let released: Vec<bool> = asked.iter().map(|a| matches!(a, Some(Ok(_)))).collect();
+    let masters = fanout::masters(nodes, &released, false);
+    (asked.into_iter().zip(masters))
+        .map(|(answer, master)| match (answer, master) {
+            (Some(Ok(_)), Some(Err(e))) => Some(Err(e)),
+            (answer, _) => answer,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -44,21 +44,11 @@ pub fn confirm(
     }
     let mut checked = waited(nodes, keys, replicas, limit);
     // Behind sentinels, the write counts only if it went to the master
-    // they name now, not to one a failover left behind (the sentinels
-    // are asked on connections of their own: a thread per such node).
-    let confirming: Vec<bool> = (checked.iter().zip(nodes.iter()))
-        .map(|(checked, node)| checked.is_ok() && node.is_sentinel())
-        .collect();
-    let confirm = |i: usize, node: &mut Node| match confirming.get(i) {
-        Some(true) => node.confirm_master(),
-        _ => Ok(()),
-    };
-    let masters: Vec<NodeResult<()>> = match confirming.iter().filter(|c| **c).count() {
-        0 | 1 => (nodes.iter_mut().enumerate())
-            .map(|(i, node)| confirm(i, node))
-            .collect(),
-        _ => fanout::each(nodes, confirm),
-    };
+    // they name now, not to one a failover left behind: one round asks
+    // the sentinels of every such node.
+    let confirming: Vec<bool> = checked.iter().map(Result::is_ok).collect();
+    let masters = fanout::masters(nodes, &confirming, false);
+    let masters = masters.into_iter().map(|m| m.unwrap_or(Ok(())));
     for (checked, master) in checked.iter_mut().zip(masters) {
         if let (Ok(_), Err(e)) = (&checked, master) {
             *checked = Err(e);

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use redis::{Connection, ConnectionAddr, ConnectionInfo, RedisError, Value};
+use redis::{Connection, ConnectionAddr, ConnectionInfo, FromRedisValue, RedisError, Value};
 
 use super::endpoint::SentinelTarget;
 use super::error::{classify, describe, Fault, NodeError};
@@ -48,17 +48,17 @@ pub fn master(target: &mut SentinelTarget, timeout: Duration, shown: &str) -> Fo
     }
 }
 
-/// Whether the sentinels still name `master` for the service: after a
-/// write, so that a write to a master that a failover has left behind
-/// (it still says `role:master` until the sentinels demote it) never
-/// counts. Another master named: an error, and the caller reconnects.
-pub fn confirm(
-    target: &mut SentinelTarget,
+/// Whether `named` (what the sentinels name now) is `master`, the one a
+/// write went to: after a write, a master that a failover has left
+/// behind (it still says `role:master` until the sentinels demote it)
+/// never counts. Another master named: an error, and the caller
+/// reconnects.
+pub fn same(
+    target: &SentinelTarget,
     master: &ConnectionInfo,
-    timeout: Duration,
+    named: &ConnectionInfo,
     shown: &str,
 ) -> Result<(), NodeError> {
-    let named = ask(target, timeout, shown, &mut false)?;
     if named.addr() == master.addr() {
         return Ok(());
     }
@@ -69,9 +69,53 @@ pub fn confirm(
             crate::secrets::scrub(shown),
             target.service,
             address(master),
-            address(&named)
+            address(named)
         ),
     })
+}
+
+/// The master each of `targets`' services has as the sentinels name it
+/// now (as [`named`]), in one round: every target's first sentinel is
+/// asked at once (see `fanout::exchange`); a target whose first sentinel
+/// gives no answer asks its others in turn. Each target: its endpoint as
+/// shown in errors.
+pub fn named_each(
+    targets: &mut [(&mut SentinelTarget, &str)],
+    timeout: Duration,
+) -> Vec<Result<ConnectionInfo, NodeError>> {
+    let firsts = first_lookups(targets, timeout);
+    (targets.iter_mut().zip(firsts))
+        .map(|((target, shown), first)| ask_given(target, first, timeout, shown, &mut false))
+        .collect()
+}
+
+/// `SENTINEL get-master-addr-by-name` on each target's first sentinel,
+/// in one round.
+fn first_lookups(targets: &[(&mut SentinelTarget, &str)], timeout: Duration) -> Vec<Lookup> {
+    let infos: Vec<&ConnectionInfo> = (targets.iter())
+        .filter_map(|(t, _)| t.sentinels.first())
+        .collect();
+    let cmds: Vec<redis::Cmd> = (targets.iter())
+        .filter(|(t, _)| !t.sentinels.is_empty())
+        .map(|(t, _)| lookup_cmd(&t.service))
+        .collect();
+    let mut conns = super::fanout::dial_all(&infos, timeout);
+    let mut calls: Vec<(&mut Connection, &redis::Cmd)> = (conns.iter_mut().zip(&cmds))
+        .filter_map(|(conn, cmd)| Some((conn.as_mut().ok()?, cmd)))
+        .collect();
+    let mut replies = super::fanout::exchange(&mut calls, timeout).into_iter();
+    drop(calls);
+    let mut answers = conns.into_iter().map(move |conn| {
+        conn.and_then(|_| replies.next().unwrap_or_else(|| Err(not_asked())))
+            .and_then(|v| Ok(Option::<(String, u16)>::from_redis_value(v)?))
+    });
+    (targets.iter())
+        .map(|(t, _)| (!t.sentinels.is_empty()).then(|| answers.next()).flatten())
+        .collect()
+}
+
+fn not_asked() -> RedisError {
+    std::io::Error::other("not asked").into()
 }
 
 /// The master of `target`'s service as the sentinels name it now.
@@ -107,10 +151,27 @@ fn ask(
     shown: &str,
     answered: &mut bool,
 ) -> Result<ConnectionInfo, NodeError> {
+    ask_given(target, None, timeout, shown, answered)
+}
+
+/// What one sentinel said of a service's master (`None`: it does not
+/// know the service).
+type Lookup = Option<Result<Option<(String, u16)>, RedisError>>;
+
+/// [`ask`], with the first sentinel's answer given (`first`) when it was
+/// asked already, in a round.
+fn ask_given(
+    target: &mut SentinelTarget,
+    mut first: Lookup,
+    timeout: Duration,
+    shown: &str,
+    answered: &mut bool,
+) -> Result<ConnectionInfo, NodeError> {
     let (mut unknown, mut failed, mut refused) = (Vec::new(), Vec::new(), false);
     for i in 0..target.sentinels.len() {
         let sentinel = &target.sentinels[i];
-        match lookup(sentinel, &target.service, timeout) {
+        let looked = first.take();
+        match looked.unwrap_or_else(|| lookup(sentinel, &target.service, timeout)) {
             Ok(Some((host, port))) => {
                 *answered = true;
                 target.sentinels[..=i].rotate_right(1);
@@ -162,11 +223,14 @@ fn lookup(
     timeout: Duration,
 ) -> Result<Option<(String, u16)>, RedisError> {
     let mut conn = super::dial::connect(sentinel, timeout)?;
-    let cmd = redis::cmd("SENTINEL")
+    super::deadline::query(&lookup_cmd(service), &mut conn, timeout)
+}
+
+fn lookup_cmd(service: &str) -> redis::Cmd {
+    redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(service)
-        .clone();
-    super::deadline::query(&cmd, &mut conn, timeout)
+        .clone()
 }
 
 /// The data nodes' settings at the master's address.

@@ -547,3 +547,69 @@ fn a_waiter_that_saw_a_holder_waits_out_its_lease_after_flushall() {
         out.stderr
     );
 }
+
+/// A waiter that stood in for a holder lost with Redis's data never gives
+/// its stand-in back: its next try, with the same token, takes the lock,
+/// and a give-back that a lossy link delivered after that try deleted it
+/// (chaos campaign, seed 20261206 episode 86, finding F8: two holders at
+/// once). The proxy holds the waiter's first RELEASE back 3 s, past its
+/// next try (the per-node timeout is 300 ms).
+#[test]
+fn a_stand_ins_late_give_back_never_deletes_the_lock_its_next_try_took() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let notes = dir.file("proxy");
+    let late = Duration::from_secs(3);
+    let proxy = Proxy::holding_back(server.port(), RELEASE_WORD, late, &notes);
+    let pid = dir.file("pid");
+    // It refreshes every 4 s: FLUSHALL goes unnoticed by it for seconds.
+    let slow = ["--ttl", "5s", "--refresh", "4s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 20", pid.display());
+    let mut holder = spawn_piped(&mut server.job("stand-in").args(slow).sh(&holding));
+    read_pid(&dir, "pid", LONG);
+    let waiting = Hold::named(&dir, "waiter");
+    let mut waiter = spawn_waiting(
+        &mut Job::new(&proxy.url(), "stand-in")
+            .args(["--ttl", "3s", "-v"])
+            .sh(waiting.script("")),
+        LONG,
+    );
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    assert!(
+        wait_until(LONG, || waiting.started()),
+        "the waiter never ran: {}",
+        waiter.stderr_now()
+    );
+    // A give-back it sent (the code before the fix did) reaches Redis now.
+    let count = |what: &str| {
+        let notes = dir.read("proxy").unwrap_or_default();
+        notes.lines().filter(|l| *l == what).count()
+    };
+    assert!(
+        wait_until(LONG, || count("delivered") == count("held")),
+        "the held-back request never went"
+    );
+    let now: Option<String> = redis::cmd("GET")
+        .arg("redlock:{stand-in}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        now.is_some(),
+        "a late give-back deleted the lock under the waiter's job: {}",
+        waiter.stderr_now()
+    );
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["-n", "-k", "stand-in", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(75), "a second holder got in: {out:?}");
+    waiting.go();
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("data in Redis was lost"), "{out:?}");
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+}
+
+/// Text that only the RELEASE script sends (`scripts::RELEASE`).
+const RELEASE_WORD: &str = "A Redlock holder's release";

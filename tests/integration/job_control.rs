@@ -289,3 +289,123 @@ fn sigstop_of_the_wrapper_alone_kills_the_job_as_soon_as_it_is_continued() {
     );
     assert!(!process_alive(child));
 }
+
+/// A job whose daemon (a session of its own, outside COMMAND's group)
+/// forks all the time: a job-control stop reaches every process it
+/// forked, also one forked while the job's processes were being listed
+/// (chaos campaign, seed 20261204 episode 313: a double fork under way at
+/// the stop ran on while the wrapper was stopped). The race is narrow, so
+/// the stop is repeated; each time, once the wrapper has stopped, every
+/// process of the daemon's session is stopped, or has the stop pending.
+#[test]
+fn a_job_control_stop_reaches_processes_forked_while_the_job_was_listed() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let python = std::env::var("REDLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let daemon = dir.file("daemon");
+    let job = format!("exec {python} -c \"$1\" '{}'", daemon.display());
+    let mut cmd = server.job("forking").args(["--ttl", "60s"]).sh(&job);
+    let mut run = spawn_piped(cmd.args(["sh", FORKING]));
+    let sid = read_pid(&dir, "daemon", LONG);
+    let _daemon = KillSession(sid);
+    for round in 0..40 {
+        run.signal(Signal::SIGTSTP);
+        assert!(
+            wait_until(LONG, || process_state(run.pid()) == Some('T')),
+            "round {round}: the wrapper did not stop"
+        );
+        let running = |pid: &i32| !stopped_or_stopping(*pid);
+        // A stop sent just now may not have taken effect yet.
+        let missed = |settle| {
+            let mut left = session(sid);
+            wait_until(settle, || {
+                left.retain(running);
+                left.is_empty()
+            });
+            left
+        };
+        let missed = missed(Duration::from_millis(300));
+        assert!(
+            missed.is_empty(),
+            "round {round}: forked processes {missed:?} run on while the wrapper is stopped"
+        );
+        run.signal(Signal::SIGCONT);
+        assert!(
+            wait_until(LONG, || !stopped_or_stopping(sid)),
+            "round {round}: the daemon was not continued"
+        );
+    }
+    run.signal(Signal::SIGTERM);
+    let out = run.wait_timeout(LONG);
+    assert_ne!(out.code, None, "{out:?}");
+}
+
+/// COMMAND: a leader that waits, and a daemon in a session of its own
+/// (its pid in the file $1) that forks a child every few milliseconds;
+/// each child sleeps a second and exits.
+const FORKING: &str = r#"
+import os, sys, time
+if os.fork():
+    while True:
+        time.sleep(1)
+os.setsid()
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    if os.fork() == 0:
+        time.sleep(1)
+        os._exit(0)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+    time.sleep(0.003)
+"#;
+
+/// Kills a forking daemon's session at the end, whatever happened.
+struct KillSession(i32);
+
+impl Drop for KillSession {
+    fn drop(&mut self) {
+        // The forker first: then its children fork no more.
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
+        for pid in session(self.0) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// The live processes of session `sid`.
+fn session(sid: i32) -> Vec<i32> {
+    let entries = std::fs::read_dir("/proc").expect("/proc");
+    let pids = entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
+    pids.filter(|pid| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |s| s.1)
+            .split_whitespace()
+            .collect();
+        // state ppid pgrp session ...
+        fields.get(3).and_then(|s| s.parse().ok()) == Some(sid)
+    })
+    .collect()
+}
+
+/// Stopped (or gone, or a zombie), or with SIGSTOP pending.
+fn stopped_or_stopping(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
+    };
+    let sigstop = 1u64 << (Signal::SIGSTOP as u32 - 1);
+    let pending = [field("SigPnd:"), field("ShdPnd:")]
+        .into_iter()
+        .any(|mask| mask.is_some_and(|m| m & sigstop != 0));
+    matches!(process_state(pid), Some('T' | 'Z' | 'X') | None) || pending
+}

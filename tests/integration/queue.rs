@@ -504,3 +504,58 @@ fn queue_max_is_checked_before_anything_reaches_redis() {
     cmd.env("REDLOCK_QUEUE_MAX", "3");
     assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(0));
 }
+
+/// A waiter that takes a lock its holder left without a release (killed,
+/// or `--min-hold`) tells the next waiter in line that it is now first,
+/// as a release does: else that one, not knowing, would not watch the new
+/// holder's lease and would learn of its end only at its slow pace, 5 to
+/// 10 s later (chaos campaign, seed 20261206 episode 319, finding F7).
+#[test]
+fn a_waiter_taking_a_lock_left_without_release_tells_the_next_in_line() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let key = ["--ttl", "2s"];
+    let hold = Hold::named(&dir, "holder");
+    let mut holder = hold.spawn(&mut server.job("told").args(key).sh(hold.script("")), LONG);
+    let line = || -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg("redlock:{told}:waiters")
+            .arg(0)
+            .arg(-1)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let first = Hold::named(&dir, "first");
+    let mut one = spawn_piped(&mut server.job("told").args(key).sh(first.script("")));
+    assert!(
+        wait_until(LONG, || line().len() == 1),
+        "the first never queued"
+    );
+    let mut two = spawn_piped(&mut server.job("told").args(key).sh("true"));
+    assert!(
+        wait_until(LONG, || line().len() == 2),
+        "the second never queued"
+    );
+    let second = line()[1].clone();
+    let mut heard = server.conn();
+    let mut pubsub = heard.as_pubsub();
+    pubsub
+        .subscribe(format!("redlock:{{told}}:wake:{second}"))
+        .unwrap();
+    pubsub.set_read_timeout(Some(LONG)).unwrap();
+    // Gone without a release: its lock lasts out its TTL, and the first
+    // in line takes it by a try of its own.
+    holder.signal(Signal::SIGKILL);
+    assert!(
+        wait_until(LONG, || first.started()),
+        "the first waiter never ran: {}",
+        one.stderr_now()
+    );
+    let message = pubsub.get_message().expect("the second was never told");
+    assert_eq!(message.get_payload::<String>().unwrap(), "next");
+    drop(pubsub);
+    first.go();
+    assert_eq!(one.wait_timeout(LONG).code, Some(0));
+    assert_eq!(two.wait_timeout(LONG).code, Some(0));
+    assert_eq!(holder.wait_timeout(LONG).code, None, "SIGKILLed");
+}

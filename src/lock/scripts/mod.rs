@@ -18,7 +18,8 @@
 //!
 //! Waiters for a plain lock on one node stand in a line (see `line.rs`):
 //! RELEASE wakes only the first live waiter, on its own channel, and
-//! tells the second that it is next.
+//! tells the second that it is next; a waiter that takes the lock by a
+//! try of its own tells the next one too.
 
 /// Keys named after other clients' tokens (see `calls.rs`): a script
 /// lists every one it will touch before it writes anything, and one
@@ -174,7 +175,8 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
 /// hash; `since` is ARGV[7], when it began to wait); taking the lock
-/// takes it out. With subscribed = '1' (it listens on its wake channel)
+/// takes it out, and tells the next live waiter (`next` on its wake
+/// channel) that it is first now. With subscribed = '1' (it listens on its wake channel)
 /// and a subscription this server sees, its liveness key lasts
 /// liveness_ms and says `sub 1`; else 3 s (see the module doc). queue =
 /// '2' (newest-first) puts a
@@ -309,6 +311,16 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
     redis.call('DEL', alive)
+    -- Taken from the line by a try of our own (the holder left it without
+    -- a release): tell the next live waiter it is first now, as RELEASE
+    -- does, so that it watches our lease (else it learns of its end at
+    -- its slow pace: the chaos campaign, seed 20261206 episode 319).
+    for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+      if live(w) then
+        redis.call('PUBLISH', KEYS[1] .. ':wake:' .. w, 'next')
+        break
+      end
+    end
   elseif first_try then
     -- A newcomer that finds the lock free runs first: the older waiters
     -- are replaced, not served after it. No record of a newest arrival:

@@ -5,6 +5,7 @@
 //! to the server directly go on as before.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use nix::sys::signal::{kill, Signal};
@@ -21,6 +22,7 @@ trickle = None
 limit = None
 drop = 0
 plan = []
+hold = None
 if mode.startswith("plan:"):
     plan = mode[5:].split(",")
 elif mode.startswith("drop:"):
@@ -38,6 +40,12 @@ elif mode.startswith("trickle:"):
 elif mode.startswith("late:"):
     _, n, ms = mode.split(":")
     late = (int(n), int(ms) / 1000)
+elif mode.startswith("hold:"):
+    # hold:MS:WORD:FILE: the first request that contains WORD, on any
+    # connection, is forwarded MS late; FILE says "held", then "delivered".
+    _, ms, word, path = mode.split(":", 3)
+    hold = {"delay": int(ms) / 1000, "word": word.encode(), "left": 1, "path": path,
+            "lock": threading.Lock()}
 elif mode != "all":
     limit = int(mode)
 import time
@@ -115,6 +123,42 @@ def pipe_late(a, b, first, delay):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+def note(what):
+    with open(hold["path"], "a") as f:
+        f.write(what + "\n")
+def pipe_hold(a, b):
+    """As `pipe`, but the first request (of all connections) with the
+    word in it goes `delay` late, even once the client has gone (as TCP
+    delivers what a lossy link held back on a dropped connection)."""
+    timers = []
+    def late(data):
+        b.sendall(data)
+        note("delivered")
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            with hold["lock"]:
+                held = hold["left"] > 0 and hold["word"] in data
+                hold["left"] -= int(held)
+            if not held:
+                b.sendall(data)
+                continue
+            note("held")
+            t = threading.Timer(hold["delay"], late, args=(data,))
+            t.start()
+            timers.append(t)
+    except OSError:
+        pass
+    for t in timers:
+        t.join()
+    time.sleep(0.2)
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 connections = 0
 while True:
     client, _ = server.accept()
@@ -133,6 +177,8 @@ while True:
         threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
         threading.Thread(target=pipe, args=(upstream, client, int(step[1:])), daemon=True).start()
         continue
+    elif hold is not None:
+        threading.Thread(target=pipe_hold, args=(client, upstream), daemon=True).start()
     elif late is not None and connections == 1:
         threading.Thread(target=pipe_late, args=(client, upstream) + late, daemon=True).start()
     else:
@@ -186,6 +232,17 @@ impl Proxy {
     /// plan are forwarded.
     pub fn with_plan(target: u16, plan: &[&str]) -> Proxy {
         Proxy::spawn(target, &format!("plan:{}", plan.join(",")))
+    }
+
+    /// A proxy that forwards everything at once but the first request,
+    /// on any connection, that contains `word`: that one goes `late`
+    /// after it came, even after the client closed its connection (as TCP
+    /// delivers what a lossy link held back). `file` gets a line `held`
+    /// when it is held back and `delivered` once it went.
+    pub fn holding_back(target: u16, word: &str, late: std::time::Duration, file: &Path) -> Proxy {
+        assert!(!word.contains(':'), "the word is the mode's third field");
+        let mode = format!("hold:{}:{word}:{}", late.as_millis(), file.display());
+        Proxy::spawn(target, &mode)
     }
 
     /// A proxy whose replies trickle and never end: one byte every `gap`
