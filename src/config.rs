@@ -118,6 +118,13 @@ pub enum Task {
         /// Delete at once rather than revoke.
         now: bool,
     },
+    /// `hold KEY --for D --reason R` (see `admin::hold`).
+    Hold(crate::cli::HoldArgs),
+    /// `release KEY [--token T]`.
+    Release {
+        key: String,
+        token: Option<String>,
+    },
 }
 
 impl AdminConfig {
@@ -127,6 +134,8 @@ impl AdminConfig {
         let log = self.conn.log();
         match &self.task {
             Task::Wait { key, .. } | Task::ForceRelease { key, .. } => log.for_key(key),
+            Task::Release { key, .. } => log.for_key(key),
+            Task::Hold(args) => log.for_key(&args.key),
             Task::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
             _ => log,
         }
@@ -144,6 +153,8 @@ pub fn admin(cmd: AdminCmd, conn: Conn) -> AdminConfig {
             busy_exit: args.conflict_exit_code,
         },
         AdminCmd::ForceRelease { key, token, now } => Task::ForceRelease { key, token, now },
+        AdminCmd::Hold(args) => Task::Hold(args),
+        AdminCmd::Release { key, token } => Task::Release { key, token },
     };
     AdminConfig { conn, task }
 }
@@ -397,7 +408,7 @@ const LABEL_MAX: usize = 500;
 /// in, else none. `--label ''` sets none, whatever the CI. A label with
 /// control characters is a quoting mistake: exit 2 naming the option or
 /// the variable (a CI's variable holding one is ignored).
-fn label(given: Option<String>) -> Result<String, clap::Error> {
+pub fn label(given: Option<String>) -> Result<String, clap::Error> {
     let (label, source) = match given {
         Some(label) => (label, "--label <TEXT>"),
         None => match env_text("REDLOCK_LABEL")? {

@@ -81,18 +81,27 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
             each.join("; ")
         );
     }
-    let ended = view.holder.ended(now).filter(|_| expiry && !view.revoked);
-    let mut line = match (view.revoked, ended) {
-        (true, _) => "being force-released, waiting for its holder to stop: ".to_string(),
-        (false, Some(ago)) => kept(ago, view.pttl, now),
-        (false, None) => String::new(),
+    let hold = view.holder.on_hold();
+    let ended = (view.holder.ended(now))
+        .filter(|_| expiry && !view.revoked && hold.is_none());
+    let mut line = match (view.revoked, ended, &view.holder.replaced_by) {
+        (true, _, Some(by)) => format!(
+            "being replaced by {} (--replace-running), waiting for its holder to stop: ",
+            untrusted(by)
+        ),
+        (true, _, None) => "being force-released, waiting for its holder to stop: ".to_string(),
+        (false, Some(ago), _) => kept(ago, view.pttl, now),
+        (false, None, _) => String::new(),
     };
-    line.push_str(&format!("held by {}", who(view)));
+    match hold {
+        Some(hold) => line.push_str(&format!("{hold}{}", who(view))),
+        None => line.push_str(&format!("held by {}", who(view))),
+    }
     let more = Details {
         expires: view.pttl.filter(|_| expiry && ended.is_none()),
         fence: Some(view.fence),
         nodes: Some((view.holding, view.nodes)),
-        command: view.holder.command.as_deref(),
+        command: view.holder.command.as_deref().filter(|c| !c.is_empty()),
     };
     line.push_str(&details(&view.holder, more, now));
     line
@@ -138,6 +147,12 @@ fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime
 /// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
 pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
     let key = untrusted(&view.key);
+    if !revoked && view.limit == 0 && view.holder.hold_reason.is_some() {
+        return format!(
+            "released the hold on '{key}': it was {}",
+            describe(view, false, now)
+        );
+    }
     if !revoked && view.limit == 0 && view.holder.ended_at.is_some() {
         return format!(
             "released '{key}' at once (its job had ended; --min-hold kept the lock, and \
@@ -195,7 +210,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         command: None,
         acquired_at: Some(w.since.clone()),
         label: (!w.label.is_empty()).then(|| w.label.clone()),
-        ended_at: None,
+        ..Shown::default()
     };
     let age = details(&shown, Details::default(), now);
     format!("{}{age}", shown.who(None))
@@ -211,6 +226,9 @@ struct JsonView<'a> {
     fence: i64,
     /// `None` (null): unknown, nodes that did not answer may hold it.
     held: Option<bool>,
+    /// Held by `redlock-run hold`: why, and until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hold: Option<JsonHold>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holder: Option<JsonHolder>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -239,6 +257,15 @@ struct JsonView<'a> {
     waiters: Option<Vec<JsonWaiter>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     waiters_count: Option<u64>,
+}
+
+/// `hold` of `--json`: a hold's reason, and its end in Unix milliseconds
+/// (by the server's clock; absent from a record without it).
+#[derive(Serialize)]
+struct JsonHold {
+    reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until_ms: Option<u64>,
 }
 
 /// One holder of a semaphore in `--json`.
@@ -288,8 +315,9 @@ impl JsonHolder {
         let text = |field: &Option<String>| field.as_deref().map(scrub);
         JsonHolder {
             acquired_at: text(&shown.acquired_at),
-            command: text(&shown.command),
-            ended_at: text(&shown.ended_at),
+            command: text(&shown.command).filter(|c| !c.is_empty()),
+            // A hold has no job that ended: its `hold` says the rest.
+            ended_at: text(&shown.ended_at).filter(|_| shown.hold_reason.is_none()),
             expires_ms: pttl.map(|d| d.as_millis()),
             held_ms: shown.age(now).map(|d| d.as_millis()),
             host: text(&shown.host),
@@ -326,6 +354,7 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
     let mut out = JsonView {
         fence: view.fence,
         held: (!view.undecided).then_some(view.held),
+        hold: None,
         holder: None,
         holders: None,
         key: &view.key,
@@ -349,6 +378,10 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
             out.token = Some(view.token.as_deref());
             out.holder = Some(JsonHolder::of(&view.holder, view.pttl, now));
             out.label = view.holder.label.as_deref().map(scrub);
+            out.hold = view.holder.hold_reason.as_deref().map(|reason| JsonHold {
+                reason: scrub(reason),
+                until_ms: view.holder.hold_until,
+            });
         }
     } else if view.limit > 0 {
         out.nodes_holding = None;

@@ -488,10 +488,22 @@ impl Quorum {
         token: Option<&str>,
         now: bool,
     ) -> Vec<NodeResult<(Forced, Inspected)>> {
+        self.force_each_by(keys, token, now, "")
+    }
+
+    /// [`Quorum::force_each`] for `--replace-running`: a revoked holder's
+    /// record says `by` whom it was replaced (`""`: a force-release).
+    pub fn force_each_by(
+        &mut self,
+        keys: &LockKeys,
+        token: Option<&str>,
+        now: bool,
+        by: &str,
+    ) -> Vec<NodeResult<(Forced, Inspected)>> {
         let answers = fanout::round(
             &mut self.nodes,
-            |_, _| Some(Ok((Node::forcing(keys, token, now), ()))),
-            |node, (), reply| node.read_forced(keys, token, now, reply),
+            |_, _| Some(Ok((Node::forcing(keys, token, now, by), ()))),
+            |node, (), reply| node.read_forced(keys, token, now, by, reply),
         );
         answers
             .into_iter()
