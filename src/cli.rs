@@ -402,6 +402,13 @@ pub struct RunArgs {
     )]
     pub queue_max: Option<u32>,
 
+    /// Revoke the run that holds KEY (it is stopped as by force-release and
+    /// exits 70, "replaced"), then run once its whole job has ended: CI's
+    /// cancel-in-progress. Waits for that end even with -n; never
+    /// replaces a hold
+    #[arg(long, help_heading = "Fleet options", hide_short_help = true)]
+    pub replace_running: bool,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(

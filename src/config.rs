@@ -72,6 +72,8 @@ pub struct RunConfig {
     pub queue: Queue,
     /// `--queue-max`: at most this many waiters in line (`None`: unbounded).
     pub queue_max: Option<u32>,
+    /// `--replace-running`: revoke the holder, then run (see `replace.rs`).
+    pub replace_running: bool,
     /// `--warn-signal` with `--warn-before`.
     pub warning: Option<Warning>,
     /// `--on-lost LINE`.
@@ -368,8 +370,16 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
-    let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
-    let queue = queue(policy, args.limit, conn)?;
+    let given = from_env(args.queue, "REDLOCK_QUEUE")?;
+    let queue = queue(given.unwrap_or_default(), args.limit, conn)?;
+    let queue = crate::replace::queue(args.replace_running, given, queue, conn.endpoints.len());
+    if args.replace_running && args.limit > 1 {
+        return Err(usage(format!(
+            "invalid value '{}' for '--limit <N>': --replace-running replaces the one holder \
+             of a plain lock (--limit 1)",
+            args.limit
+        )));
+    }
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
     Ok(RunConfig {
         key,
@@ -388,6 +398,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         allow_eviction: args.allow_eviction,
         queue,
         queue_max,
+        replace_running: args.replace_running,
         warning: args
             .warn_signal
             .zip(args.warn_before)

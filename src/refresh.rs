@@ -27,6 +27,7 @@ fn loss_from_code(code: u8) -> Option<Loss> {
         1 => Some(Loss::Replaced),
         2 => Some(Loss::Gone),
         3 => Some(Loss::Revoked),
+        4 => Some(Loss::Superseded),
         _ => None,
     }
 }
@@ -120,6 +121,7 @@ impl SharedLease {
         let code = match loss {
             Loss::Replaced => 1,
             Loss::Revoked => 3,
+            Loss::Superseded => 4,
             _ => 2,
         };
         self.loss.store(code, Ordering::SeqCst);
@@ -223,6 +225,11 @@ fn refresh(
                 }
             }
             Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
+            // One read more, after the loss is certain: revoked by a
+            // newer run (`--replace-running`) or by an operator.
+            Extend::Lost(Ownership::Revoked) if quorum.replaced() => {
+                return lease.lost(Loss::Superseded)
+            }
             Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {

@@ -425,6 +425,16 @@ impl Quorum {
         holding >= self.needed()
     }
 
+    /// Whether a node says this lock was revoked by a newer run
+    /// (`--replace-running` wrote `replaced_by` in the holder record).
+    pub fn replaced(&mut self) -> bool {
+        let keys = self.keys.clone();
+        self.inspect_each(&keys)
+            .into_iter()
+            .flatten()
+            .any(|seen| seen.revoked && seen.field("replaced_by").is_some())
+    }
+
     /// Read `keys`' lock on every node, in one round (see `fanout`): for
     /// `wait KEY` and a nested run.
     pub fn inspect_each(&mut self, keys: &LockKeys) -> Vec<NodeResult<Inspected>> {

@@ -10,6 +10,7 @@ pub enum Ev {
     RandomDelay,
     Waiting,
     StillWaiting,
+    Replacing,
     Acquired,
     Contained,
     FenceReset,
@@ -39,10 +40,11 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 28] = [
+    pub const ALL: [Ev; 29] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::StillWaiting,
+        Ev::Replacing,
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
@@ -91,6 +93,12 @@ impl Ev {
                 Info,
                 "wait_ms, holder, label, in_line",
                 "still waiting, said every --progress (1m; shown without -v)",
+            ),
+            Ev::Replacing => (
+                "replacing",
+                Info,
+                "holder, label",
+                "--replace-running revoked the running holder; waiting for its job to end",
             ),
             Ev::Acquired => (
                 "acquired",
@@ -233,7 +241,7 @@ impl Ev {
     /// `-q`): a run that waits says so, or a long wait looks hung; an
     /// empty `list` says why it printed nothing.
     pub fn said_by_default(self) -> bool {
-        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::NoneHeld)
+        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::Replacing | Ev::NoneHeld)
     }
 
     /// The names of its typed fields, comma-separated.
