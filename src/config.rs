@@ -372,14 +372,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let replicas = replicas(args.replicas, conn)?;
     let given = from_env(args.queue, "REDLOCK_QUEUE")?;
     let queue = queue(given.unwrap_or_default(), args.limit, conn)?;
-    let queue = crate::replace::queue(args.replace_running, given, queue, conn.endpoints.len());
-    if args.replace_running && args.limit > 1 {
-        return Err(usage(format!(
-            "invalid value '{}' for '--limit <N>': --replace-running replaces the one holder \
-             of a plain lock (--limit 1)",
-            args.limit
-        )));
-    }
+    let queue = replacing(args.replace_running, args.limit, (given, queue), conn)?;
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
     Ok(RunConfig {
         key,
@@ -634,6 +627,24 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
         )));
     }
     Ok(queue)
+}
+
+/// `--replace-running`: a plain lock only; its place in line (see
+/// `replace::queue`).
+fn replacing(
+    replace: bool,
+    limit: u32,
+    (given, queue): (Option<Queue>, Queue),
+    conn: &Conn,
+) -> Result<Queue, clap::Error> {
+    if replace && limit > 1 {
+        return Err(usage(format!(
+            "invalid value '{limit}' for '--limit <N>': --replace-running replaces the one \
+             holder of a plain lock (--limit 1)"
+        )));
+    }
+    let endpoints = conn.endpoints.len();
+    Ok(crate::replace::queue(replace, given, queue, endpoints))
 }
 
 /// `--metrics-textfile DIR`, else `$REDLOCK_METRICS_DIR`, opened for KEY.

@@ -225,12 +225,7 @@ fn refresh(
                 }
             }
             Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
-            // One read more, after the loss is certain: revoked by a
-            // newer run (`--replace-running`) or by an operator.
-            Extend::Lost(Ownership::Revoked) if quorum.replaced() => {
-                return lease.lost(Loss::Superseded)
-            }
-            Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
+            Extend::Lost(Ownership::Revoked) => return lease.lost(revoked(quorum)),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
                 // Said only while a retry can still matter: not once the
@@ -249,6 +244,16 @@ fn refresh(
                 next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }
+    }
+}
+
+/// Revoked by a newer run (`--replace-running`) or by an operator: one
+/// read more, once the loss is certain (the lease's own deadline stops
+/// COMMAND in time whatever this read costs).
+fn revoked(quorum: &mut Quorum) -> Loss {
+    match quorum.replaced() {
+        true => Loss::Superseded,
+        false => Loss::Revoked,
     }
 }
 

@@ -117,7 +117,9 @@ fn revoke(main: &mut Quorum, keys: &LockKeys, me: &Holder, log: &Log, key: &str)
     }
     let shown = Shown::of(|f| node.field(f));
     let who = shown.who(Some(&token));
-    let left = node.pttl.map_or_else(String::new, |d| format!(" (at most {})", show(d + SLACK)));
+    let left = node
+        .pttl
+        .map_or_else(String::new, |d| format!(" (at most {})", show(d + SLACK)));
     log.emit(
         Ev::Replacing,
         format!(
@@ -166,7 +168,10 @@ mod tests {
         };
         let free = Inspected::default();
         let seen = [held("a"), free.clone(), held("a")];
-        assert_eq!(majority_holder(&seen, 2).map(|(t, _)| t).as_deref(), Some("a"));
+        assert_eq!(
+            majority_holder(&seen, 2).map(|(t, _)| t).as_deref(),
+            Some("a")
+        );
         let split = [held("a"), held("b"), free];
         assert!(majority_holder(&split, 2).is_none());
         assert!(majority_holder(&[], 1).is_none());

@@ -295,7 +295,7 @@ impl Waiter<'_> {
                 self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
-                return Ok(Waited::Busy(Box::new(info)));
+                return Ok(Waited::Busy(info));
             }
             if self.first_busy && self.start_waiting(quorum) {
                 continue;
@@ -692,7 +692,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::done(Waited::Busy(Box::new(info)))),
+            Attempt::Busy(info) => Ok(Next::done(Waited::Busy(info))),
         }
     }
 

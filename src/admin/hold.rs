@@ -28,8 +28,14 @@ pub fn hold(conn: &Conn, args: &HoldArgs, log: &Log) -> Result<Exit, Failure> {
         exit: Exit::Usage,
         error: anyhow::anyhow!(e),
     };
-    let ttl = timing::check("--for <DURATION>", args.duration)
-        .map_err(|e| usage(format!("invalid value '{}' for '{}': {}", show(e.value), e.option, e.why)))?;
+    let ttl = timing::check("--for <DURATION>", args.duration).map_err(|e| {
+        usage(format!(
+            "invalid value '{}' for '{}': {}",
+            show(e.value),
+            e.option,
+            e.why
+        ))
+    })?;
     let label = crate::config::label(args.label.clone()).map_err(|e| usage(e.to_string()))?;
     let patience = Patience {
         wait: match args.wait {
@@ -105,7 +111,10 @@ pub fn release(
 ) -> Result<Exit, Failure> {
     let views = view::status(quorum, prefix, &[key.to_string()], log)?;
     let Some(seen) = views.first().filter(|v| v.held && v.limit == 0) else {
-        log.warn(format!("lock '{}' is not on hold; nothing to release", untrusted(key)));
+        log.warn(format!(
+            "lock '{}' is not on hold; nothing to release",
+            untrusted(key)
+        ));
         return Ok(Exit::No);
     };
     let is_hold = seen.holder.hold_reason.is_some();

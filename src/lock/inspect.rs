@@ -32,12 +32,7 @@ impl Node {
     /// if it holds `token`: revoke it (no waiter gets it before the holder
     /// has stopped), or with `now` delete it at once; sent in a round (see
     /// `fanout`), its reply read by [`Node::read_forced`].
-    pub(super) fn forcing(
-        keys: &LockKeys,
-        token: Option<&str>,
-        now: bool,
-        by: &str,
-    ) -> redis::Cmd {
+    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool, by: &str) -> redis::Cmd {
         calls::command(keys, &ForceRelease { token, now, by })
     }
 

@@ -359,7 +359,7 @@ impl Quorum {
             Outcome::Busy { split } => {
                 let mut busy = tally.busy.unwrap_or_default();
                 busy.split = split;
-                Attempt::Busy(busy)
+                Attempt::Busy(Box::new(busy))
             }
         }
     }

@@ -241,7 +241,10 @@ impl Ev {
     /// `-q`): a run that waits says so, or a long wait looks hung; an
     /// empty `list` says why it printed nothing.
     pub fn said_by_default(self) -> bool {
-        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::Replacing | Ev::NoneHeld)
+        matches!(
+            self,
+            Ev::Waiting | Ev::StillWaiting | Ev::Replacing | Ev::NoneHeld
+        )
     }
 
     /// The names of its typed fields, comma-separated.
