@@ -224,3 +224,32 @@ fn a_hold_over_three_redlock_nodes_with_one_down() {
         assert!(!exists(&mut server.conn(), "redlock:{k}"));
     }
 }
+
+/// A hold taken, seen (by a run and `status --json`) and released on `url`.
+fn hold_round_trip(url: &str) {
+    let out = hold(redlock(url), "k{x}", "1m", "freeze", &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let busy = run(&mut Job::new(url, "k{x}").args(["-n"]).exec(["true"]));
+    assert_eq!(busy.code, Some(75), "{busy:?}");
+    assert!(busy.stderr.contains("on hold (freeze)"), "{busy:?}");
+    let json = run(redlock(url).args(["status", "k{x}", "--json"]));
+    assert_eq!(json_lines(&json)[0]["hold"]["reason"], "freeze", "{json:?}");
+    assert_eq!(json_lines(&json)[0]["token"], out.stdout.trim(), "{json:?}");
+    let out = run(redlock(url).args(["release", "k{x}"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let ran = run(&mut Job::new(url, "k{x}").args(["-n"]).exec(["true"]));
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+}
+
+#[test]
+fn a_hold_on_a_cluster_from_a_seed_that_does_not_own_the_slot() {
+    let cluster = Cluster::start();
+    let slot = cluster.slot_of("redlock:{k{x}}");
+    hold_round_trip(&cluster.seed_not_owning(slot));
+}
+
+#[test]
+fn a_hold_behind_sentinels() {
+    let set = SentinelSet::start();
+    hold_round_trip(&set.url());
+}

@@ -265,3 +265,28 @@ fn replace_running_is_for_a_plain_lock() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("--limit"), "{out:?}");
 }
+
+#[test]
+fn replacing_on_a_cluster() {
+    let cluster = Cluster::start();
+    let url = cluster.url();
+    let dir = TestDir::new();
+    let started = dir.file("old.started");
+    let mut old = spawn_started(
+        &mut Job::new(&url, "k")
+            .args(["--ttl", "6s"])
+            .sh(job(&dir, "old")),
+        &started,
+        T,
+    );
+    let new = format!("echo \"start new\" >> '{}'", dir.file("log").display());
+    let out = run(&mut Job::new(&url, "k").args(["--replace-running"]).sh(&new));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let old = old.wait_timeout(T);
+    assert_eq!(old.code, Some(70), "{old:?}");
+    assert!(old.stderr.contains("replaced by a newer run"), "{old:?}");
+    assert_eq!(
+        log_lines(&dir),
+        ["start old", "term old", "gone old", "start new"]
+    );
+}
