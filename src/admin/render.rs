@@ -505,6 +505,47 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_and_a_holder_being_replaced() {
+        let mut hold = held("t1", 42);
+        hold.holder.retain(|(k, _)| k != "command");
+        hold.holder.extend(
+            [
+                ("hold_reason", "INC-7: freeze"),
+                ("hold_until", "1796119230000"),
+                ("ended_at", "2026-12-01T10:00:00.000Z"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let v = view("deploy", 1, &[hold]);
+        assert_eq!(
+            text(&v, now()),
+            "deploy  on hold (INC-7: freeze) until 2026-12-01T10:00:30Z by web1 pid 4242 (root) \
+             for 12s, expires in 18s, fence 42"
+        );
+        let line = json(&v, now());
+        assert!(
+            line.contains(r#""hold":{"reason":"INC-7: freeze","until_ms":1796119230000}"#)
+                && !line.contains("ended_at")
+                && !line.contains("command"),
+            "{line}"
+        );
+        let mut replaced = held("t1", 42);
+        replaced.revoked = true;
+        replaced
+            .holder
+            .push(("replaced_by".into(), "ci2 pid 7".into()));
+        let v = view("deploy", 1, &[replaced]);
+        assert!(
+            text(&v, now()).starts_with(
+                "deploy  being replaced by ci2 pid 7 (--replace-running), waiting for its \
+                 holder to stop: held by web1 pid 4242"
+            ),
+            "{}",
+            text(&v, now())
+        );
+    }
+
+    #[test]
     fn text_escapes_what_redis_sent_and_json_keeps_it() {
         let mut odd = held("t1", 1);
         odd.holder = record("we\u{1b}b1", "x", "", "rm\n-rf");
