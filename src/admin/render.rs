@@ -82,7 +82,10 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
         );
     }
     let hold = view.holder.on_hold();
-    let ended = (view.holder.ended(now)).filter(|_| expiry && !view.revoked && hold.is_none());
+    let ended = view
+        .holder
+        .ended(now)
+        .filter(|_| expiry && !view.revoked && hold.is_none());
     let mut line = match (view.revoked, ended, &view.holder.replaced_by) {
         (true, _, Some(by)) => format!(
             "being replaced by {} (--replace-running), waiting for its holder to stop: ",
