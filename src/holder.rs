@@ -255,6 +255,15 @@ pub fn label_field(info: &BusyInfo) -> crate::log::Field {
     label_of(&info.label)
 }
 
+/// A hold's reason as a JSON event's `hold_reason` field (absent when
+/// the busy holder is a run).
+pub fn hold_field(info: &BusyInfo) -> crate::log::Field {
+    match info.hold_reason.as_str() {
+        "" => ("hold_reason", serde_json::Value::Null),
+        reason => crate::log::field("hold_reason", reason),
+    }
+}
+
 /// A label as a JSON event's `label` field (absent when empty).
 pub fn label_of(label: &str) -> crate::log::Field {
     match label {

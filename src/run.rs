@@ -272,6 +272,7 @@ fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
         &[
             field("holder", holder.clone()),
             crate::holder::label_field(info),
+            crate::holder::hold_field(info),
         ],
     );
     Exit::Busy(code)

@@ -399,6 +399,7 @@ impl Waiter<'_> {
             &[
                 field("holder", holder.clone()),
                 label_field(info),
+                crate::holder::hold_field(info),
                 in_line(info),
             ],
         );
@@ -432,6 +433,7 @@ impl Waiter<'_> {
                 crate::log::ms("wait_ms", waited),
                 field("holder", holder.clone()),
                 label_field(info),
+                crate::holder::hold_field(info),
                 in_line(info),
             ],
         );

@@ -92,6 +92,7 @@ fn busy(key: &str, info: &BusyInfo, code: u8, log: &Log) -> Exit {
         &[
             field("holder", holder.clone()),
             crate::holder::label_field(info),
+            crate::holder::hold_field(info),
         ],
     );
     Exit::Busy(code)

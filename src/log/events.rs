@@ -85,13 +85,13 @@ impl Ev {
             Ev::Waiting => (
                 "waiting",
                 Info,
-                "holder, label, in_line",
+                "holder, label, hold_reason, in_line",
                 "the lock is busy; waiting for it (shown without -v)",
             ),
             Ev::StillWaiting => (
                 "still_waiting",
                 Info,
-                "wait_ms, holder, label, in_line",
+                "wait_ms, holder, label, hold_reason, in_line",
                 "still waiting, said every --progress (1m; shown without -v)",
             ),
             Ev::Replacing => (
@@ -127,13 +127,13 @@ impl Ev {
             Ev::Busy => (
                 "busy",
                 Warn,
-                "holder, label",
+                "holder, label, hold_reason",
                 "still busy when --wait ran out: exit 75 (or -E)",
             ),
             Ev::Skipped => (
                 "skipped",
                 Info,
-                "holder, label",
+                "holder, label, hold_reason",
                 "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (

@@ -62,6 +62,16 @@ fn a_hold_is_taken_shown_with_its_reason_and_released_early() {
         "{busy:?}"
     );
 
+    let busy = run(&mut Job::new(&url, "deploy")
+        .args(["-n", "--log-format", "json"])
+        .exec(["true"]));
+    let event: serde_json::Value = serde_json::from_str(busy.stderr.trim()).expect("one event");
+    assert_eq!(
+        (&event["event"], &event["hold_reason"], &event["label"]),
+        (&"busy".into(), &"INC-7: freeze".into(), &"INC-7".into()),
+        "{busy:?}"
+    );
+
     let status = run(redlock(&url).args(["status", "deploy"]));
     assert_eq!(status.code, Some(0), "{status:?}");
     assert!(
