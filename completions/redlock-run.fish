@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= queue-max= limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= label= progress= metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= queue-max= replace-running limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= label= progress= metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -65,6 +65,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0; wins over --wait, as in flock)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s x -l exclusive -d 'An exclusive lock: the only kind, so this changes nothing; accepted for flock\'s -x, -e, --exclusive'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replace-running -d 'Revoke the run that holds KEY (it is stopped as by force-release and exits 70, "replaced"), then run once its whole job has ended: CI\'s cancel-in-progress. Waits for that end even with -n; never replaces a hold'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l lease-file -d 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease\'s end as Unix milliseconds, updated at each refresh'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -73,6 +74,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Sh
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'Show every held lock under the prefix'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "wait" -d 'Wait until KEY is free, without taking it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "force-release" -d 'Delete a lock by hand, saying whose it was'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "hold" -d 'Take KEY with no command until --for has passed (a deploy freeze)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'End a hold early (exit 0), 1 when KEY is not on hold'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "doctor" -d 'Check the servers for every setting that weakens a lock (eviction, persistence, replicas, rights, clock, Sentinel, Cluster); exit 78 on a FAIL, 69 when a server cannot be reached, 77 when one refuses us'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "generate" -d 'Print the man page (roff) or a shell completion script on stdout'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
@@ -125,6 +128,34 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s v -l verbose -d 'Print lock events on stderr'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s q -l quiet -d 'Print nothing but errors'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand force-release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l for -d 'How long the hold lasts; it expires by itself then' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l reason -d 'Why KEY is held (shown by status, list, and runs that find it held)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -s w -l wait -d 'How long to wait for a busy KEY: a duration, or `forever`' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -s E -l conflict-exit-code -d 'Exit code when KEY is still busy after --wait' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l label -d 'A label shown with the hold (a ticket, an incident\'s URL)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -s v -l verbose -d 'Print lock events on stderr'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -s q -l quiet -d 'Print nothing but errors'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand hold" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l token -d 'Only the lock this token holds (as `hold` printed it)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l redis -d 'Redis server URL; repeat for a Redlock quorum of independent masters [default: $REDLOCK_REDIS_URL, else $REDIS_URL, else redis://127.0.0.1:6379]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l prefix -d 'Namespace of every key this tool writes' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l log-format -d 'How redlock-run\'s own stderr lines are written: `text`, or `json` (one object per line)' -r -f -a "text\t'`redlock-run: message`'
+json\t'One JSON object per line'"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l tls-ca -d 'CA certificates (PEM) to verify rediss:// servers with, instead of the system\'s roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l tls-cert -d 'Client certificate chain (PEM) for mutual TLS; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l password-file -d 'Read the password of every URL that has none from FILE\'s first line: then it is neither in `ps` nor in COMMAND\'s environment' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s v -l verbose -d 'Print lock events on stderr'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s q -l quiet -d 'Print nothing but errors'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s k -l key -d 'The lock whose keys, channels and Cluster slot are checked' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -s t -l ttl -d 'The TTL the runs will use: it sets the per-node timeout and the clock\'s drift allowance' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand doctor" -l replicas -d 'The --replicas the runs will use: checks that many replicas and the right to WAIT [default: auto for Sentinel and Cluster URLs, else 0]' -r

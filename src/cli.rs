@@ -402,6 +402,13 @@ pub struct RunArgs {
     )]
     pub queue_max: Option<u32>,
 
+    /// Revoke the run that holds KEY (it is stopped as by force-release and
+    /// exits 70, "replaced"), then run once its whole job has ended: CI's
+    /// cancel-in-progress. Waits for that end even with -n; never
+    /// replaces a hold
+    #[arg(long, help_heading = "Fleet options", hide_short_help = true)]
+    pub replace_running: bool,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(
@@ -631,6 +638,58 @@ pub enum AdminCmd {
         #[arg(long)]
         now: bool,
     },
+    /// Take KEY with no command until --for has passed (a deploy freeze)
+    ///
+    /// Prints the hold's token on stdout; exit 0 when taken, 75 (or -E N)
+    /// when KEY is busy after --wait. Nothing stays running: the hold
+    /// expires by itself, or `release KEY` ends it early. Runs that find
+    /// KEY on hold say its reason; -n runs give up, waiting runs wait it out.
+    Hold(HoldArgs),
+    /// End a hold early (exit 0), 1 when KEY is not on hold
+    ///
+    /// Without --token only a hold is released, never a running job's lock
+    /// (use force-release for that); with --token, the lock that token
+    /// holds: a hold is deleted, a running job is revoked as force-release
+    /// does (its holder stops COMMAND first).
+    Release {
+        /// Lock name
+        #[arg(value_name = "KEY", value_parser = lock_name())]
+        key: String,
+        /// Only the lock this token holds (as `hold` printed it)
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+}
+
+/// `hold KEY --for DURATION --reason TEXT`.
+#[derive(Debug, Clone, Args)]
+pub struct HoldArgs {
+    /// Lock name
+    #[arg(value_name = "KEY", value_parser = lock_name())]
+    pub key: String,
+    /// How long the hold lasts; it expires by itself then
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub duration: Duration,
+    /// Why KEY is held (shown by status, list, and runs that find it held)
+    #[arg(long, value_name = "TEXT", value_parser = reason())]
+    pub reason: String,
+    /// How long to wait for a busy KEY: a duration, or `forever`
+    #[arg(short, long, value_name = "DURATION", default_value = "0", value_parser = parse_wait)]
+    pub wait: Wait,
+    /// Exit code when KEY is still busy after --wait
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "N",
+        default_value_t = 75,
+        allow_negative_numbers = true
+    )]
+    pub conflict_exit_code: u8,
+    /// A label shown with the hold (a ticket, an incident's URL)
+    ///
+    /// [default: $REDLOCK_LABEL, else the CI job's URL]
+    #[arg(long, value_name = "TEXT", value_parser = text())]
+    pub label: Option<String>,
 }
 
 /// `wait KEY`: the options of a run's waiting, without the run.
@@ -755,6 +814,22 @@ fn utf8(value: OsString) -> Result<String, String> {
     value
         .into_string()
         .map_err(|_| "not valid UTF-8 (check the locale or the file it came from)".to_string())
+}
+
+/// A hold's reason: non-empty text without control characters, at most
+/// 500 bytes.
+fn reason() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(|value| {
+        let value = utf8(value)?;
+        match value.trim() {
+            "" => Err("a reason must not be empty".to_string()),
+            _ if value.chars().any(char::is_control) => {
+                Err("a reason must not contain control characters".to_string())
+            }
+            _ if value.len() > 500 => Err("a reason must be at most 500 bytes".to_string()),
+            reason => Ok(reason.to_string()),
+        }
+    })
 }
 
 /// [`parse_key`] for bytes.

@@ -72,6 +72,8 @@ pub struct RunConfig {
     pub queue: Queue,
     /// `--queue-max`: at most this many waiters in line (`None`: unbounded).
     pub queue_max: Option<u32>,
+    /// `--replace-running`: revoke the holder, then run (see `replace.rs`).
+    pub replace_running: bool,
     /// `--warn-signal` with `--warn-before`.
     pub warning: Option<Warning>,
     /// `--on-lost LINE`.
@@ -118,6 +120,13 @@ pub enum Task {
         /// Delete at once rather than revoke.
         now: bool,
     },
+    /// `hold KEY --for D --reason R` (see `admin::hold`).
+    Hold(crate::cli::HoldArgs),
+    /// `release KEY [--token T]`.
+    Release {
+        key: String,
+        token: Option<String>,
+    },
 }
 
 impl AdminConfig {
@@ -127,6 +136,8 @@ impl AdminConfig {
         let log = self.conn.log();
         match &self.task {
             Task::Wait { key, .. } | Task::ForceRelease { key, .. } => log.for_key(key),
+            Task::Release { key, .. } => log.for_key(key),
+            Task::Hold(args) => log.for_key(&args.key),
             Task::Status { keys, .. } if keys.len() == 1 => log.for_key(&keys[0]),
             _ => log,
         }
@@ -144,6 +155,8 @@ pub fn admin(cmd: AdminCmd, conn: Conn) -> AdminConfig {
             busy_exit: args.conflict_exit_code,
         },
         AdminCmd::ForceRelease { key, token, now } => Task::ForceRelease { key, token, now },
+        AdminCmd::Hold(args) => Task::Hold(args),
+        AdminCmd::Release { key, token } => Task::Release { key, token },
     };
     AdminConfig { conn, task }
 }
@@ -357,8 +370,9 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     };
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
-    let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
-    let queue = queue(policy, args.limit, conn)?;
+    let given = from_env(args.queue, "REDLOCK_QUEUE")?;
+    let queue = queue(given.unwrap_or_default(), args.limit, conn)?;
+    let queue = replacing(args.replace_running, args.limit, (given, queue), conn)?;
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
     Ok(RunConfig {
         key,
@@ -377,6 +391,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         allow_eviction: args.allow_eviction,
         queue,
         queue_max,
+        replace_running: args.replace_running,
         warning: args
             .warn_signal
             .zip(args.warn_before)
@@ -397,7 +412,7 @@ const LABEL_MAX: usize = 500;
 /// in, else none. `--label ''` sets none, whatever the CI. A label with
 /// control characters is a quoting mistake: exit 2 naming the option or
 /// the variable (a CI's variable holding one is ignored).
-fn label(given: Option<String>) -> Result<String, clap::Error> {
+pub fn label(given: Option<String>) -> Result<String, clap::Error> {
     let (label, source) = match given {
         Some(label) => (label, "--label <TEXT>"),
         None => match env_text("REDLOCK_LABEL")? {
@@ -612,6 +627,24 @@ fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
         )));
     }
     Ok(queue)
+}
+
+/// `--replace-running`: a plain lock only; its place in line (see
+/// `replace::queue`).
+fn replacing(
+    replace: bool,
+    limit: u32,
+    (given, queue): (Option<Queue>, Queue),
+    conn: &Conn,
+) -> Result<Queue, clap::Error> {
+    if replace && limit > 1 {
+        return Err(usage(format!(
+            "invalid value '{limit}' for '--limit <N>': --replace-running replaces the one \
+             holder of a plain lock (--limit 1)"
+        )));
+    }
+    let endpoints = conn.endpoints.len();
+    Ok(crate::replace::queue(replace, given, queue, endpoints))
 }
 
 /// `--metrics-textfile DIR`, else `$REDLOCK_METRICS_DIR`, opened for KEY.

@@ -12,10 +12,7 @@ use crate::secrets::untrusted;
 
 /// The holder record of this run: who we are and what we run.
 pub fn record(cfg: &RunConfig) -> Holder {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown".into());
+    let host = host();
     let mut command = recorded(&cfg.display);
     if command.len() > 1000 {
         let cut = (0..=1000)
@@ -36,7 +33,34 @@ pub fn record(cfg: &RunConfig) -> Holder {
         kill_after_ms: u64::try_from(cfg.timing.kill_after.as_millis()).unwrap_or(u64::MAX),
         queue: cfg.queue,
         queue_max: cfg.queue_max.unwrap_or(0),
+        hold_reason: String::new(),
     }
+}
+
+/// The holder record of `redlock-run hold`: no COMMAND, a reason, and
+/// nothing to stop (a force-release deletes it at once).
+pub fn hold_record(reason: &str, label: &str, ttl: Duration) -> Holder {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Holder {
+        host: host(),
+        pid: std::process::id(),
+        user: user(),
+        command: String::new(),
+        acquired_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        label: label.to_string(),
+        refresh_ms: ms(ttl / 3),
+        kill_after_ms: 0,
+        queue: crate::queue::Queue::default(),
+        queue_max: 0,
+        hold_reason: reason.to_string(),
+    }
+}
+
+fn host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// COMMAND as the holder record keeps it, which anyone who can run
@@ -94,6 +118,12 @@ pub struct Shown {
     /// When its COMMAND ended, if `--min-hold` keeps the lock after it
     /// (RFC 3339, by the holder's clock).
     pub ended_at: Option<String>,
+    /// `redlock-run hold`: why KEY is held (absent: a run).
+    pub hold_reason: Option<String>,
+    /// A hold's end, Unix milliseconds by the server's clock.
+    pub hold_until: Option<u64>,
+    /// `--replace-running`: who is replacing this holder.
+    pub replaced_by: Option<String>,
 }
 
 impl Shown {
@@ -108,7 +138,21 @@ impl Shown {
             acquired_at: text("acquired_at"),
             label: text("label").filter(|l| !l.is_empty()),
             ended_at: text("ended_at"),
+            hold_reason: text("hold_reason"),
+            hold_until: field("hold_until").and_then(|t| t.parse().ok()),
+            replaced_by: text("replaced_by").filter(|b| !b.is_empty()),
         }
+    }
+
+    /// "on hold (REASON) until 2026-12-01T10:00:30Z by ", for a hold.
+    pub fn on_hold(&self) -> Option<String> {
+        let reason = self.hold_reason.as_deref()?;
+        let until = self
+            .hold_until
+            .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
+            .map(|t| format!(" until {}", humantime::format_rfc3339_seconds(t)))
+            .unwrap_or_default();
+        Some(format!("on hold ({}){until} by ", untrusted(reason)))
     }
 
     /// From a busy answer (empty fields: not in the record).
@@ -120,6 +164,7 @@ impl Shown {
             user: given(&info.user),
             acquired_at: given(&info.acquired_at),
             label: given(&info.label),
+            hold_reason: given(&info.hold_reason),
             ..Shown::default()
         }
     }
@@ -210,6 +255,15 @@ pub fn label_field(info: &BusyInfo) -> crate::log::Field {
     label_of(&info.label)
 }
 
+/// A hold's reason as a JSON event's `hold_reason` field (absent when
+/// the busy holder is a run).
+pub fn hold_field(info: &BusyInfo) -> crate::log::Field {
+    match info.hold_reason.as_str() {
+        "" => ("hold_reason", serde_json::Value::Null),
+        reason => crate::log::field("hold_reason", reason),
+    }
+}
+
 /// A label as a JSON event's `label` field (absent when empty).
 pub fn label_of(label: &str) -> crate::log::Field {
     match label {
@@ -248,11 +302,11 @@ fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
             expires: info.pttl,
             ..Details::default()
         };
-        return format!(
-            "is held by {}{}",
-            shown.who(None),
-            details(&shown, more, now)
-        );
+        let held = match &shown.hold_reason {
+            Some(reason) => format!("is on hold ({}) by", untrusted(reason)),
+            None => "is held by".to_string(),
+        };
+        return format!("{held} {}{}", shown.who(None), details(&shown, more, now));
     };
     let holders = usize::try_from(holders).unwrap_or(usize::MAX);
     let mut text = format!(
@@ -297,6 +351,7 @@ mod tests {
             acquired_at: "2026-12-01T10:00:00.000Z".into(),
             user: String::new(),
             label: String::new(),
+            hold_reason: String::new(),
             slots: None,
             revoked: false,
             replaced_by: None,
@@ -333,6 +388,14 @@ mod tests {
             ..busy("web1")
         };
         assert!(describe_busy(&revoked, now).starts_with("is being force-released"));
+        let hold = BusyInfo {
+            hold_reason: "deploy freeze\u{1b}".into(),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&hold, now),
+            "is on hold (deploy freeze\\u{1b}) by web1 pid 4242 for 12s, expires in 18s"
+        );
         let labelled = BusyInfo {
             user: "ci".into(),
             label: "https://ci.example/job/7\u{1b}[2J".into(),

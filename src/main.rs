@@ -15,6 +15,7 @@ mod metrics;
 mod plan;
 mod queue;
 mod refresh;
+mod replace;
 mod run;
 mod secrets;
 mod signals;

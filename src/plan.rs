@@ -23,6 +23,8 @@ pub enum Loss {
     Gone,
     /// An operator force-released it: stop, then give it back at once.
     Revoked,
+    /// A newer run revoked it (`--replace-running`): as `Revoked`.
+    Superseded,
     /// No refresh was confirmed before the deadline.
     Unconfirmed,
     /// redlock-run was stopped (job control) past the point where the
@@ -37,6 +39,7 @@ impl Loss {
             Loss::Replaced => "was taken over by another holder",
             Loss::Gone => "expired or was deleted",
             Loss::Revoked => "was force-released",
+            Loss::Superseded => "was replaced by a newer run (--replace-running)",
             Loss::Unconfirmed => "could not be refreshed before it could expire",
             Loss::Suspended => "ran out while redlock-run was stopped",
         }
@@ -48,6 +51,7 @@ impl Loss {
             Loss::Replaced => "replaced",
             Loss::Gone => "gone",
             Loss::Revoked => "revoked",
+            Loss::Superseded => "replaced",
             Loss::Unconfirmed => "unconfirmed",
             Loss::Suspended => "suspended",
         }

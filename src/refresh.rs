@@ -27,6 +27,7 @@ fn loss_from_code(code: u8) -> Option<Loss> {
         1 => Some(Loss::Replaced),
         2 => Some(Loss::Gone),
         3 => Some(Loss::Revoked),
+        4 => Some(Loss::Superseded),
         _ => None,
     }
 }
@@ -120,6 +121,7 @@ impl SharedLease {
         let code = match loss {
             Loss::Replaced => 1,
             Loss::Revoked => 3,
+            Loss::Superseded => 4,
             _ => 2,
         };
         self.loss.store(code, Ordering::SeqCst);
@@ -223,7 +225,7 @@ fn refresh(
                 }
             }
             Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
-            Extend::Lost(Ownership::Revoked) => return lease.lost(Loss::Revoked),
+            Extend::Lost(Ownership::Revoked) => return lease.lost(revoked(quorum)),
             Extend::Lost(_) => return lease.lost(Loss::Gone),
             Extend::Failed(e) => {
                 // Said only while a retry can still matter: not once the
@@ -242,6 +244,16 @@ fn refresh(
                 next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }
+    }
+}
+
+/// Revoked by a newer run (`--replace-running`) or by an operator: one
+/// read more, once the loss is certain (the lease's own deadline stops
+/// COMMAND in time whatever this read costs).
+fn revoked(quorum: &mut Quorum) -> Loss {
+    match quorum.replaced() {
+        true => Loss::Superseded,
+        false => Loss::Revoked,
     }
 }
 

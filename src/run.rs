@@ -125,14 +125,16 @@ fn run_recorded(
     let containment = contain(cfg)?;
     let mut main = quorum();
     let started = Instant::now();
-    let waited = wait::acquire(
-        &mut main,
-        &crate::holder::record(cfg),
-        wait::Patience::of(cfg),
-        &cfg.key,
-        &signals,
-        log,
-    );
+    let me = crate::holder::record(cfg);
+    let patience = wait::Patience::of(cfg);
+    let waited = match cfg.replace_running {
+        true => {
+            let keys = LockKeys::new(&conn.prefix, &cfg.key);
+            let key = (cfg.key.as_str(), &keys);
+            crate::replace::acquire(&mut main, key, &me, patience, &signals, log)
+        }
+        false => wait::acquire(&mut main, &me, patience, &cfg.key, &signals, log),
+    };
     let (acquired, token, subscription) = match waited {
         Ok(Waited::Acquired(lease, token, subscription)) => (lease, token, subscription),
         Ok(other) => return not_acquired(other, cfg, &signals, log, record),
@@ -270,6 +272,7 @@ fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
         &[
             field("holder", holder.clone()),
             crate::holder::label_field(info),
+            crate::holder::hold_field(info),
         ],
     );
     Exit::Busy(code)
@@ -474,7 +477,7 @@ impl Held<'_> {
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
             // Revoked by force-release: the marker keeps waiters out until
             // we give it back, now that COMMAND has stopped.
-            Some(Loss::Revoked) => {
+            Some(Loss::Revoked | Loss::Superseded) => {
                 self.release(main);
                 return Ok(Exit::LockLost);
             }

@@ -297,7 +297,7 @@ impl Waiter<'_> {
                 self.longest_pttl = self.longest_pttl.max(left);
             }
             if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
-                return Ok(Waited::Busy(Box::new(info)));
+                return Ok(Waited::Busy(info));
             }
             if self.first_busy && self.start_waiting(quorum) {
                 continue;
@@ -401,6 +401,7 @@ impl Waiter<'_> {
             &[
                 field("holder", holder.clone()),
                 label_field(info),
+                crate::holder::hold_field(info),
                 in_line(info),
             ],
         );
@@ -434,6 +435,7 @@ impl Waiter<'_> {
                 crate::log::ms("wait_ms", waited),
                 field("holder", holder.clone()),
                 label_field(info),
+                crate::holder::hold_field(info),
                 in_line(info),
             ],
         );
@@ -694,7 +696,7 @@ impl Waiter<'_> {
             Attempt::TooFewReplicas(error) => {
                 Err(failed(Exit::Unavailable, error, "not enough replicas"))
             }
-            Attempt::Busy(info) => Ok(Next::done(Waited::Busy(Box::new(info)))),
+            Attempt::Busy(info) => Ok(Next::done(Waited::Busy(info))),
         }
     }
 

@@ -1,10 +1,12 @@
-//! The admin subcommands: `status`, `list`, `wait` and `force-release`.
+//! The admin subcommands: `status`, `list`, `wait`, `force-release`,
+//! `hold` and `release` (`hold.rs`).
 //!
 //! Each reads what Redis holds as a typed value (`view.rs`), shows it as
 //! a sentence or JSON (`render.rs`) or a table (`table.rs`) through one
 //! stdout writer, or acts on it (`force.rs`, `wait.rs`).
 
 mod force;
+mod hold;
 mod render;
 mod table;
 mod view;
@@ -70,6 +72,12 @@ pub fn run(cfg: AdminConfig) -> Result<Exit, Failure> {
             timeout,
             busy_exit,
         } => wait::run(conn, key, *timeout, *busy_exit),
+        Task::Hold(args) => hold::hold(conn, args, &log.for_key(&args.key)),
+        Task::Release { key, token } => {
+            let quiet = conn.verbosity == Verbosity::Quiet;
+            let log = log.for_key(key);
+            hold::release(&mut quorum(), prefix, key, token.as_deref(), quiet, &log)
+        }
     }
 }
 

@@ -81,18 +81,29 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
             each.join("; ")
         );
     }
-    let ended = view.holder.ended(now).filter(|_| expiry && !view.revoked);
-    let mut line = match (view.revoked, ended) {
-        (true, _) => "being force-released, waiting for its holder to stop: ".to_string(),
-        (false, Some(ago)) => kept(ago, view.pttl, now),
-        (false, None) => String::new(),
+    let hold = view.holder.on_hold();
+    let ended = view
+        .holder
+        .ended(now)
+        .filter(|_| expiry && !view.revoked && hold.is_none());
+    let mut line = match (view.revoked, ended, &view.holder.replaced_by) {
+        (true, _, Some(by)) => format!(
+            "being replaced by {} (--replace-running), waiting for its holder to stop: ",
+            untrusted(by)
+        ),
+        (true, _, None) => "being force-released, waiting for its holder to stop: ".to_string(),
+        (false, Some(ago), _) => kept(ago, view.pttl, now),
+        (false, None, _) => String::new(),
     };
-    line.push_str(&format!("held by {}", who(view)));
+    match hold {
+        Some(hold) => line.push_str(&format!("{hold}{}", who(view))),
+        None => line.push_str(&format!("held by {}", who(view))),
+    }
     let more = Details {
         expires: view.pttl.filter(|_| expiry && ended.is_none()),
         fence: Some(view.fence),
         nodes: Some((view.holding, view.nodes)),
-        command: view.holder.command.as_deref(),
+        command: view.holder.command.as_deref().filter(|c| !c.is_empty()),
     };
     line.push_str(&details(&view.holder, more, now));
     line
@@ -138,6 +149,12 @@ fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime
 /// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
 pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
     let key = untrusted(&view.key);
+    if !revoked && view.limit == 0 && view.holder.hold_reason.is_some() {
+        return format!(
+            "released the hold on '{key}': it was {}",
+            describe(view, false, now)
+        );
+    }
     if !revoked && view.limit == 0 && view.holder.ended_at.is_some() {
         return format!(
             "released '{key}' at once (its job had ended; --min-hold kept the lock, and \
@@ -195,7 +212,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         command: None,
         acquired_at: Some(w.since.clone()),
         label: (!w.label.is_empty()).then(|| w.label.clone()),
-        ended_at: None,
+        ..Shown::default()
     };
     let age = details(&shown, Details::default(), now);
     format!("{}{age}", shown.who(None))
@@ -211,6 +228,9 @@ struct JsonView<'a> {
     fence: i64,
     /// `None` (null): unknown, nodes that did not answer may hold it.
     held: Option<bool>,
+    /// Held by `redlock-run hold`: why, and until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hold: Option<JsonHold>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holder: Option<JsonHolder>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -239,6 +259,15 @@ struct JsonView<'a> {
     waiters: Option<Vec<JsonWaiter>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     waiters_count: Option<u64>,
+}
+
+/// `hold` of `--json`: a hold's reason, and its end in Unix milliseconds
+/// (by the server's clock; absent from a record without it).
+#[derive(Serialize)]
+struct JsonHold {
+    reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until_ms: Option<u64>,
 }
 
 /// One holder of a semaphore in `--json`.
@@ -288,8 +317,9 @@ impl JsonHolder {
         let text = |field: &Option<String>| field.as_deref().map(scrub);
         JsonHolder {
             acquired_at: text(&shown.acquired_at),
-            command: text(&shown.command),
-            ended_at: text(&shown.ended_at),
+            command: text(&shown.command).filter(|c| !c.is_empty()),
+            // A hold has no job that ended: its `hold` says the rest.
+            ended_at: text(&shown.ended_at).filter(|_| shown.hold_reason.is_none()),
             expires_ms: pttl.map(|d| d.as_millis()),
             held_ms: shown.age(now).map(|d| d.as_millis()),
             host: text(&shown.host),
@@ -326,6 +356,7 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
     let mut out = JsonView {
         fence: view.fence,
         held: (!view.undecided).then_some(view.held),
+        hold: None,
         holder: None,
         holders: None,
         key: &view.key,
@@ -349,6 +380,10 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
             out.token = Some(view.token.as_deref());
             out.holder = Some(JsonHolder::of(&view.holder, view.pttl, now));
             out.label = view.holder.label.as_deref().map(scrub);
+            out.hold = view.holder.hold_reason.as_deref().map(|reason| JsonHold {
+                reason: scrub(reason),
+                until_ms: view.holder.hold_until,
+            });
         }
     } else if view.limit > 0 {
         out.nodes_holding = None;
@@ -469,6 +504,47 @@ mod tests {
         assert_eq!(
             json(&v, now()),
             r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
+        );
+    }
+
+    #[test]
+    fn a_hold_and_a_holder_being_replaced() {
+        let mut hold = held("t1", 42);
+        hold.holder.retain(|(k, _)| k != "command");
+        hold.holder.extend(
+            [
+                ("hold_reason", "INC-7: freeze"),
+                ("hold_until", "1796119230000"),
+                ("ended_at", "2026-12-01T10:00:00.000Z"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let v = view("deploy", 1, &[hold]);
+        assert_eq!(
+            text(&v, now()),
+            "deploy  on hold (INC-7: freeze) until 2026-12-01T10:00:30Z by web1 pid 4242 (root) \
+             for 12s, expires in 18s, fence 42"
+        );
+        let line = json(&v, now());
+        assert!(
+            line.contains(r#""hold":{"reason":"INC-7: freeze","until_ms":1796119230000}"#)
+                && !line.contains("ended_at")
+                && !line.contains("command"),
+            "{line}"
+        );
+        let mut replaced = held("t1", 42);
+        replaced.revoked = true;
+        replaced
+            .holder
+            .push(("replaced_by".into(), "ci2 pid 7".into()));
+        let v = view("deploy", 1, &[replaced]);
+        assert!(
+            text(&v, now()).starts_with(
+                "deploy  being replaced by ci2 pid 7 (--replace-running), waiting for its \
+                 holder to stop: held by web1 pid 4242"
+            ),
+            "{}",
+            text(&v, now())
         );
     }
 

@@ -108,6 +108,7 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
     }
     let state = match (view.revoked, &view.holder.ended_at) {
         (true, _) => "revoked",
+        _ if view.holder.hold_reason.is_some() => "on hold",
         (false, Some(_)) => "kept (min-hold)",
         (false, None) => "held",
     };
@@ -156,7 +157,11 @@ fn holder_row(
         Some(left) => short(left),
         None => "never".to_string(),
     };
-    row[9] = holder.command.as_deref().map(command).unwrap_or_default();
+    row[9] = match &holder.hold_reason {
+        // A hold has no COMMAND: its reason stands there.
+        Some(reason) => command(&format!("(hold) {reason}")),
+        None => holder.command.as_deref().map(command).unwrap_or_default(),
+    };
     row
 }
 

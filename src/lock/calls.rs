@@ -37,13 +37,13 @@
 //!
 //! | script | ARGV |
 //! |---|---|
-//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none), 18 queue_max (`--queue-max`; `0`: unbounded; ACQUIRE only) |
+//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none), 18 queue_max (`--queue-max`; `0`: unbounded; ACQUIRE only), 19 hold_reason (`hold`; `''`: a run; ACQUIRE only) |
 //! | EXTEND, SLOT_EXTEND ([`Extend`]) | 1 token, 2 ttl_ms, 3 ended_at (absent while COMMAND runs) |
 //! | RELEASE ([`Release`]) | 1 token, 2 how (`0` wake the next, `1` nobody, `2` also where not ours) |
 //! | SLOT_RELEASE ([`Release`]) | 1 token |
 //! | LEAVE ([`Leave`]) | 1 token |
 //! | INSPECT ([`Inspect`]), WAITERS ([`Waiters`]) | none |
-//! | FORCE_RELEASE ([`ForceRelease`]) | 1 check (`1`: only if held by ARGV[2]), 2 token (`''`), 3 now (`1`/`0`) |
+//! | FORCE_RELEASE ([`ForceRelease`]) | 1 check (`1`: only if held by ARGV[2]), 2 token (`''`), 3 now (`1`/`0`), 4 by (`--replace-running`: who replaces the holder; `''`: none) |
 //! | RAISE_FENCE ([`RaiseFence`]) | 1 token, 2 fence (decimal), 3 limit (1: a plain lock) |
 
 use std::collections::BTreeMap;
@@ -141,6 +141,7 @@ impl Call for Acquire {
             h.label.clone(),
             self.at.to_string(),
             self.queue_max.to_string(),
+            h.hold_reason.clone(),
         ]
     }
 }
@@ -250,6 +251,8 @@ impl Call for Waiters {
 pub(super) struct ForceRelease<'a> {
     pub token: Option<&'a str>,
     pub now: bool,
+    /// `--replace-running`: who replaces the holder (`""`: nobody).
+    pub by: &'a str,
 }
 
 impl Call for ForceRelease<'_> {
@@ -264,6 +267,7 @@ impl Call for ForceRelease<'_> {
             flag(self.token.is_some()),
             self.token.unwrap_or_default().to_string(),
             flag(self.now),
+            self.by.to_string(),
         ]
     }
 }
@@ -419,6 +423,7 @@ mod tests {
             kill_after_ms: 5,
             queue: Queue::OldestFirst,
             queue_max: 0,
+            hold_reason: String::new(),
         }
     }
 
@@ -441,7 +446,7 @@ mod tests {
         let argv = call.argv();
         let expected = [
             "tok", "30", "h", "42", "u", "c", "t0", "1", "10", "5", "1", "60", "0", "1", "1", "l",
-            "at", "7",
+            "at", "7", "",
         ];
         assert_eq!(argv, expected);
         let slot = Acquire {
@@ -463,8 +468,9 @@ mod tests {
         let forced = ForceRelease {
             token: None,
             now: true,
+            by: "",
         };
-        assert_eq!(forced.argv(), ["0", "", "1"]);
+        assert_eq!(forced.argv(), ["0", "", "1", ""]);
     }
 
     #[test]
@@ -532,6 +538,7 @@ mod tests {
             Box::new(ForceRelease {
                 token: Some("t"),
                 now: false,
+                by: "",
             }),
             Box::new(RaiseFence {
                 token: "t",

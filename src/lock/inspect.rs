@@ -32,8 +32,8 @@ impl Node {
     /// if it holds `token`: revoke it (no waiter gets it before the holder
     /// has stopped), or with `now` delete it at once; sent in a round (see
     /// `fanout`), its reply read by [`Node::read_forced`].
-    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool) -> redis::Cmd {
-        calls::command(keys, &ForceRelease { token, now })
+    pub(super) fn forcing(keys: &LockKeys, token: Option<&str>, now: bool, by: &str) -> redis::Cmd {
+        calls::command(keys, &ForceRelease { token, now, by })
     }
 
     /// The reply to [`Node::forcing`] (a semaphore's may ask for its
@@ -43,9 +43,10 @@ impl Node {
         keys: &LockKeys,
         token: Option<&str>,
         now: bool,
+        by: &str,
         reply: NodeResult<redis::Value>,
     ) -> NodeResult<(Forced, Inspected)> {
-        let reply = self.answer(keys, &ForceRelease { token, now }, reply)?;
+        let reply = self.answer(keys, &ForceRelease { token, now, by }, reply)?;
         reply::forced(reply).unexpected(self, "force-release")
     }
 }

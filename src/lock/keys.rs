@@ -146,6 +146,9 @@ pub struct Holder {
     pub queue: crate::queue::Queue,
     /// `--queue-max`: at most this many waiters in line (0: unbounded).
     pub queue_max: u32,
+    /// `redlock-run hold --reason`: why KEY is held with no command
+    /// (empty: a run).
+    pub hold_reason: String,
 }
 
 #[cfg(test)]

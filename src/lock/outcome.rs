@@ -21,7 +21,8 @@ pub struct Lease {
 /// The result of one acquisition attempt.
 pub enum Attempt {
     Acquired(Lease),
-    Busy(BusyInfo),
+    /// Boxed: a busy answer is large, and rarer than the others.
+    Busy(Box<BusyInfo>),
     /// Fewer than a quorum of nodes answered; none refused.
     Unavailable(anyhow::Error),
     /// Fewer than a quorum answered, and a node's call failed for want of

@@ -361,7 +361,7 @@ impl Quorum {
             Outcome::Busy { split } => {
                 let mut busy = tally.busy.unwrap_or_default();
                 busy.split = split;
-                Attempt::Busy(busy)
+                Attempt::Busy(Box::new(busy))
             }
         }
     }
@@ -427,6 +427,16 @@ impl Quorum {
         holding >= self.needed()
     }
 
+    /// Whether a node says this lock was revoked by a newer run
+    /// (`--replace-running` wrote `replaced_by` in the holder record).
+    pub fn replaced(&mut self) -> bool {
+        let keys = self.keys.clone();
+        self.inspect_each(&keys)
+            .into_iter()
+            .flatten()
+            .any(|seen| seen.revoked && seen.field("replaced_by").is_some())
+    }
+
     /// Read `keys`' lock on every node, in one round (see `fanout`): for
     /// `wait KEY` and a nested run.
     pub fn inspect_each(&mut self, keys: &LockKeys) -> Vec<NodeResult<Inspected>> {
@@ -490,10 +500,22 @@ impl Quorum {
         token: Option<&str>,
         now: bool,
     ) -> Vec<NodeResult<(Forced, Inspected)>> {
+        self.force_each_by(keys, token, now, "")
+    }
+
+    /// [`Quorum::force_each`] for `--replace-running`: a revoked holder's
+    /// record says `by` whom it was replaced (`""`: a force-release).
+    pub fn force_each_by(
+        &mut self,
+        keys: &LockKeys,
+        token: Option<&str>,
+        now: bool,
+        by: &str,
+    ) -> Vec<NodeResult<(Forced, Inspected)>> {
         let answers = fanout::round(
             &mut self.nodes,
-            |_, _| Some(Ok((Node::forcing(keys, token, now), ()))),
-            |node, (), reply| node.read_forced(keys, token, now, reply),
+            |_, _| Some(Ok((Node::forcing(keys, token, now, by), ()))),
+            |node, (), reply| node.read_forced(keys, token, now, by, reply),
         );
         answers
             .into_iter()

@@ -18,6 +18,8 @@ pub struct BusyInfo {
     /// Empty when the record lacks them (an older holder, a semaphore).
     pub user: String,
     pub label: String,
+    /// Held by `redlock-run hold`: its reason (empty: a run).
+    pub hold_reason: String,
     /// A semaphore whose slots are all taken: how many hold it, of how many.
     pub slots: Option<SlotsTaken>,
     /// Being force-released: waiting for its holder to stop.
@@ -183,7 +185,7 @@ pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
 }
 
 /// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
-/// limit?, revoked?, first?, line?, ahead_ms?, seen?, user?, label?}`, `{-1, limit}` or `{-2, host, pid}` (see
+/// limit?, revoked?, first?, line?, ahead_ms?, seen?, user?, label?, hold_reason?}`, `{-1, limit}` or `{-2, host, pid}` (see
 /// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
     match screened(reply)? {
@@ -279,6 +281,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         acquired_at: items.get(4).map(text).unwrap_or_default(),
         user: items.get(12).map(text).unwrap_or_default(),
         label: items.get(13).map(text).unwrap_or_default(),
+        hold_reason: items.get(14).map(text).unwrap_or_default(),
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,

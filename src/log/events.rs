@@ -10,6 +10,7 @@ pub enum Ev {
     RandomDelay,
     Waiting,
     StillWaiting,
+    Replacing,
     Acquired,
     Contained,
     FenceReset,
@@ -39,10 +40,11 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 28] = [
+    pub const ALL: [Ev; 29] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::StillWaiting,
+        Ev::Replacing,
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
@@ -83,14 +85,20 @@ impl Ev {
             Ev::Waiting => (
                 "waiting",
                 Info,
-                "holder, label, in_line",
+                "holder, label, hold_reason, in_line",
                 "the lock is busy; waiting for it (shown without -v)",
             ),
             Ev::StillWaiting => (
                 "still_waiting",
                 Info,
-                "wait_ms, holder, label, in_line",
+                "wait_ms, holder, label, hold_reason, in_line",
                 "still waiting, said every --progress (1m; shown without -v)",
+            ),
+            Ev::Replacing => (
+                "replacing",
+                Info,
+                "holder, label",
+                "--replace-running revoked the running holder; waiting for its job to end",
             ),
             Ev::Acquired => (
                 "acquired",
@@ -119,13 +127,13 @@ impl Ev {
             Ev::Busy => (
                 "busy",
                 Warn,
-                "holder, label",
+                "holder, label, hold_reason",
                 "still busy when --wait ran out: exit 75 (or -E)",
             ),
             Ev::Skipped => (
                 "skipped",
                 Info,
-                "holder, label",
+                "holder, label, hold_reason",
                 "busy, and -E 0 makes that the intended outcome: this run did nothing, exit 0",
             ),
             Ev::Unavailable => (
@@ -233,7 +241,10 @@ impl Ev {
     /// `-q`): a run that waits says so, or a long wait looks hung; an
     /// empty `list` says why it printed nothing.
     pub fn said_by_default(self) -> bool {
-        matches!(self, Ev::Waiting | Ev::StillWaiting | Ev::NoneHeld)
+        matches!(
+            self,
+            Ev::Waiting | Ev::StillWaiting | Ev::Replacing | Ev::NoneHeld
+        )
     }
 
     /// The names of its typed fields, comma-separated.

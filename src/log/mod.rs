@@ -175,6 +175,7 @@ fn told_by_the_next(ev: Ev, fields: &[Field]) -> bool {
         Loss::Replaced,
         Loss::Gone,
         Loss::Revoked,
+        Loss::Superseded,
         Loss::Unconfirmed,
         Loss::Suspended,
     ];

@@ -170,7 +170,9 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// line and subscribed behind sentinels or on a Cluster: the `run_id` of
 /// the server subscribed on, kept in the liveness hash; see `line_lib`'s
 /// `elsewhere_sub`), queue_max (`--queue-max`, '0': unbounded; absent
-/// from an older caller: unbounded). With queue = '1' the caller
+/// from an older caller: unbounded), hold_reason (`redlock-run hold`;
+/// '' or absent: a run; a hold's record also gets `hold_until`, this
+/// server's clock in ms plus the TTL, and `ended_at`). With queue = '1' the caller
 /// waits in line: a busy answer puts it at the end of the queue (score:
 /// the last score + 1, so the order is the server's order of arrival,
 /// whatever the waiters' clocks say) and marks it alive (its liveness
@@ -200,7 +202,7 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked, first, line,
-/// ahead_ms, seen, user, label}` describing the current holder (revoked 1: it is being
+/// ahead_ms, seen, user, label, hold_reason}` describing the current holder (revoked 1: it is being
 /// force-released) and, in line, where we stand: first 1 when no live
 /// waiter stands before us, line the members of the queue (live or not;
 /// from the span of its scores, so also counting those that left from
@@ -334,6 +336,14 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     'user', ARGV[5], 'command', ARGV[6], 'acquired_at', ARGV[7], 'ttl_ms', ARGV[2],
     'refresh_ms', ARGV[9], 'kill_after_ms', ARGV[10])
   if (ARGV[16] or '') ~= '' then redis.call('HSET', KEYS[2], 'label', ARGV[16]) end
+  if (ARGV[19] or '') ~= '' then
+    -- A hold: its reason, its end by this server's clock (ms), and no
+    -- job to stop (`ended_at`), so that a force-release deletes it at once.
+    local t = redis.call('TIME')
+    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+    redis.call('HSET', KEYS[2], 'hold_reason', ARGV[19], 'hold_until',
+      string.format('%.0f', ends), 'ended_at', ARGV[7])
+  end
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, fence, reset}
 end
@@ -387,14 +397,14 @@ if queued then
   local tail = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
   line = tonumber(tail[2]) - tonumber(head[2]) + 1
 end
-local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label')
+local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label', 'hold_reason')
 local cur = redis.call('GET', KEYS[1]) or ''
 -- Free, but not ours: when will the live waiter before us lapse?
 if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
-  first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
+  first, line, ahead_ms, seen, h[4] or '', h[5] or '', h[6] or ''}
 "#
     )
 );
@@ -507,7 +517,9 @@ return {token, pttl, fence, holder, limit, slots, revoked}
 /// Delete a lock by hand, whoever holds it, and wake its waiters.
 ///
 /// ARGV: check ('1' to delete only if the lock holds ARGV[2], '0' to
-/// delete whatever holds it), token, now ('1': delete at once). Returns
+/// delete whatever holds it), token, now ('1': delete at once), by
+/// (`--replace-running`: who replaces the holder, kept in its record as
+/// `replaced_by` when a plain lock is revoked; '' or absent: none). Returns
 /// `{outcome, token or false, pttl_ms, fence, holder, limit, slots,
 /// revoked}` describing the lock as it was (see INSPECT): outcome 1
 /// deleted, 2 revoked, 0 held by another token (left alone), -1 not held.
@@ -610,6 +622,7 @@ if not revoked then
     px = (tonumber(h[1]) or math.ceil(ttl / 3)) + (tonumber(h[2]) or 5000)
   end
   redis.call('SET', KEYS[1], 'revoked:' .. token, 'PX', px)
+  if (ARGV[4] or '') ~= '' then redis.call('HSET', KEYS[2], 'replaced_by', ARGV[4]) end
   redis.call('PEXPIRE', KEYS[2], px)
   redis.call('PUBLISH', KEYS[1], 'revoked')
 end
