@@ -291,10 +291,10 @@ impl Held<'_> {
         if let Some(file) = file {
             lease.keep_file(file);
         }
-        let hook =
-            self.cfg.on_lost.as_ref().map(|line| {
-                OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
-            });
+        let hook = self.cfg.on_lost.as_ref().map(|line| {
+            let first = self.cfg.keys.first().unwrap_or(&self.cfg.key);
+            OnLost::new(line.clone(), first, self.acquired.fence, self.log)
+        });
         let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
