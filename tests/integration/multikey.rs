@@ -316,14 +316,26 @@ fn keys_on_different_cluster_primaries_are_held_all_or_none() {
     }
     hold.go();
     assert_eq!(run.wait_timeout(LONG).code, Some(0));
-    // Free on both, the busy runs included; a run of the first key alone
-    // gets it, and a run losing the second one stops with 70.
     for key in [a, b] {
         assert!(
             !exists(&mut cluster.conn(primary(key)), &lock(key)),
             "{key}"
         );
     }
+    // The second key busy (a run of it alone): nothing left on the first
+    // key's primary.
+    let second = Hold::named(&dir, "second");
+    let mut job = Job::new(&cluster.url(), b).sh(second.script(""));
+    let mut holder = second.spawn(&mut job, LONG);
+    let mut cmd = keys_run(redlock(&cluster.url()), &[a, b], &["-n", "--", "true"]);
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(75));
+    assert!(
+        !exists(&mut cluster.conn(primary(a)), &lock(a)),
+        "{a} left taken"
+    );
+    second.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    // A run that loses its second key stops with 70 and gives back the first.
     let hold = Hold::named(&dir, "lose");
     let mut cmd = keys_run(redlock(&cluster.url()), &[a, b], &["--"]);
     cmd.args(["sh", "-c", &hold.script("sleep 60")]);
@@ -370,4 +382,18 @@ fn a_redlock_quorum_with_a_node_down_holds_every_key_on_a_majority() {
             assert!(!exists(&mut server.conn(), &lock(key)), "{key}");
         }
     }
+    // The second key busy: the first is given back on every node.
+    let second = Hold::named(&dir, "second");
+    let mut job = Job::using(redlock_on(&urls), "mk-b").sh(second.script(""));
+    let mut holder = second.spawn(&mut job, LONG);
+    let mut cmd = keys_run(redlock_on(&urls), &["mk-a", "mk-b"], &["-n", "--", "true"]);
+    assert_eq!(run_with_timeout(&mut cmd, LONG).code, Some(75));
+    for server in &servers[..2] {
+        assert!(
+            !exists(&mut server.conn(), &lock("mk-a")),
+            "mk-a left taken"
+        );
+    }
+    second.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
 }
