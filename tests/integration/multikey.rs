@@ -123,16 +123,14 @@ fn a_busy_key_in_either_place_is_75_with_n_and_leaves_the_other_key_alone() {
 fn two_runs_asking_for_the_same_keys_in_opposite_orders_both_complete() {
     let server = RedisServer::start();
     let dir = TestDir::new();
-    // Each key held by a run of its own: released together, they would
-    // hand one key to each of two runs that take them in the order given.
-    let hold = Hold::new(&dir);
+    // Each key held by a run of its own, given back one after the other:
+    // runs that took the keys in the order given would each get one, and
+    // wait for the other's.
+    let holds = [Hold::named(&dir, "a"), Hold::named(&dir, "b")];
     let mut holders: Vec<RunningChild> = ["mk-a", "mk-b"]
         .iter()
-        .map(|key| {
-            let holding = dir.file(&format!("{key}.holding"));
-            let script = format!("touch '{}'; {}", holding.display(), hold.script(""));
-            spawn_started(&mut server.job(key).sh(script), &holding, LONG)
-        })
+        .zip(&holds)
+        .map(|(key, hold)| single_holder(&server, key, hold))
         .collect();
     let log = dir.file("sections");
     let section = section_script(&log, "0.3");
@@ -149,7 +147,13 @@ fn two_runs_asking_for_the_same_keys_in_opposite_orders_both_complete() {
             spawn_waiting(&mut cmd, LONG)
         })
         .collect();
-    hold.go();
+    holds[0].go();
+    let took_a = |runs: &[RunningChild]| {
+        runs.iter()
+            .any(|r| r.stderr_now().contains("acquired lock 'mk-a'"))
+    };
+    assert!(wait_until(LONG, || took_a(&runs)), "nobody took mk-a");
+    holds[1].go();
     for holder in &mut holders {
         assert_eq!(holder.wait_timeout(LONG).code, Some(0));
     }
@@ -396,4 +400,49 @@ fn a_redlock_quorum_with_a_node_down_holds_every_key_on_a_majority() {
     }
     second.go();
     assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_first_key_force_released_while_the_run_waits_for_the_next_is_70_and_nothing_runs() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::named(&dir, "b");
+    let mut holder = single_holder(&server, "mk-b", &hold);
+    let ran = dir.file("ran");
+    let mut cmd = keys_run(redlock(&server.url()), &["mk-a", "mk-b"], &["-v", "--"]);
+    cmd.args(["touch"]).arg(&ran);
+    let mut run = spawn_waiting(&mut cmd, LONG);
+    let out = run_with_timeout(redlock(&server.url()).args(["force-release", "mk-a"]), LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    hold.go();
+    assert_eq!(holder.wait_timeout(LONG).code, Some(0));
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("lock 'mk-a' was force-released while this run waited"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "COMMAND ran without mk-a");
+    let mut conn = server.conn();
+    assert!(!exists(&mut conn, &lock("mk-a")) && !exists(&mut conn, &lock("mk-b")));
+}
+
+#[test]
+fn unlocked_runs_of_several_keys_name_the_keys_and_no_token() {
+    let dir = TestDir::new();
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let mut cmd = keys_run(
+        redlock(&url),
+        &["mk-b", "mk-a"],
+        &["--on-unavailable", "run", "--"],
+    );
+    cmd.args(["sh", "-c", &record_env(&dir, "true")]);
+    let out = run_with_timeout(&mut cmd, LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(lines(&dir, "KEYS"), ["mk-a", "mk-b"]);
+    assert_eq!(lines(&dir, "KEY"), ["mk-a"]);
+    for var in ["TOKEN", "TOKENS", "FENCE", "FENCES"] {
+        assert_eq!(dir.read(var).as_deref(), Some(""), "{var}");
+    }
 }
