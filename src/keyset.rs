@@ -209,7 +209,7 @@ impl Taken {
         if let Ok(Waited::Acquired(_, token, _)) = &waited {
             quorum.release(token, 3);
         }
-        let lost = self.locks.lost_key().unwrap_or(self.name());
+        let lost = self.name();
         Err(Failure {
             exit: Exit::LockLost,
             error: anyhow::anyhow!(
@@ -219,9 +219,10 @@ impl Taken {
         })
     }
 
-    /// The keys taken so far, as one name.
-    fn name(&self) -> &str {
-        self.locks.keys().next().unwrap_or_default()
+    /// The keys taken so far, as one name (the refresher says which one
+    /// was lost, when there are several).
+    fn name(&self) -> String {
+        self.locks.keys().collect::<Vec<_>>().join(" + ")
     }
 
     /// Refresh the keys taken so far on a thread of their own, until
@@ -242,9 +243,10 @@ impl Taken {
         wake.set_nonblocking(true).map_err(local)?;
         let until = self.lease.map_or_else(Instant::now, |l| l.valid_until);
         let lease = SharedLease::new(until, wake);
+        let key = self.name();
         let holding = Holding {
-            key: self.locks.keys().collect::<Vec<_>>().join(" + "),
-            log: log.clone(),
+            log: log.for_key(&key),
+            key,
         };
         let fresh = self.locks.fresh(make);
         let refresher =
@@ -260,6 +262,7 @@ impl Taken {
     fn give_back(&mut self, log: &Log) {
         for done in self.locks.release(3) {
             let key = done.key;
+            let log = log.for_key(key);
             for e in done.released.errors {
                 log.emit(
                     Ev::ReleaseFailed,

@@ -539,6 +539,8 @@ impl Held<'_> {
     /// What the release of one key found, said.
     fn released(&self, done: KeyReleased) {
         let key = done.key;
+        // Named by the key it is about (with several, the run's name is all of them).
+        let log = self.log.for_key(key);
         let lost = done.released.majority_lost(done.nodes, done.needed);
         let crate::lock::Released {
             ours,
@@ -548,13 +550,13 @@ impl Held<'_> {
             errors,
         } = done.released;
         if replaced > 0 && !lost {
-            self.log.info(format!(
+            log.info(format!(
                 "lock '{key}' was held by another token on {replaced} of {} nodes at release \
                  (a minority: a majority still held it)",
                 done.nodes
             ));
         } else if replaced > 0 {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!(
                     "lock '{key}' was held by another token at release and was left alone; \
@@ -563,25 +565,24 @@ impl Held<'_> {
                 &[field("error", "replaced")],
             );
         } else if ours == 0 && unanswered == 0 && gone > 0 {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!("lock '{key}' had already expired at release"),
                 &[field("error", "expired")],
             );
         }
         for e in errors {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!("could not release lock '{key}' ({e:#}); its TTL will clean up"),
                 &[field("error", format!("{e:#}"))],
             );
         }
         if ours > 0 {
-            self.log
-                .emit(Ev::Released, format!("released lock '{key}'"), &[]);
+            log.emit(Ev::Released, format!("released lock '{key}'"), &[]);
         } else if unanswered > 0 {
             // Not "expired": the lease still held when COMMAND ended.
-            self.log.emit(
+            log.emit(
                 Ev::Released,
                 format!(
                     "released lock '{key}' (a release's reply was lost; the next try found \
