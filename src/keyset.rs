@@ -298,7 +298,7 @@ impl Keeping {
 /// Inside COMMAND of another run: which of our keys it holds.
 pub enum Outer {
     /// None of them (or it holds none any more): an ordinary run.
-    None,
+    Ordinary,
     /// Every one: run COMMAND at once under it.
     Nested,
 }
@@ -311,14 +311,14 @@ pub enum Outer {
 pub fn outer(cfg: &RunConfig, mut holds: impl FnMut(&str, &str) -> bool) -> Result<Outer, Failure> {
     let tokens = outer_tokens();
     if tokens.is_empty() {
-        return Ok(Outer::None);
+        return Ok(Outer::Ordinary);
     }
     let (inside, outside): (Vec<&String>, Vec<&String>) = cfg.keys.iter().partition(|key| {
         let token = tokens.iter().find(|(k, _)| k == *key).map(|(_, t)| t);
         token.is_some_and(|t| holds(key, t))
     });
     match (inside.is_empty(), outside.is_empty()) {
-        (true, _) => Ok(Outer::None),
+        (true, _) => Ok(Outer::Ordinary),
         (false, true) => Ok(Outer::Nested),
         (false, false) => Err(Failure {
             exit: Exit::Usage,
