@@ -285,9 +285,15 @@ pub struct ConnArgs {
 /// Options of the run mode.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Lock name: any non-empty UTF-8 string without control characters
+    /// Lock name: any non-empty UTF-8 string without control characters;
+    /// repeat it to hold several keys, all or nothing
+    ///
+    /// With several keys, COMMAND starts only once every key is held (they
+    /// are taken one at a time, in sorted order, so two runs asking for
+    /// the same keys in any order never deadlock), losing any of them is
+    /// losing the lock, and all are released together.
     #[arg(short, long, value_name = "KEY", value_parser = lock_name())]
-    pub key: Option<String>,
+    pub key: Vec<String>,
 
     /// Lifetime of the lock in Redis; refreshed while COMMAND runs
     #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]

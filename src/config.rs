@@ -43,7 +43,12 @@ impl Conn {
 /// What the run mode needs, every value checked.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// The run's name in messages, events and metrics: its key, or its
+    /// keys joined by " + ".
     pub key: String,
+    /// The keys to hold (`-k A -k B`), sorted and without repeats: the
+    /// one order in which every run takes them (see `keyset.rs`).
+    pub keys: Vec<String>,
     /// TTL, refresh period and grace, checked against each other.
     pub timing: Timing,
     /// `None` waits forever.
@@ -345,9 +350,8 @@ pub const TIMING_OPTIONS: timing::Names = timing::Names {
 
 /// The run mode's options, checked against each other and the servers.
 pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
-    let key = args.key.ok_or_else(|| {
-        usage("the required option --key <KEY> was not given: name the lock with --key KEY".into())
-    })?;
+    let keys = keys(args.key)?;
+    let key = keys.join(" + ");
     let timing = timing(args.ttl, args.refresh, args.kill_after)?;
     for (option, value) in [
         ("--min-hold <DURATION>", args.min_hold),
@@ -374,8 +378,10 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let queue = queue(given.unwrap_or_default(), args.limit, conn)?;
     let queue = replacing(args.replace_running, args.limit, (given, queue), conn)?;
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
+    several_keys(&keys, args.limit, queue, args.replace_running)?;
     Ok(RunConfig {
         key,
+        keys,
         timing,
         wait,
         conflict_exit_code: args.conflict_exit_code,
@@ -402,6 +408,45 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         progress: args.progress,
         label: label(args.label)?,
     })
+}
+
+/// `--key`, given once or more: sorted and de-duplicated, the order in
+/// which every run takes them.
+fn keys(mut given: Vec<String>) -> Result<Vec<String>, clap::Error> {
+    if given.is_empty() {
+        return Err(usage(
+            "the required option --key <KEY> was not given: name the lock with --key KEY".into(),
+        ));
+    }
+    given.sort();
+    given.dedup();
+    Ok(given)
+}
+
+/// What several keys do not go with, refused by name (exit 2): a
+/// semaphore, and a line that lets a newer waiter go first (a run that
+/// holds its first keys while it waits for the next could be overtaken
+/// there without end, and keep the first ones all that time).
+fn several_keys(
+    keys: &[String],
+    limit: u32,
+    queue: Queue,
+    replace_running: bool,
+) -> Result<(), clap::Error> {
+    if keys.len() < 2 {
+        return Ok(());
+    }
+    let with = match (limit > 1, queue) {
+        _ if replace_running => "--replace-running".to_string(),
+        (true, _) => format!("--limit {limit}"),
+        (false, Queue::OldestFirst) => return Ok(()),
+        (false, queue) => format!("--queue {}", queue.name()),
+    };
+    Err(usage(format!(
+        "{with} cannot be used with several --key ({}): several keys are plain locks, \
+         whose waiters are served oldest first",
+        keys.join(", ")
+    )))
 }
 
 /// The longest label kept; a longer one is cut (like COMMAND in the

@@ -9,6 +9,7 @@ mod doctor;
 mod exit;
 mod holder;
 mod jitter;
+mod keyset;
 mod lock;
 mod log;
 mod metrics;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
-use crate::lock::{listen, Extend, Heard, Interrupts, Ownership, Quorum, Wakeups};
+use crate::lock::{listen, Extend, Heard, Interrupts, Locks, Ownership, Wakeups};
 use crate::log::{field, ms, Ev, Log};
 pub use crate::plan::Loss;
 use crate::plan::{self, Refresh};
@@ -136,11 +136,10 @@ impl SharedLease {
 }
 
 /// The lock being kept, as the refresher and the supervision loop name
-/// it: its key and our token, with the run's log.
+/// it (its key; the keys, with several), with the run's log.
 #[derive(Clone)]
 pub struct Holding {
     pub key: String,
-    pub token: String,
     pub log: Log,
 }
 
@@ -151,9 +150,10 @@ pub struct Refresher {
 }
 
 impl Refresher {
-    /// Start refreshing `holding` on `quorum`'s own connections.
+    /// Start refreshing `locks` (on connections of their own), named
+    /// `holding`.
     pub fn start(
-        mut quorum: Quorum,
+        mut locks: Locks,
         holding: Holding,
         lease: Arc<SharedLease>,
         timing: Timing,
@@ -165,7 +165,7 @@ impl Refresher {
             .stack_size(256 * 1024)
             .spawn(move || {
                 crate::signals::block_in_this_thread();
-                refresh(&mut quorum, &holding, &shared, timing, &stopped)
+                refresh(&mut locks, &holding, &shared, timing, &stopped)
             })?;
         Ok(Refresher { stop, lease })
     }
@@ -189,16 +189,16 @@ impl Refresher {
 /// (a restart may have lost the lock); retry failures quickly; until
 /// stopped or the lock is lost.
 fn refresh(
-    quorum: &mut Quorum,
+    locks: &mut Locks,
     holding: &Holding,
     lease: &SharedLease,
     timing: Timing,
     stopped: &Receiver<()>,
 ) {
-    let Holding { key, token, log } = holding;
+    let Holding { key, log } = holding;
     let confirmed = Refresh::Confirmed(lease.valid_until());
     let mut next = plan::refresh_at(&timing, confirmed, Instant::now());
-    let mut watch = quorum.watch().ok();
+    let mut watch = locks.watch().ok();
     loop {
         if !wait_for(next, &mut watch, stopped) {
             return;
@@ -207,7 +207,7 @@ fn refresh(
         if *busy {
             return;
         }
-        let extended = quorum.extend(token);
+        let extended = locks.extend();
         // Counted before `stop` can return: a run that ends on this
         // failure reports it (its metrics are read once `stop` returns).
         if matches!(extended, Extend::Failed(_)) {
@@ -221,12 +221,10 @@ fn refresh(
                 let refreshed = format!("refreshed lock '{key}'");
                 log.emit(Ev::Refreshed, refreshed, &[ms("ttl_ms", timing.ttl)]);
                 if watch.is_none() {
-                    watch = quorum.watch().ok();
+                    watch = locks.watch().ok();
                 }
             }
-            Extend::Lost(Ownership::Replaced) => return lease.lost(Loss::Replaced),
-            Extend::Lost(Ownership::Revoked) => return lease.lost(revoked(quorum)),
-            Extend::Lost(_) => return lease.lost(Loss::Gone),
+            Extend::Lost(why) => return lost(locks, lease, why, log),
             Extend::Failed(e) => {
                 // Said only while a retry can still matter: not once the
                 // run stopped refreshing (COMMAND has exited), nor once
@@ -247,13 +245,24 @@ fn refresh(
     }
 }
 
-/// Revoked by a newer run (`--replace-running`) or by an operator: one
-/// read more, once the loss is certain (the lease's own deadline stops
-/// COMMAND in time whatever this read costs).
-fn revoked(quorum: &mut Quorum) -> Loss {
-    match quorum.replaced() {
-        true => Loss::Superseded,
-        false => Loss::Revoked,
+/// A lost lock: told to the main thread first (it stops COMMAND), then,
+/// with several keys, which one it was.
+/// A revoked key costs one read more, once the loss is certain (the
+/// lease's own deadline stops COMMAND in time whatever it costs): revoked
+/// by a newer run (`--replace-running`) or by an operator.
+fn lost(locks: &mut Locks, lease: &SharedLease, why: Ownership, log: &Log) {
+    let loss = match why {
+        Ownership::Replaced => Loss::Replaced,
+        Ownership::Revoked if locks.replaced() => Loss::Superseded,
+        Ownership::Revoked => Loss::Revoked,
+        _ => Loss::Gone,
+    };
+    lease.lost(loss);
+    if let Some(key) = locks.lost_key() {
+        log.warn(format!(
+            "lock '{key}' {} (one of the keys this run holds: all are given back)",
+            loss.why()
+        ));
     }
 }
 

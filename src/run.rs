@@ -9,14 +9,15 @@ use crate::child::{self, Containment, Job};
 use crate::cli::OnUnavailable;
 use crate::config::{Conn, RunConfig};
 use crate::exit::{Exit, Failure};
-use crate::lock::{Extend, Lease as Acquired, LockKeys, Quorum, Released, Wakeups};
+use crate::keyset::{self, All, Got, Outer};
+use crate::lock::{Extend, KeyReleased, Lease as Acquired, LockKeys, Locks, Quorum, Wakeups};
 use crate::log::{field, ms, show, Ev, Log};
 use crate::metrics::{Finished, Outcome, Writer};
 use crate::plan;
 use crate::refresh::{Holding, Loss, Refresher, SharedLease};
 use crate::signals::Signals;
 use crate::supervise::{Ended, Guard, Supervisor};
-use crate::wait::{self, Waited};
+use crate::wait::Waited;
 use crate::warn::{LeaseFile, OnLost};
 
 /// The refresher starts once COMMAND has run this long: a shorter job is
@@ -111,11 +112,9 @@ fn run_recorded(
 ) -> Result<Exit, Failure> {
     let signals =
         Signals::start().map_err(|e| Failure::local(e, "cannot set up signal handling"))?;
-    let quorum = || quorum_for(conn, cfg);
-    if let Some(token) = outer_token(cfg) {
-        if quorum().holds(&token) {
-            return run_nested(cfg, &signals, log);
-        }
+    let quorum = |key: &str| quorum_for(conn, cfg, key);
+    if let Outer::Nested = keyset::outer(cfg, |key, token| quorum(key).holds(token))? {
+        return run_nested(cfg, &signals, log);
     }
     if let Some(sig) = random_delay(cfg, &signals, log) {
         return Ok(Exit::Signaled(sig));
@@ -123,58 +122,34 @@ fn run_recorded(
     // Before anything is written: a --contain this host cannot give is
     // refused first, and a waiter's cgroup is ready when the lock is.
     let containment = contain(cfg)?;
-    let mut main = quorum();
     let started = Instant::now();
-    let me = crate::holder::record(cfg);
-    let patience = wait::Patience::of(cfg);
-    let waited = match cfg.replace_running {
-        true => {
-            let keys = LockKeys::new(&conn.prefix, &cfg.key);
-            let key = (cfg.key.as_str(), &keys);
-            crate::replace::acquire(&mut main, key, &me, patience, &signals, log)
-        }
-        false => wait::acquire(&mut main, &me, patience, &cfg.key, &signals, log),
-    };
-    let (acquired, token, subscription) = match waited {
-        Ok(Waited::Acquired(lease, token, subscription)) => (lease, token, subscription),
-        Ok(other) => return not_acquired(other, cfg, &signals, log, record),
+    let all = match keyset::acquire(&quorum, cfg, &signals, log) {
+        Ok(Got::All(all)) => all,
+        Ok(Got::Not(other, key)) => return not_acquired(other, &key, cfg, &signals, log, record),
         Err(failure) => return Err(failure),
     };
-    tell_acquired(&mut main, cfg, log, acquired.fence, started.elapsed());
+    let All {
+        mut locks,
+        lease: acquired,
+        fences,
+        subscription,
+    } = all;
     record.acquired(started.elapsed(), acquired.fence);
+    let fresh = locks.fresh(quorum);
     let held = Held {
         cfg,
         log,
         signals: &signals,
-        token: &token,
         acquired,
+        fences,
         containment: std::cell::Cell::new(Some(containment)),
     };
-    held.run(&mut main, quorum, record, subscription)
+    held.run(&mut locks, fresh, record, subscription)
 }
 
-/// Say the lock is ours, after what the servers' checks found about it
-/// (an evicting maxmemory-policy accepted with --allow-eviction, or a
-/// Redlock node left out for it; a policy that could not be read).
-fn tell_acquired(main: &mut Quorum, cfg: &RunConfig, log: &Log, fence: i64, waited: Duration) {
-    for note in main.take_notes() {
-        log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
-    }
-    log.emit(
-        Ev::Acquired,
-        format!("acquired lock '{}' (fence {fence})", cfg.key),
-        &[
-            field("fence", fence),
-            ms("wait_ms", waited),
-            ms("ttl_ms", cfg.timing.ttl),
-            crate::holder::label_of(&cfg.label),
-        ],
-    );
-}
-
-/// The lock's nodes, not connected yet (each user opens its own).
-fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
-    let keys = LockKeys::new(&conn.prefix, &cfg.key);
+/// A key's nodes, not connected yet (each user opens its own).
+fn quorum_for(conn: &Conn, cfg: &RunConfig, key: &str) -> Quorum {
+    let keys = LockKeys::new(&conn.prefix, key);
     let timeout = cfg.timing.node_timeout();
     let endpoints = match cfg.allow_eviction {
         true => conn
@@ -204,10 +179,12 @@ fn random_delay(cfg: &RunConfig, signals: &Signals, log: &Log) -> Option<i32> {
     signals.sleep(delay)
 }
 
-/// Waiting ended without the lock: busy, a signal, or Redis unreachable
-/// (then, with `--on-unavailable run`, COMMAND runs without it).
+/// Waiting for `key` ended without it: busy, a signal, or Redis
+/// unreachable (then, with `--on-unavailable run`, COMMAND runs without
+/// the lock).
 fn not_acquired(
     waited: Waited,
+    key: &str,
     cfg: &RunConfig,
     signals: &Signals,
     log: &Log,
@@ -215,9 +192,9 @@ fn not_acquired(
 ) -> Result<Exit, Failure> {
     match waited {
         Waited::Acquired(..) => Err(anyhow::anyhow!("acquired, yet not acquired").into()),
-        Waited::Busy(info) => Ok(busy(&info, cfg, log)),
+        Waited::Busy(info) => Ok(busy(&info, key, cfg, log)),
         Waited::Signaled(sig) => Ok(Exit::Signaled(sig)),
-        Waited::Replaced(host, pid) => Ok(crate::queue::replaced(&cfg.key, &host, &pid, log)),
+        Waited::Replaced(host, pid) => Ok(crate::queue::replaced(key, &host, &pid, log)),
         // Only when Redis never answered: never after a refusal or a
         // busy answer (wait.rs decides).
         Waited::Unreachable(error) => {
@@ -245,7 +222,7 @@ fn not_acquired(
 /// Still busy when waiting ended (or its line full: `--queue-max`): said
 /// once, as a skip under `-E 0` (the intended outcome: cron on many
 /// hosts, nothing to report unless -v asks).
-fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
+fn busy(info: &crate::lock::BusyInfo, key: &str, cfg: &RunConfig, log: &Log) -> Exit {
     let code = cfg.conflict_exit_code;
     let ev = if code == 0 { Ev::Skipped } else { Ev::Busy };
     if let Some(waiting) = info.line_full {
@@ -253,9 +230,8 @@ fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
         log.emit(
             ev,
             format!(
-                "lock '{}' is busy and its line is full ({waiting} waiting, --queue-max \
-                 {max}); not waiting, exit {code}",
-                cfg.key
+                "lock '{key}' is busy and its line is full ({waiting} waiting, --queue-max \
+                 {max}); not waiting, exit {code}"
             ),
             &[field("waiting", waiting.to_string())],
         );
@@ -268,7 +244,7 @@ fn busy(info: &crate::lock::BusyInfo, cfg: &RunConfig, log: &Log) -> Exit {
     };
     log.emit(
         ev,
-        format!("lock '{}' {holder}; {outcome}", cfg.key),
+        format!("lock '{key}' {holder}; {outcome}"),
         &[
             field("holder", holder.clone()),
             crate::holder::label_field(info),
@@ -283,8 +259,10 @@ struct Held<'a> {
     cfg: &'a RunConfig,
     log: &'a Log,
     signals: &'a Signals,
-    token: &'a str,
+    /// The set's lease (see `keyset::All`).
     acquired: Acquired,
+    /// Each key's fence, in the order of the keys.
+    fences: Vec<i64>,
     /// Made before the wait, so that a hand-over does not wait for it.
     containment: std::cell::Cell<Option<Containment>>,
 }
@@ -295,8 +273,8 @@ impl Held<'_> {
     /// would delay the hand-over.
     fn run(
         self,
-        main: &mut Quorum,
-        fresh: impl Fn() -> Quorum,
+        main: &mut Locks,
+        fresh: Locks,
         record: &mut Record,
         subscription: Option<Wakeups>,
     ) -> Result<Exit, Failure> {
@@ -314,10 +292,10 @@ impl Held<'_> {
         if let Some(file) = file {
             lease.keep_file(file);
         }
-        let hook =
-            self.cfg.on_lost.as_ref().map(|line| {
-                OnLost::new(line.clone(), &self.cfg.key, self.acquired.fence, self.log)
-            });
+        let hook = self.cfg.on_lost.as_ref().map(|line| {
+            let first = self.cfg.keys.first().unwrap_or(&self.cfg.key);
+            OnLost::new(line.clone(), first, self.acquired.fence, self.log)
+        });
         let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
@@ -334,7 +312,7 @@ impl Held<'_> {
 
     /// The wake-up pipe; if it cannot be made, the lock is given back and
     /// the run is a local failure.
-    fn wake_pipe(&self, main: &mut Quorum) -> Result<(UnixStream, UnixStream), Failure> {
+    fn wake_pipe(&self, main: &mut Locks) -> Result<(UnixStream, UnixStream), Failure> {
         match wake_pipe() {
             Ok(pipe) => Ok(pipe),
             Err(e) => {
@@ -354,7 +332,7 @@ impl Held<'_> {
     fn supervise(
         &self,
         job: Job,
-        fresh: impl Fn() -> Quorum,
+        fresh: Locks,
         lease: &Arc<SharedLease>,
         hook: Option<&OnLost>,
         woken: UnixStream,
@@ -366,7 +344,7 @@ impl Held<'_> {
         // is stopped at once and the run ends as a local failure.
         let holding = self.holding();
         let start_refresher =
-            || match Refresher::start(fresh(), holding.clone(), lease.clone(), timing) {
+            || match Refresher::start(fresh, holding.clone(), lease.clone(), timing) {
                 Ok(started) => {
                     *refresher.borrow_mut() = Some(started);
                     Ok(())
@@ -394,7 +372,6 @@ impl Held<'_> {
     fn holding(&self) -> Holding {
         Holding {
             key: self.cfg.key.clone(),
-            token: self.token.to_string(),
             log: self.log.clone(),
         }
     }
@@ -417,7 +394,7 @@ impl Held<'_> {
     /// A signal while acquiring, or a lease used up before COMMAND could
     /// start (we were stopped, or Redis was slow): COMMAND never starts,
     /// and the lock is given back.
-    fn too_late(&self, main: &mut Quorum) -> Option<Exit> {
+    fn too_late(&self, main: &mut Locks) -> Option<Exit> {
         if let Some(sig) = self.signals.pending() {
             self.release(main);
             return Some(Exit::Signaled(sig));
@@ -435,14 +412,11 @@ impl Held<'_> {
     }
 
     /// Start COMMAND with the lock's variables (or give the lock back).
-    fn spawn(&self, main: &mut Quorum, file: Option<&LeaseFile>) -> Result<Job, Failure> {
-        let fence = self.acquired.fence.to_string();
+    fn spawn(&self, main: &mut Locks, file: Option<&LeaseFile>) -> Result<Job, Failure> {
+        let tokens: Vec<&str> = main.tokens().collect();
+        let vars = keyset::env_of(&self.cfg.keys, &tokens, &self.fences);
         let path = file.map(|f| f.path().to_string_lossy().into_owned());
-        let mut env = vec![
-            ("REDLOCK_KEY", self.cfg.key.as_str()),
-            ("REDLOCK_TOKEN", self.token),
-            ("REDLOCK_FENCE", fence.as_str()),
-        ];
+        let mut env: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
@@ -462,7 +436,7 @@ impl Held<'_> {
     /// `valid_until`: the end of the lease as last refreshed.
     fn finish(
         &self,
-        main: &mut Quorum,
+        main: &mut Locks,
         ended: crate::supervise::Ended,
         valid_until: Instant,
     ) -> Result<Exit, Failure> {
@@ -474,6 +448,11 @@ impl Held<'_> {
             });
         }
         match ended.lost {
+            // With several keys, the others are still ours: given back.
+            Some(Loss::Replaced | Loss::Gone) if main.len() > 1 => {
+                self.release(main);
+                return Ok(Exit::LockLost);
+            }
             Some(Loss::Replaced | Loss::Gone) => return Ok(Exit::LockLost),
             // Revoked by force-release: the marker keeps waiters out until
             // we give it back, now that COMMAND has stopped.
@@ -483,7 +462,7 @@ impl Held<'_> {
             }
             // Not confirmed is not known lost: give it back if we still can.
             Some(Loss::Unconfirmed | Loss::Suspended) => {
-                main.release(self.token, 1);
+                main.release(1);
                 return Ok(Exit::LockLost);
             }
             None => {}
@@ -512,14 +491,14 @@ impl Held<'_> {
     /// again on a new connection, a few times, while the lease (ending at
     /// `valid_until`) still holds. A job that `--max-hold` stopped gets no
     /// hold on top (`max_hold`).
-    fn hold_on(&self, main: &mut Quorum, valid_until: Instant, max_hold: bool) -> bool {
+    fn hold_on(&self, main: &mut Locks, valid_until: Instant, max_hold: bool) -> bool {
         let key = &self.cfg.key;
         let held = || self.acquired.acquired_at.elapsed();
         let rest = || plan::min_hold_rest(self.cfg.min_hold, held(), max_hold);
         let mut pauses = MIN_HOLD_RETRIES.iter();
         let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         while let Some(rest) = rest() {
-            let error = match main.extend_for(self.token, rest, Some(&ended)) {
+            let error = match main.extend_for(rest, Some(&ended)) {
                 Extend::Extended(_) => {
                     self.log.emit(
                         Ev::MinHold,
@@ -550,26 +529,35 @@ impl Held<'_> {
         false
     }
 
-    /// Release on every node and say so if anything was not as expected.
-    fn release(&self, main: &mut Quorum) {
-        let key = &self.cfg.key;
-        let released = main.release(self.token, 3);
-        let lost = released.majority_lost(main.nodes(), main.needed());
-        let Released {
+    /// Release every key on every node, and say so if anything was not
+    /// as expected.
+    fn release(&self, main: &mut Locks) {
+        for done in main.release(3) {
+            self.released(done);
+        }
+    }
+
+    /// What the release of one key found, said.
+    fn released(&self, done: KeyReleased) {
+        let key = done.key;
+        // Named by the key it is about (with several, the run's name is all of them).
+        let log = self.log.for_key(key);
+        let lost = done.released.majority_lost(done.nodes, done.needed);
+        let crate::lock::Released {
             ours,
             replaced,
             gone,
             unanswered,
             errors,
-        } = released;
+        } = done.released;
         if replaced > 0 && !lost {
-            self.log.info(format!(
+            log.info(format!(
                 "lock '{key}' was held by another token on {replaced} of {} nodes at release \
                  (a minority: a majority still held it)",
-                main.nodes()
+                done.nodes
             ));
         } else if replaced > 0 {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!(
                     "lock '{key}' was held by another token at release and was left alone; \
@@ -578,25 +566,24 @@ impl Held<'_> {
                 &[field("error", "replaced")],
             );
         } else if ours == 0 && unanswered == 0 && gone > 0 {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!("lock '{key}' had already expired at release"),
                 &[field("error", "expired")],
             );
         }
         for e in errors {
-            self.log.emit(
+            log.emit(
                 Ev::ReleaseFailed,
                 format!("could not release lock '{key}' ({e:#}); its TTL will clean up"),
                 &[field("error", format!("{e:#}"))],
             );
         }
         if ours > 0 {
-            self.log
-                .emit(Ev::Released, format!("released lock '{key}'"), &[]);
+            log.emit(Ev::Released, format!("released lock '{key}'"), &[]);
         } else if unanswered > 0 {
             // Not "expired": the lease still held when COMMAND ended.
-            self.log.emit(
+            log.emit(
                 Ev::Released,
                 format!(
                     "released lock '{key}' (a release's reply was lost; the next try found \
@@ -614,14 +601,6 @@ fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
     wake.set_nonblocking(true)?;
     woken.set_nonblocking(true)?;
     Ok((wake, woken))
-}
-
-/// Inside COMMAND of a run for the same KEY: that run's token, if any.
-/// (Whether it still holds the lock under our prefix is asked of Redis.)
-fn outer_token(cfg: &RunConfig) -> Option<String> {
-    let key = std::env::var("REDLOCK_KEY").ok()?;
-    let token = std::env::var("REDLOCK_TOKEN").ok()?;
-    (key == cfg.key && !token.is_empty()).then_some(token)
 }
 
 /// A nested run: the outer run holds the lock and refreshes it; COMMAND
@@ -668,12 +647,9 @@ fn nested_options(cfg: &RunConfig) -> Result<(), Failure> {
 /// a fence, whatever our environment had (inside another key's COMMAND,
 /// that lock's): a fence it does not hold would pass fenced storage.
 fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, Failure> {
-    let env = [
-        ("REDLOCK_KEY", cfg.key.as_str()),
-        ("REDLOCK_TOKEN", ""),
-        ("REDLOCK_FENCE", ""),
-        ("REDLOCK_LEASE_FILE", ""),
-    ];
+    let vars = keyset::env_of(&cfg.keys, &[], &[]);
+    let mut env: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    env.push(("REDLOCK_LEASE_FILE", ""));
     run_without_lease(cfg, &env, signals, log)
 }
 

@@ -29,6 +29,8 @@
 //! - `outcome`: what the lock's calls come to (a lease, an attempt).
 //! - `quorum`: the lock over its nodes: attempts, refreshes, releases;
 //!   one server is a quorum of one.
+//! - `multi`: the locks a run holds, one quorum per key (`-k A -k B`),
+//!   refreshed and released together; one key is a set of one.
 //! - `redlock`: what only several masters need (one server under two
 //!   names refused, fence raise, which nodes granted us the lock); a
 //!   one-node lock never enters it.
@@ -51,6 +53,7 @@ mod inspect;
 mod keys;
 mod kind;
 mod line;
+mod multi;
 mod node;
 mod outcome;
 pub mod probe;
@@ -70,6 +73,7 @@ pub use endpoint::{distinct, endpoint, with_password, with_tls, Endpoint, TlsFil
 pub use error::{join_node_errors, Fault, NodeError};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
+pub use multi::{KeyReleased, Locks};
 pub use quorum::*;
 pub use replicas::acknowledging;
 pub use replicas::Replicas;

@@ -34,6 +34,11 @@ pub struct Quorum {
 }
 
 impl Quorum {
+    /// The names of this lock's keys in Redis.
+    pub fn lock_keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
     pub fn new(endpoints: &[Endpoint], keys: LockKeys, ttl: Duration, timeout: Duration) -> Quorum {
         Quorum {
             nodes: endpoints
@@ -98,13 +103,13 @@ impl Quorum {
     /// Hear releases of the lock from the first node that answered the last
     /// attempt. One node is enough: waiters also poll, this only wakes them.
     pub fn subscribe(&self, token: &str) -> anyhow::Result<Wakeups> {
-        self.listen(Some(self.keys.wake_channel(token)), false)
+        self.listen(&[self.keys.wake_channel(token)], false)
     }
 
     /// For `wait KEY`: hear every release of the lock, also one that
     /// woke a waiter (`P{K}:free`), from the first connected node.
     pub fn watch_releases(&self) -> anyhow::Result<Wakeups> {
-        self.listen(Some(self.keys.free_channel()), false)
+        self.listen(&[self.keys.free_channel()], false)
     }
 
     /// For the holder: hear a force-release (or any release) of the lock,
@@ -112,17 +117,25 @@ impl Quorum {
     /// first node). The caller refreshes at once when it hears anything,
     /// or when the connection drops (it may have missed a message).
     pub fn watch(&self) -> anyhow::Result<Wakeups> {
-        self.listen(None, true)
+        self.listen(&[], true)
+    }
+
+    /// [`Quorum::watch`] for a run holding several keys: also the lock
+    /// channels of `others` (see `multi.rs`), on the same connection.
+    /// Classic Pub/Sub: a Cluster delivers every channel on every node.
+    pub(super) fn watch_with(&self, others: &[&Quorum]) -> anyhow::Result<Wakeups> {
+        let also: Vec<String> = others.iter().map(|q| q.keys.lock.clone()).collect();
+        self.listen(&also, true)
     }
 
     /// The one way to subscribe: to the lock's channel and `also`, on the
     /// first connected node (`any`: or the first node).
-    fn listen(&self, also: Option<String>, any: bool) -> anyhow::Result<Wakeups> {
+    fn listen(&self, also: &[String], any: bool) -> anyhow::Result<Wakeups> {
         let node = self.nodes.iter().find(|n| n.is_connected());
         let node = node.or(self.nodes.first().filter(|_| any));
         let node = node.ok_or_else(|| anyhow!("no node is connected"))?;
         let mut channels = vec![self.keys.lock.as_str()];
-        channels.extend(also.as_deref());
+        channels.extend(also.iter().map(String::as_str));
         Ok(node.subscribe(&self.keys, &channels)?)
     }
 

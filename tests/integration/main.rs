@@ -30,6 +30,7 @@ mod limit;
 mod lock_loss;
 mod metrics_file;
 mod monitoring;
+mod multikey;
 mod nested;
 mod observe;
 mod protocols;
