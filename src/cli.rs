@@ -402,6 +402,12 @@ pub struct RunArgs {
     )]
     pub queue_max: Option<u32>,
 
+    /// Take KEY shared (flock's -s): any number of shared holders at
+    /// once, and no exclusive (default) holder; a waiting exclusive run
+    /// goes before shared runs that come after it
+    #[arg(short = 's', long)]
+    pub shared: bool,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(

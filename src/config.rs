@@ -59,6 +59,8 @@ pub struct RunConfig {
     pub max_hold: Option<Duration>,
     /// Holders that may share the key (1: a plain lock).
     pub limit: u32,
+    /// `--shared`: a shared holder (never with `--limit N > 1`).
+    pub shared: bool,
     /// Sleep up to this long before the first attempt.
     pub random_delay: Option<Duration>,
     pub on_unavailable: OnUnavailable,
@@ -358,6 +360,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let (argv, display) = command(args.command_line, args.args)?;
     let replicas = replicas(args.replicas, conn)?;
     let policy = from_env(args.queue, "REDLOCK_QUEUE")?.unwrap_or_default();
+    let shared = shared(args.shared, args.limit)?;
     let queue = queue(policy, args.limit, conn)?;
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
     Ok(RunConfig {
@@ -370,6 +373,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         min_hold: min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
+        shared,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
         on_unavailable: args.on_unavailable,
         replicas,
@@ -599,6 +603,18 @@ fn queue_max(given: Option<u32>, limit: u32, conn: &Conn) -> Result<Option<u32>,
         )));
     }
     Ok(Some(n))
+}
+
+/// `--shared` with `--limit N > 1`: a semaphore's slots are all alike,
+/// so a shared slot of one means nothing; refused (exit 2).
+fn shared(shared: bool, limit: u32) -> Result<bool, clap::Error> {
+    if shared && limit > 1 {
+        return Err(usage(format!(
+            "invalid value '{limit}' for '--limit <N>': --shared takes a lock that any number \
+             of shared runs hold at once; it cannot be combined with a semaphore (--limit N)"
+        )));
+    }
+    Ok(shared)
 }
 
 /// `--queue`: a policy other than the default needs a line to stand in,

@@ -243,6 +243,18 @@ fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
         return "is being force-released; waiting for its holder to stop".to_string();
     }
     let shown = Shown::of_busy(info);
+    if let Some(n) = info.shared {
+        let more = Details {
+            expires: info.pttl,
+            ..Details::default()
+        };
+        return format!(
+            "is held shared by {} (the newest: {}{})",
+            holders(usize::try_from(n).unwrap_or(usize::MAX)),
+            shown.who(None),
+            details(&shown, more, now)
+        );
+    }
     let Some(SlotsTaken { holders, limit }) = info.slots else {
         let more = Details {
             expires: info.pttl,
@@ -298,6 +310,7 @@ mod tests {
             user: String::new(),
             label: String::new(),
             slots: None,
+            shared: None,
             revoked: false,
             replaced_by: None,
             line_full: None,
@@ -327,6 +340,14 @@ mod tests {
         assert_eq!(
             describe_busy(&full, now),
             "is held by 3 holders (limit 3) for 12s, the first expires in 18s"
+        );
+        let shared = BusyInfo {
+            shared: Some(2),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&shared, now),
+            "is held shared by 2 holders (the newest: web1 pid 4242 for 12s, expires in 18s)"
         );
         let revoked = BusyInfo {
             revoked: true,

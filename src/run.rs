@@ -185,6 +185,7 @@ fn quorum_for(conn: &Conn, cfg: &RunConfig) -> Quorum {
     Quorum::new(&endpoints, keys, cfg.timing.ttl, timeout)
         .with_replicas(cfg.replicas)
         .with_limit(cfg.limit)
+        .shared_if(cfg.shared)
 }
 
 /// `--random-delay`: a fleet's cron entries fire in the same second;
@@ -439,6 +440,7 @@ impl Held<'_> {
             ("REDLOCK_KEY", self.cfg.key.as_str()),
             ("REDLOCK_TOKEN", self.token),
             ("REDLOCK_FENCE", fence.as_str()),
+            ("REDLOCK_MODE", mode(self.cfg)),
         ];
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
@@ -605,6 +607,14 @@ impl Held<'_> {
     }
 }
 
+/// `REDLOCK_MODE`: how COMMAND holds KEY.
+fn mode(cfg: &RunConfig) -> &'static str {
+    match cfg.shared {
+        true => "shared",
+        false => "exclusive",
+    }
+}
+
 /// The refresher's wake-up pipe (write end, read end), both nonblocking.
 fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
     let (wake, woken) = UnixStream::pair()?;
@@ -670,6 +680,7 @@ fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, F
         ("REDLOCK_TOKEN", ""),
         ("REDLOCK_FENCE", ""),
         ("REDLOCK_LEASE_FILE", ""),
+        ("REDLOCK_MODE", ""),
     ];
     run_without_lease(cfg, &env, signals, log)
 }

@@ -37,7 +37,7 @@
 //!
 //! | script | ARGV |
 //! |---|---|
-//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none), 18 queue_max (`--queue-max`; `0`: unbounded; ACQUIRE only) |
+//! | ACQUIRE, SLOT_ACQUIRE ([`Acquire`]) | 1 token, 2 ttl_ms, 3 host, 4 pid, 5 user, 6 command, 7 acquired_at, 8 queue mode (ACQUIRE: see `queue_flag`) or N (SLOT_ACQUIRE), 9 refresh_ms, 10 kill_after_ms, 11 subscribed (`1`/`0`), 12 liveness_ms, 13 floor (`1`/`0`), 14 screen (`1`/`0`), 15 say (`1`: the reply is `{answer, run_id}`, see `scripts::saying_server`), 16 label, 17 at (`''`: none), 18 queue_max (`--queue-max`; `0`: unbounded; ACQUIRE only), 20 shared (`1`: `--shared`, ACQUIRE only; see `scripts/shared.rs`) |
 //! | EXTEND, SLOT_EXTEND ([`Extend`]) | 1 token, 2 ttl_ms, 3 ended_at (absent while COMMAND runs) |
 //! | RELEASE ([`Release`]) | 1 token, 2 how (`0` wake the next, `1` nobody, `2` also where not ours) |
 //! | SLOT_RELEASE ([`Release`]) | 1 token |
@@ -104,6 +104,8 @@ pub(super) struct Acquire {
     pub at: String,
     /// `--queue-max`: at most this many waiters in line (0: unbounded).
     pub queue_max: u32,
+    /// `--shared`: a shared holder (ACQUIRE only).
+    pub shared: bool,
 }
 
 impl Call for Acquire {
@@ -141,6 +143,9 @@ impl Call for Acquire {
             h.label.clone(),
             self.at.to_string(),
             self.queue_max.to_string(),
+            // ARGV[19]: not this call's (an empty string says nothing).
+            String::new(),
+            flag(self.shared),
         ]
     }
 }
@@ -437,11 +442,12 @@ mod tests {
             say: true,
             at: "at".into(),
             queue_max: 7,
+            shared: true,
         };
         let argv = call.argv();
         let expected = [
             "tok", "30", "h", "42", "u", "c", "t0", "1", "10", "5", "1", "60", "0", "1", "1", "l",
-            "at", "7",
+            "at", "7", "", "1",
         ];
         assert_eq!(argv, expected);
         let slot = Acquire {
@@ -507,6 +513,7 @@ mod tests {
             say: false,
             at: String::new(),
             queue_max: 0,
+            shared: false,
         };
         let extend = |slot| Extend {
             slot,

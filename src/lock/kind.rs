@@ -18,6 +18,9 @@ pub enum LockKind {
     Plain,
     /// Up to N holders (`--limit N`, N > 1), each with its own slot.
     Semaphore(u32),
+    /// `--shared`: any number of shared holders, each with its own slot,
+    /// and no exclusive one (see `scripts/shared.rs`).
+    Shared,
 }
 
 impl LockKind {
@@ -32,10 +35,25 @@ impl LockKind {
     /// The `--limit` of this kind.
     pub fn limit(self) -> u32 {
         match self {
-            LockKind::Plain => 1,
+            LockKind::Plain | LockKind::Shared => 1,
             LockKind::Semaphore(n) => n,
         }
     }
+
+    /// RAISE_FENCE's limit: 1 looks for our token in the lock key, any
+    /// other number in the holder set (a semaphore's or a shared lock's).
+    pub fn fence_limit(self) -> u32 {
+        match self {
+            LockKind::Shared => 0,
+            kind => kind.limit(),
+        }
+    }
+
+    /// Whether waiters stand in line for this kind (on one node).
+    pub fn queues(self) -> bool {
+        matches!(self, LockKind::Plain | LockKind::Shared)
+    }
+
 
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
@@ -60,7 +78,7 @@ impl LockKind {
             node.check_eviction(keys)?;
         }
         let take = match self {
-            LockKind::Plain => {
+            LockKind::Plain | LockKind::Shared => {
                 Take::Plain(queue_flag(how.queue, how.first, how.arriving, holder.queue))
             }
             LockKind::Semaphore(n) => Take::Slot(n),
@@ -77,6 +95,7 @@ impl LockKind {
             say: how.say,
             at: how.at.unwrap_or_default().to_string(),
             queue_max: holder.queue_max,
+            shared: self == LockKind::Shared,
         };
         Ok((calls::command(keys, &call), Acquiring { call }))
     }

@@ -69,6 +69,15 @@ impl Quorum {
         self
     }
 
+    /// With `shared` (`--shared`), take the lock shared: any number of
+    /// shared holders, no exclusive one.
+    pub fn shared_if(mut self, shared: bool) -> Quorum {
+        if shared {
+            self.kind = LockKind::Shared;
+        }
+        self
+    }
+
     /// The `--limit` this quorum asks for.
     pub fn limit(&self) -> u32 {
         self.kind.limit()
@@ -130,7 +139,7 @@ impl Quorum {
     /// plain locks on one node. Elsewhere every release wakes every waiter
     /// (with several nodes each would keep its own order of arrival).
     pub fn queues_waiters(&self) -> bool {
-        self.kind == LockKind::Plain && self.nodes.len() == 1
+        self.kind.queues() && self.nodes.len() == 1
     }
 
     /// Leave the line of waiters (best effort: a dead waiter's place lapses
@@ -247,7 +256,7 @@ impl Quorum {
         let mut granted = decide::granted(&tally, nodes, Instant::now() < valid_until);
         let fence = tally.fence();
         if granted && self.redlock.is_some() {
-            let limit = self.kind.limit();
+            let limit = self.kind.fence_limit();
             let call = RaiseFence {
                 token,
                 fence,

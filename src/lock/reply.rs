@@ -20,6 +20,9 @@ pub struct BusyInfo {
     pub label: String,
     /// A semaphore whose slots are all taken: how many hold it, of how many.
     pub slots: Option<SlotsTaken>,
+    /// Held shared (`--shared`): by how many; the fields above describe
+    /// the newest of them.
+    pub shared: Option<u32>,
     /// Being force-released: waiting for its holder to stop.
     pub revoked: bool,
     /// `--queue newest-wins`: a newer waiter took our place in line
@@ -99,6 +102,9 @@ pub struct Inspected {
     pub slots: Vec<Slot>,
     /// Force-released, waiting for its holder to stop.
     pub revoked: bool,
+    /// Held shared (`--shared`): its holders are in `slots`, and `token`
+    /// is `None` (the lock key holds the mark `shared`, no token).
+    pub shared: bool,
 }
 
 impl Inspected {
@@ -280,6 +286,10 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         user: items.get(12).map(text).unwrap_or_default(),
         label: items.get(13).map(text).unwrap_or_default(),
         slots,
+        shared: match items.get(6).and_then(int) {
+            Some(-1) => Some(limit(items.get(5))?),
+            _ => None,
+        },
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,
         line_full: None,
@@ -342,6 +352,9 @@ fn inspected(items: &[Value]) -> Result<Inspected> {
         Some(Value::Nil) | None => None,
         Some(v) => Some(text(v)),
     };
+    // The mark of a shared lock (see `scripts/shared.rs`): no token.
+    let shared = token.as_deref() == Some("shared");
+    let token = token.filter(|_| !shared);
     let slots = match items.get(5) {
         Some(Value::Array(slots)) => slots.iter().map(slot).collect::<Result<_>>()?,
         _ => Vec::new(),
@@ -360,6 +373,7 @@ fn inspected(items: &[Value]) -> Result<Inspected> {
         },
         slots,
         revoked: items.get(6).and_then(int) == Some(1),
+        shared,
     })
 }
 
