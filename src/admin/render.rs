@@ -573,7 +573,10 @@ mod tests {
              fence 5: job; web2 pid 1 (ci) for 12s, expires in 20s, fence 6: job"
         );
         let out = json(&v, now());
-        assert!(out.contains(r#""key":"db","mode":"shared","ttl_ms":20000}"#), "{out}");
+        assert!(
+            out.contains(r#""key":"db","mode":"shared","ttl_ms":20000}"#),
+            "{out}"
+        );
         assert!(out.contains(r#""holders":[{"fence":5,"#), "{out}");
         assert!(!out.contains("limit"), "{out}");
         let mut one = shared;

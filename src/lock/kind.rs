@@ -54,7 +54,6 @@ impl LockKind {
         matches!(self, LockKind::Plain | LockKind::Shared)
     }
 
-
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
     /// puts us in line (see `scripts::ACQUIRE`), and with `liveness` (we
     /// are subscribed to our wake channel) our liveness key lasts that long.
