@@ -243,7 +243,11 @@ fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
         return "is being force-released; waiting for its holder to stop".to_string();
     }
     let shown = Shown::of_busy(info);
-    if let Some(n) = info.shared {
+    if let Some(SlotsTaken {
+        holders: n,
+        limit: 0,
+    }) = info.slots
+    {
         let more = Details {
             expires: info.pttl,
             ..Details::default()
@@ -310,7 +314,6 @@ mod tests {
             user: String::new(),
             label: String::new(),
             slots: None,
-            shared: None,
             revoked: false,
             replaced_by: None,
             line_full: None,
@@ -342,7 +345,10 @@ mod tests {
             "is held by 3 holders (limit 3) for 12s, the first expires in 18s"
         );
         let shared = BusyInfo {
-            shared: Some(2),
+            slots: Some(SlotsTaken {
+                holders: 2,
+                limit: 0,
+            }),
             ..busy("web1")
         };
         assert_eq!(

@@ -158,11 +158,13 @@ fn tell_acquired(main: &mut Quorum, cfg: &RunConfig, log: &Log, fence: i64, wait
     for note in main.take_notes() {
         log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
     }
+    let how = if cfg.shared { " shared" } else { "" };
     log.emit(
         Ev::Acquired,
-        format!("acquired lock '{}' (fence {fence})", cfg.key),
+        format!("acquired lock '{}'{how} (fence {fence})", cfg.key),
         &[
             field("fence", fence),
+            field("mode", mode(cfg)),
             ms("wait_ms", waited),
             ms("ttl_ms", cfg.timing.ttl),
             crate::holder::label_of(&cfg.label),

@@ -566,7 +566,7 @@ mod tests {
             shared: true,
             ..semaphore()
         };
-        let v = view("db", 1, &[shared.clone()]);
+        let v = view("db", 1, std::slice::from_ref(&shared));
         assert_eq!(
             text(&v, now()),
             "db  held by 2 shared holders: web1 pid 1 (root) for 12s, expires in 20s, \

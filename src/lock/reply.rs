@@ -18,11 +18,10 @@ pub struct BusyInfo {
     /// Empty when the record lacks them (an older holder, a semaphore).
     pub user: String,
     pub label: String,
-    /// A semaphore whose slots are all taken: how many hold it, of how many.
+    /// A semaphore whose slots are all taken: how many hold it, of how
+    /// many; held shared (`--shared`): how many, of `limit` 0 (the fields
+    /// above then describe the newest of them).
     pub slots: Option<SlotsTaken>,
-    /// Held shared (`--shared`): by how many; the fields above describe
-    /// the newest of them.
-    pub shared: Option<u32>,
     /// Being force-released: waiting for its holder to stop.
     pub revoked: bool,
     /// `--queue newest-wins`: a newer waiter took our place in line
@@ -53,7 +52,8 @@ pub struct Place {
     pub seen: Option<bool>,
 }
 
-/// A full semaphore: `holders` of `limit` slots taken.
+/// A full semaphore: `holders` of `limit` slots taken; a lock held
+/// shared: `holders` and `limit` 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotsTaken {
     pub holders: u32,
@@ -276,6 +276,11 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
             holders: limit(Some(holders))?,
             limit: limit(Some(n))?,
         }),
+        // Held shared (see `scripts/shared.rs`).
+        (Some(holders), Some(n)) if int(n) == Some(-1) => Some(SlotsTaken {
+            holders: limit(Some(holders))?,
+            limit: 0,
+        }),
         _ => None,
     };
     Ok(BusyInfo {
@@ -286,10 +291,6 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         user: items.get(12).map(text).unwrap_or_default(),
         label: items.get(13).map(text).unwrap_or_default(),
         slots,
-        shared: match items.get(6).and_then(int) {
-            Some(-1) => Some(limit(items.get(5))?),
-            _ => None,
-        },
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,
         line_full: None,
