@@ -385,3 +385,42 @@ fn an_older_version_holding_exclusively() {
     assert_eq!(old_waiting.wait_timeout(T).code, Some(0));
     assert_eq!(dir.read("order").as_deref(), Some("s\no\n"));
 }
+
+/// Two shared holders through `url`, an exclusive run busy then waiting
+/// for both, and a later shared run behind it.
+fn shared_through(url: &str) {
+    let dir = TestDir::new();
+    let mut a = holder(redlock(url), &dir, "db", "a", &["-s"]);
+    let mut b = holder(redlock(url), &dir, "db", "b", &["-s"]);
+    let status = status_json(url, "db");
+    assert_eq!(status["mode"], "shared", "{status}");
+    assert_eq!(status["holders"].as_array().map(Vec::len), Some(2));
+    let excl = |o: &[&str]| appending(redlock(url), &dir, "db", "x", o);
+    assert_eq!(code(&mut excl(&["-n"])), Some(75));
+    let mut waiting = spawn_waiting(&mut excl(&["-v"]), T);
+    let later = |o: &[&str]| appending(redlock(url), &dir, "db", "s", &[&["-s"], o].concat());
+    assert_eq!(code(&mut later(&["-n"])), Some(75));
+    let mut behind = spawn_waiting(&mut later(&["-v"]), T);
+    go(&dir, "a");
+    go(&dir, "b");
+    for child in [&mut a, &mut b, &mut waiting, &mut behind] {
+        assert_eq!(child.wait_timeout(T).code, Some(0));
+    }
+    assert_eq!(dir.read("order").as_deref(), Some("x\ns\n"));
+}
+
+#[test]
+fn through_sentinels() {
+    let set = SentinelSet::start();
+    shared_through(&set.url());
+}
+
+#[test]
+fn on_a_cluster_from_a_seed_that_does_not_own_the_slot() {
+    let cluster = Cluster::start();
+    let slot = cluster.slot_of("redlock:{db}");
+    shared_through(&cluster.seed_not_owning(slot));
+    // Every key of the lock lives in that slot (MOVED would fail a script).
+    let mut owner = cluster.conn(cluster.primary_for_slot(slot));
+    assert!(get(&mut owner, "redlock:{db}:fence").is_some());
+}
