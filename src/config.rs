@@ -729,7 +729,15 @@ fn usage(message: String) -> clap::Error {
 
 #[cfg(test)]
 mod tests {
-    use super::split_urls;
+    use super::{shared, split_urls};
+
+    #[test]
+    fn shared_is_no_semaphore() {
+        assert!(shared(true, 1).expect("a shared lock"));
+        assert!(!shared(false, 3).expect("a semaphore"));
+        let refused = shared(true, 2).expect_err("both").to_string();
+        assert!(refused.contains("'2' for '--limit <N>'"), "{refused}");
+    }
 
     #[test]
     fn environment_urls_split_where_a_new_url_begins() {

@@ -274,6 +274,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_shared_lock_queues_like_a_plain_one_and_fences_like_a_semaphore() {
+        use LockKind::*;
+        assert_eq!(
+            [Plain, Shared, Semaphore(3)].map(LockKind::queues),
+            [true, true, false]
+        );
+        // RAISE_FENCE: 1 looks at the lock key, any other at the holder set.
+        assert_eq!(
+            [Plain, Shared, Semaphore(3)].map(LockKind::fence_limit),
+            [1, 0, 3]
+        );
+        // A shared run asks for no semaphore: a mismatch says --limit 1.
+        assert_eq!(Shared.limit(), 1);
+    }
+
+    #[test]
     fn a_newest_wins_run_arrives_on_its_first_try_and_its_first_try_in_line() {
         use Queue::*;
         assert_eq!(queue_flag(false, true, false, NewestWins), "4");

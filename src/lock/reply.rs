@@ -426,6 +426,44 @@ mod tests {
     }
 
     #[test]
+    fn a_lock_held_shared_is_said_as_such() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let busy = |holders: i64, of: i64| {
+            let items = [0, 20_000]
+                .map(Value::Int)
+                .into_iter()
+                .chain([bulk("h"), bulk("1"), bulk("t")])
+                .chain([holders, of, 0].map(Value::Int))
+                .collect();
+            match acquire(Value::Array(items)) {
+                Ok(Acquire::Busy(info)) => info.slots,
+                other => panic!("{other:?}"),
+            }
+        };
+        let shared = Some(SlotsTaken {
+            holders: 3,
+            limit: 0,
+        });
+        assert_eq!(busy(3, -1), shared);
+        assert_eq!(busy(0, 0), None);
+        assert_eq!(busy(2, 2).map(|s| s.limit), Some(2));
+        // INSPECT's token `shared` is the mark, not a token.
+        let seen = |token: &str| {
+            let reply = vec![
+                bulk(token),
+                Value::Int(5),
+                Value::Int(7),
+                Value::Array(vec![]),
+            ];
+            inspect(Value::Array(reply)).expect("inspected")
+        };
+        let marked = seen("shared");
+        assert!(marked.shared && marked.token.is_none());
+        let plain = seen("t1");
+        assert!(!plain.shared && plain.token.as_deref() == Some("t1"));
+    }
+
+    #[test]
     fn a_queued_busy_answer_says_where_we_stand() {
         let busy = |tail: &[i64]| {
             let mut items = vec![
