@@ -424,3 +424,36 @@ fn on_a_cluster_from_a_seed_that_does_not_own_the_slot() {
     let mut owner = cluster.conn(cluster.primary_for_slot(slot));
     assert!(get(&mut owner, "redlock:{db}:fence").is_some());
 }
+
+/// A shared run needs the semaphore's rules on top of a plain lock's; an
+/// exclusive run with a plain lock's rules finds a shared lock busy, not
+/// forbidden, and an admin with them sees and revokes its holders.
+#[test]
+fn acl_the_documented_rules_for_shared_and_plain_runs() {
+    const PASS: &str = "sh-pass";
+    let base = documented_acl_rules();
+    let all = [base.clone(), documented_semaphore_rules()].concat();
+    let server = RedisServer::builder()
+        .acl_user("reader", PASS, &all.join(" "))
+        .acl_user("writer", PASS, &base.join(" "))
+        .start();
+    let reader = server.url_with(Some("reader"), PASS);
+    let writer = server.url_with(Some("writer"), PASS);
+    let dir = TestDir::new();
+    let mut a = holder(redlock(&reader), &dir, "db", "a", &["-s"]);
+    let mut b = holder(redlock(&reader), &dir, "db", "b", &["-s"]);
+    let out = run_with_timeout(redlock(&writer).args(["-n", "-k", "db", "--", "true"]), T);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stderr.contains("held shared by 2 holders"), "{out:?}");
+    let status = status_json(&writer, "db");
+    assert_eq!(status["holders"].as_array().map(Vec::len), Some(2));
+    let out = run_with_timeout(redlock(&writer).args(["force-release", "db"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(a.wait_timeout(T).code, Some(70));
+    assert_eq!(b.wait_timeout(T).code, Some(70));
+    let out = run_with_timeout(
+        redlock(&writer).args(["-w", "20s", "-k", "db", "--", "true"]),
+        T,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}

@@ -404,7 +404,7 @@ local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 -- Held shared: how many hold it (limit -1 says so; see `shared.rs`).
 local holders, of = 0, 0
-if cur == 'shared' then holders, of = #redis.call('ZRANGEBYSCORE', KEYS[4], clock(), '+inf'), -1 end
+if cur == 'shared' then holders, of = shared_holders(), -1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', holders, of, revoked,
   first, line, ahead_ms, seen, h[4] or '', h[5] or ''}
 "#

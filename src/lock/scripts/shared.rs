@@ -34,8 +34,8 @@ local shared = ARGV[20] == '1'
 local function waits_shared(w)
   local mark = KEYS[6] .. ':' .. w
   if not given[mark] then return false end
-  local mode = redis.pcall('HGET', mark, 'mode')
-  return mode == 'shared'
+  local mode = redis.pcall('HMGET', mark, 'mode')
+  return type(mode) == 'table' and mode[1] == 'shared'
 end
 -- The first live exclusive waiter before us (a newcomer: in the whole
 -- line, of its first 100), or false.
@@ -51,7 +51,7 @@ end
 local function shared_free()
   local cur = redis.call('GET', KEYS[1])
   if cur and cur ~= 'shared' then return false end
-  if cur and redis.call('HGET', KEYS[9], 'revoked') == '1' then return false end
+  if cur and redis.call('HMGET', KEYS[9], 'revoked')[1] == '1' then return false end
   return true
 end
 -- After taking the lock from the line: wake the next live waiter if it
@@ -64,6 +64,16 @@ local function wake_next_shared()
     end
   end
 end
+-- How many shared holders live (ZRANGE only: no semaphore's rights needed
+-- by an exclusive run that finds the lock held shared).
+local function shared_holders()
+  local now, n = clock(), 0
+  local members = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  for i = 2, #members, 2 do
+    if tonumber(members[i]) > now then n = n + 1 end
+  end
+  return n
+end
 -- Take (or renew) our shared slot: `{1, fence, reset}`.
 local function take_shared()
   local now = clock()
@@ -74,7 +84,7 @@ local function take_shared()
     redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
     redis.call('PEXPIRE', mine, ttl)
     settle(now)
-    return {1, tonumber(redis.call('HGET', mine, 'fence') or '0') or 0, 0}
+    return {1, tonumber(redis.call('HMGET', mine, 'fence')[1] or '0') or 0, 0}
   end
   local fence, reset = next_fence()
   redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
