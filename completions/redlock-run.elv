@@ -61,6 +61,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --no-wait 'Do not wait for a busy lock (same as --wait 0; wins over --wait, as in flock)'
             cand -x 'An exclusive lock: the only kind, so this changes nothing; accepted for flock''s -x, -e, --exclusive'
             cand --exclusive 'An exclusive lock: the only kind, so this changes nothing; accepted for flock''s -x, -e, --exclusive'
+            cand -s 'Take KEY shared (flock''s -s): any number of shared holders at once, and no exclusive (default) holder; a waiting exclusive run goes before shared runs that come after it'
+            cand --shared 'Take KEY shared (flock''s -s): any number of shared holders at once, and no exclusive (default) holder; a waiting exclusive run goes before shared runs that come after it'
             cand --allow-eviction 'Run even on a server that may evict the lock''s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
             cand --lease-file 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease''s end as Unix milliseconds, updated at each refresh'
             cand -h 'Print help (see more with ''--help'')'
