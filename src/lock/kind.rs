@@ -95,6 +95,7 @@ impl LockKind {
             at: how.at.unwrap_or_default().to_string(),
             queue_max: holder.queue_max,
             shared: self == LockKind::Shared,
+            writer: how.writer,
         };
         Ok((calls::command(keys, &call), Acquiring { call }))
     }
@@ -205,6 +206,10 @@ pub struct How<'a> {
     /// In line and subscribed: the `run_id` of the server subscribed on,
     /// where the lock may move (see `Wakeups::at`).
     pub at: Option<&'a str>,
+    /// An exclusive waiter with no line (Redlock): it marks itself in
+    /// each node's line while the lock is held shared, so that shared
+    /// newcomers wait behind it (see `scripts/shared.rs`).
+    pub writer: bool,
 }
 
 /// An acquire on its way: what reading its reply needs.

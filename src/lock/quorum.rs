@@ -31,6 +31,9 @@ pub struct Quorum {
     timeout: Duration,
     /// With several nodes, what only a Redlock needs; `None` for one.
     redlock: Option<Redlock>,
+    /// An exclusive waiter's try was sent with `How::writer`: it may have
+    /// marked its place in the nodes' lines.
+    marked: bool,
 }
 
 impl Quorum {
@@ -46,6 +49,7 @@ impl Quorum {
             kind: LockKind::Plain,
             timeout,
             redlock: (endpoints.len() > 1).then(Redlock::new),
+            marked: false,
         }
     }
 
@@ -145,7 +149,9 @@ impl Quorum {
     /// Leave the line of waiters (best effort: a dead waiter's place lapses
     /// by itself within seconds).
     pub fn leave(&mut self, token: &str) {
-        if self.queues_waiters() {
+        // Several nodes: an exclusive waiter may have marked its place
+        // against shared runs (see `kind::How::writer`).
+        if self.queues_waiters() || self.marked {
             let kind = self.kind;
             self.each(|node, keys| kind.leave(node, keys, token));
         }
@@ -192,6 +198,7 @@ impl Quorum {
         quiet_splits: bool,
     ) -> Tried {
         let how = self.how(waiting, liveness, at);
+        self.marked |= how.writer;
         let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
         let start = Instant::now();
         let answers = fanout::round(
@@ -239,6 +246,12 @@ impl Quorum {
             // Several nodes: each answer says which server gave it.
             say: self.redlock.is_some(),
             at,
+            // Redlock keeps no line: an exclusive waiter marks its place
+            // against shared newcomers (not on a first try: -n never waits).
+            writer: !line
+                && self.nodes.len() > 1
+                && self.kind == LockKind::Plain
+                && waiting != LineTry::First,
         }
     }
 

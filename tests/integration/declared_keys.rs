@@ -493,8 +493,24 @@ fn shared_over_redlock() {
         ok(&mut Job::using(all(), "rs").args(["-s"]).exec(["true"]), 0);
         ok(&mut Job::using(all(), "rs").args(["-n"]).exec(["true"]), 75);
         ok(all().args(["status", "rs"]), 0);
+        // A waiting exclusive run marks its place; a shared one meets it.
+        let mut excl = spawn_waiting(
+            &mut Job::using(all(), "rs").args(["-v"]).exec(["true"]),
+            LONG,
+        );
+        let marked = wait_until(LONG, || {
+            servers
+                .iter()
+                .all(|s| exists(&mut s.conn(), "redlock:{rs}:waiters"))
+        });
+        assert!(marked);
+        ok(
+            &mut Job::using(all(), "rs").args(["-n", "-s"]).exec(["true"]),
+            75,
+        );
         hold.go();
         assert_eq!(held.wait_timeout(LONG).code, Some(0));
+        assert_eq!(excl.wait_timeout(LONG).code, Some(0));
         ok(all().args(["force-release", "rs"]), 1);
     });
 }

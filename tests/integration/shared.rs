@@ -457,3 +457,46 @@ fn acl_the_documented_rules_for_shared_and_plain_runs() {
     );
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// Redlock keeps no line, but a waiting exclusive run marks its place on
+/// the nodes while the lock is held shared: later shared runs wait
+/// behind it there too.
+#[test]
+fn over_redlock_a_waiting_exclusive_run_goes_before_later_shared_runs() {
+    let servers = RedisServer::many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let dir = TestDir::new();
+    let all = || redlock_on(&urls);
+    let mut reader = holder(all(), &dir, "rl", "r", &["-s"]);
+    let hold = Hold::named(&dir, "x");
+    let line = format!(
+        "echo x >> '{}'; {}",
+        dir.file("order").display(),
+        hold.script("true")
+    );
+    let mut writer = spawn_waiting(&mut Job::using(all(), "rl").args(["-v"]).sh(line), T);
+    // Marked in line on every node (from its second try on).
+    let marked = wait_until(T, || {
+        servers
+            .iter()
+            .all(|s| exists(&mut s.conn(), "redlock:{rl}:waiters"))
+    });
+    assert!(marked, "the waiting writer never marked its place");
+    let later = |o: &[&str]| appending(all(), &dir, "rl", "s", &[&["-s"], o].concat());
+    assert_eq!(code(&mut later(&["-n"])), Some(75));
+    let mut waiting = spawn_waiting(&mut later(&["-v"]), T);
+    go(&dir, "r");
+    assert_eq!(reader.wait_timeout(T).code, Some(0));
+    assert!(wait_for_file(dir.file("x.started"), T));
+    go(&dir, "x");
+    assert_eq!(writer.wait_timeout(T).code, Some(0));
+    assert_eq!(waiting.wait_timeout(T).code, Some(0));
+    assert_eq!(dir.read("order").as_deref(), Some("x\ns\n"));
+    // Nothing of the marks is left behind (they lapse within seconds).
+    let gone = wait_until(T, || {
+        servers
+            .iter()
+            .all(|s| !exists(&mut s.conn(), "redlock:{rl}:waiters"))
+    });
+    assert!(gone, "the marks outlived the wait");
+}

@@ -249,7 +249,7 @@ if joining then
 end
 local alive = KEYS[8]
 local newest = KEYS[7]
-if queued or first_try or shared then
+if queued or first_try or shared or ARGV[20] == '2' then
   -- The liveness hashes of the waiters it may look at (the first 100),
   -- or replace (all of them: newest-wins).
   local stop = 99
@@ -336,6 +336,7 @@ if took then
     if queued then wake_next_shared() end
     return take_shared()
   end
+  if ARGV[20] == '2' then unmark_writer() end
   local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
@@ -398,6 +399,7 @@ if queued then
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label')
 local cur = redis.call('GET', KEYS[1]) or ''
+if ARGV[20] == '2' then mark_writer(cur) end
 -- Free, but not ours: when will the live waiter before us lapse?
 if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0

@@ -64,6 +64,31 @@ local function wake_next_shared()
     end
   end
 end
+-- ARGV[20] = '2', an exclusive waiter without a line (Redlock): while
+-- the lock is held shared (or once marked), stand in line without a
+-- subscription this server sees (3 s, renewed by each try), so that
+-- shared newcomers wait behind us. Such a waiter takes a fresh token
+-- for each try: the marks of its earlier tokens lapse with their keys,
+-- are dropped here, and the line goes 3 s after the last mark.
+local function mark_writer(cur)
+  if cur ~= 'shared' and redis.call('EXISTS', KEYS[8]) == 0 then return end
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+    local mark = KEYS[6] .. ':' .. w
+    if given[mark] and redis.call('EXISTS', mark) == 0 then redis.call('ZREM', KEYS[6], w) end
+  end
+  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  local score = 1
+  if #last > 0 then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', KEYS[6], 'NX', score, ARGV[1])
+  redis.call('PEXPIRE', KEYS[6], 3000)
+  redis.call('HSET', KEYS[8], 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5],
+    'since', ARGV[7], 'sub', '0')
+  redis.call('PEXPIRE', KEYS[8], 3000)
+end
+local function unmark_writer()
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('DEL', KEYS[8])
+end
 -- How many shared holders live (ZRANGE only: no semaphore's rights needed
 -- by an exclusive run that finds the lock held shared).
 local function shared_holders()
