@@ -500,3 +500,40 @@ fn over_redlock_a_waiting_exclusive_run_goes_before_later_shared_runs() {
     });
     assert!(gone, "the marks outlived the wait");
 }
+
+/// The queue policies: newest-first does not let a shared run pass a
+/// waiting exclusive one; newest-wins replaces the older waiters, of
+/// either kind; --queue-max counts shared waiters as any.
+#[test]
+fn shared_runs_and_the_queue_policies() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = TestDir::new();
+    let mut x = holder(redlock(&url), &dir, "db", "x", &[]);
+    let excl = |o: &[&str]| appending(redlock(&url), &dir, "db", "e", o);
+    let mut writer = spawn_waiting(&mut excl(&["-v"]), T);
+    let newest = |name: &str, o: &[&str]| {
+        let opts = [&["-s"], o].concat();
+        appending(redlock(&url), &dir, "db", name, &opts)
+    };
+    // A line of one is full for a newcomer, shared or not.
+    let out = run_with_timeout(&mut newest("f", &["--queue-max", "1"]), T);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stderr.contains("full"), "{out:?}");
+    let mut first = spawn_waiting(&mut newest("n", &["-v", "--queue", "newest-first"]), T);
+    go(&dir, "x");
+    assert_eq!(x.wait_timeout(T).code, Some(0));
+    assert_eq!(writer.wait_timeout(T).code, Some(0));
+    assert_eq!(first.wait_timeout(T).code, Some(0));
+    assert_eq!(dir.read("order").as_deref(), Some("e\nn\n"));
+    // newest-wins: the newer shared waiter replaces the older ones.
+    let mut y = holder(redlock(&url), &dir, "db", "y", &[]);
+    let wins = ["-v", "--queue", "newest-wins"];
+    let mut older = spawn_waiting(&mut excl(&wins), T);
+    let mut newer = spawn_waiting(&mut newest("w", &wins), T);
+    assert_eq!(older.wait_timeout(T).code, Some(79));
+    go(&dir, "y");
+    assert_eq!(y.wait_timeout(T).code, Some(0));
+    assert_eq!(newer.wait_timeout(T).code, Some(0));
+    assert_eq!(dir.read("order").as_deref(), Some("e\nn\nw\n"));
+}

@@ -234,6 +234,9 @@ local mode = ARGV[8]
 -- try in line; both make it the newest arrival.
 local first_try, arriving = mode == '4', mode == '5'
 if first_try then mode = '0' elseif arriving then mode = '3' end
+-- A shared waiter never stands before a live exclusive one (see
+-- `shared.rs`), and shared waiters go together: newest-first is oldest-first.
+if shared and mode == '2' then mode = '1' end
 local queued = mode == '1' or mode == '2' or mode == '3'
 -- --queue-max (0: unbounded); newest-wins keeps one waiter anyway.
 local max = tonumber(ARGV[18] or '0') or 0
