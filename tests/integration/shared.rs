@@ -537,3 +537,35 @@ fn shared_runs_and_the_queue_policies() {
     assert_eq!(newer.wait_timeout(T).code, Some(0));
     assert_eq!(dir.read("order").as_deref(), Some("e\nn\nw\n"));
 }
+
+/// `wait KEY` waits until no shared holder is left, not for the first.
+#[test]
+fn wait_key_waits_for_every_shared_holder() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = TestDir::new();
+    let order = dir.file("order");
+    let ending = |name: &str, then: &str| {
+        let hold = Hold::named(&dir, name);
+        let line = format!("{then}echo {name} >> '{}'", order.display());
+        let mut cmd = Job::using(redlock(&url), "db")
+            .args(["-s"])
+            .sh(hold.script(&line));
+        hold.spawn(&mut cmd, T)
+    };
+    let mut a = ending("a", "");
+    // b takes its time to end: a wait that returned after a would be first.
+    let mut b = ending("b", "sleep 0.5; ");
+    let line = format!(
+        "{} --redis {url} -v wait db && echo w >> '{}'",
+        bin(),
+        order.display()
+    );
+    let mut waiting = spawn_waiting(Command::new("sh").args(["-c", &line]), T);
+    go(&dir, "a");
+    assert_eq!(a.wait_timeout(T).code, Some(0));
+    go(&dir, "b");
+    assert_eq!(b.wait_timeout(T).code, Some(0));
+    assert_eq!(waiting.wait_timeout(T).code, Some(0));
+    assert_eq!(dir.read("order").as_deref(), Some("a\nb\nw\n"));
+}
