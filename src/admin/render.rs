@@ -199,8 +199,9 @@ fn waiters_text(line: &Line, now: SystemTime) -> Option<String> {
 /// "web1 pid 4242 (root) for 12s" (shown as a holder is), or "token T"
 /// for a waiter that left no description.
 fn waiter(w: &Waiting, now: SystemTime) -> String {
+    let mode = if w.shared { " (shared)" } else { "" };
     if w.host.is_empty() {
-        return format!("token {}", untrusted(&w.token));
+        return format!("token {}{mode}", untrusted(&w.token));
     }
     let shown = Shown {
         host: Some(w.host.clone()),
@@ -212,7 +213,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         ended_at: None,
     };
     let age = details(&shown, Details::default(), now);
-    format!("{}{age}", shown.who(None))
+    format!("{}{age}{mode}", shown.who(None))
 }
 
 /// `--json`: the contract's fields (`ttl_ms`, `token` and `holder` only
@@ -324,6 +325,9 @@ struct JsonWaiter {
     host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     label: Option<String>,
+    /// `shared` for a waiter of `--shared` (absent: exclusive).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -396,6 +400,7 @@ fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
     let listed = line.waiters.iter().enumerate().map(|(i, w)| JsonWaiter {
         host: given(&w.host),
         label: given(&w.label),
+        mode: w.shared.then_some("shared"),
         pid: (!w.pid.is_empty()).then(|| w.pid.parse().ok()),
         position: i + 1,
         since: given(&w.since),
@@ -600,9 +605,11 @@ mod tests {
                     user: "ci".into(),
                     since: "2026-12-01T10:00:10Z".into(),
                     label: String::new(),
+                    shared: false,
                 },
                 Waiting {
                     token: "w2".into(),
+                    shared: true,
                     ..Waiting::default()
                 },
             ],
@@ -611,12 +618,12 @@ mod tests {
         let (_, line) = shown.split_once('\n').expect("two lines");
         assert_eq!(
             line,
-            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
+            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2 (shared); and 1 more"
         );
         let lines = json(&v, now());
         assert!(
             lines.ends_with(
-                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
+                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"mode":"shared","position":2,"token":"w2"}],"waiters_count":3}"#
             ),
             "{lines}"
         );

@@ -137,6 +137,15 @@ fn a_waiting_exclusive_run_goes_before_shared_runs_that_come_after_it() {
     assert_eq!(code(&mut later(&["-n"])), Some(75));
     let mut waiting = spawn_waiting(&mut later(&["-v"]), T);
     assert!(dir.read("order").is_none(), "the later shared run passed");
+    // In line in that order, each said with its mode.
+    let status = status_json(&url, "db");
+    let modes: Vec<&str> = status["waiters"]
+        .as_array()
+        .expect("waiters")
+        .iter()
+        .map(|w| w["mode"].as_str().unwrap_or("exclusive"))
+        .collect();
+    assert_eq!(modes, ["exclusive", "shared"], "{status}");
     go(&dir, "r");
     assert_eq!(reader.wait_timeout(T).code, Some(0));
     assert!(wait_for_file(dir.file("x.started"), T));
