@@ -49,6 +49,13 @@ impl LockKind {
         }
     }
 
+    /// Whether a try marks its place against shared newcomers where no
+    /// line is kept (`How::writer`): an exclusive waiter on several nodes,
+    /// from its second try on (a `-n` run tries once: it never waits).
+    pub fn marks_place(self, nodes: usize, line: bool, first_try: bool) -> bool {
+        self == LockKind::Plain && nodes > 1 && !line && !first_try
+    }
+
     /// Whether waiters stand in line for this kind (on one node).
     pub fn queues(self) -> bool {
         matches!(self, LockKind::Plain | LockKind::Shared)
@@ -292,6 +299,26 @@ mod tests {
         );
         // A shared run asks for no semaphore: a mismatch says --limit 1.
         assert_eq!(Shared.limit(), 1);
+    }
+
+    #[test]
+    fn only_an_exclusive_redlock_waiter_marks_its_place() {
+        use LockKind::*;
+        // (kind, nodes, line kept, first try) -> marks
+        let table = [
+            (Plain, 3, false, false, true),
+            (Plain, 3, false, true, false),
+            (Plain, 1, true, false, false),
+            (Shared, 3, false, false, false),
+            (Semaphore(2), 3, false, false, false),
+        ];
+        for (kind, nodes, line, first, marks) in table {
+            assert_eq!(
+                kind.marks_place(nodes, line, first),
+                marks,
+                "{kind:?} {nodes}"
+            );
+        }
     }
 
     #[test]

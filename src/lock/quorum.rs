@@ -246,12 +246,9 @@ impl Quorum {
             // Several nodes: each answer says which server gave it.
             say: self.redlock.is_some(),
             at,
-            // Redlock keeps no line: an exclusive waiter marks its place
-            // against shared newcomers (not on a first try: -n never waits).
-            writer: !line
-                && self.nodes.len() > 1
-                && self.kind == LockKind::Plain
-                && waiting != LineTry::First,
+            writer: self
+                .kind
+                .marks_place(self.nodes.len(), line, waiting == LineTry::First),
         }
     }
 
