@@ -197,6 +197,10 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// free lock only when no live waiter stands before it (one of the first
 /// 100), so the line's order holds even against a waiter whose fallback
 /// poll comes first; a newcomer of '2' or '3' stands before them all.
+/// ARGV[20] (see `shared.rs`): '1' takes the lock shared (a shared
+/// waiter's liveness hash says `mode shared`, and newest-first is
+/// oldest-first for it), '2' is an exclusive waiter without a line
+/// (Redlock) that marks its place while the lock is held shared.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, holders, of, revoked, first, line,
