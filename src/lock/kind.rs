@@ -1,4 +1,4 @@
-//! A plain lock or a counting semaphore: chosen once per run, it picks
+//! A plain lock, a shared lock or a counting semaphore: chosen once per run, it picks
 //! the scripts that take, refresh and give back the lock on one node.
 
 use std::time::Duration;
