@@ -1,5 +1,6 @@
-//! A plain lock, a shared lock or a counting semaphore: chosen once per run, it picks
-//! the scripts that take, refresh and give back the lock on one node.
+//! A plain lock, a shared lock or a counting semaphore: chosen once per
+//! run, it picks the scripts that take, refresh and give back the lock on
+//! one node.
 
 use std::time::Duration;
 
