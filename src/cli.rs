@@ -415,6 +415,12 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Fleet options", hide_short_help = true)]
     pub replace_running: bool,
 
+    /// Take KEY shared (flock's -s): any number of shared holders at
+    /// once, and no exclusive (default) holder; a waiting exclusive run
+    /// goes before shared runs that come after it
+    #[arg(short = 's', long)]
+    pub shared: bool,
+
     /// Let up to N holders share KEY (a counting semaphore); every holder
     /// of KEY must use the same N
     #[arg(

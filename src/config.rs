@@ -64,6 +64,8 @@ pub struct RunConfig {
     pub max_hold: Option<Duration>,
     /// Holders that may share the key (1: a plain lock).
     pub limit: u32,
+    /// `--shared`: a shared holder (never with `--limit N > 1`).
+    pub shared: bool,
     /// Sleep up to this long before the first attempt.
     pub random_delay: Option<Duration>,
     pub on_unavailable: OnUnavailable,
@@ -377,8 +379,9 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
     let given = from_env(args.queue, "REDLOCK_QUEUE")?;
     let queue = queue(given.unwrap_or_default(), args.limit, conn)?;
     let queue = replacing(args.replace_running, args.limit, (given, queue), conn)?;
+    let shared = shared(args.shared, args.limit, args.replace_running)?;
     let queue_max = queue_max(args.queue_max, args.limit, conn)?;
-    several_keys(&keys, args.limit, queue, args.replace_running)?;
+    several_keys(&keys, args.limit, queue, args.replace_running || shared)?;
     Ok(RunConfig {
         key,
         keys,
@@ -390,6 +393,7 @@ pub fn run(args: RunArgs, conn: &Conn) -> Result<RunConfig, clap::Error> {
         min_hold: min_hold.filter(|d| !d.is_zero()),
         max_hold: args.max_hold,
         limit: args.limit,
+        shared,
         random_delay: args.random_delay.filter(|d| !d.is_zero()),
         on_unavailable: args.on_unavailable,
         replicas,
@@ -437,7 +441,7 @@ fn several_keys(
         return Ok(());
     }
     let with = match (limit > 1, queue) {
-        _ if replace_running => "--replace-running".to_string(),
+        _ if replace_running => "--replace-running or --shared".to_string(),
         (true, _) => format!("--limit {limit}"),
         (false, Queue::OldestFirst) => return Ok(()),
         (false, queue) => format!("--queue {}", queue.name()),
@@ -661,6 +665,25 @@ fn queue_max(given: Option<u32>, limit: u32, conn: &Conn) -> Result<Option<u32>,
     Ok(Some(n))
 }
 
+/// `--shared` with `--limit N > 1`: a semaphore's slots are all alike,
+/// so a shared slot of one means nothing; refused (exit 2).
+fn shared(shared: bool, limit: u32, replace: bool) -> Result<bool, clap::Error> {
+    if shared && replace {
+        return Err(usage(
+            "--shared cannot be used with --replace-running: a shared run never replaces \
+             anyone (shared holders do not exclude each other)"
+                .to_string(),
+        ));
+    }
+    if shared && limit > 1 {
+        return Err(usage(format!(
+            "invalid value '{limit}' for '--limit <N>': --shared takes a lock that any number \
+             of shared runs hold at once; it cannot be combined with a semaphore (--limit N)"
+        )));
+    }
+    Ok(shared)
+}
+
 /// `--queue`: a policy other than the default needs a line to stand in,
 /// which only a plain lock on one server keeps (see `queue.rs`).
 fn queue(queue: Queue, limit: u32, conn: &Conn) -> Result<Queue, clap::Error> {
@@ -791,7 +814,15 @@ fn usage(message: String) -> clap::Error {
 
 #[cfg(test)]
 mod tests {
-    use super::split_urls;
+    use super::{shared, split_urls};
+
+    #[test]
+    fn shared_is_no_semaphore() {
+        assert!(shared(true, 1, false).expect("a shared lock"));
+        assert!(!shared(false, 3, false).expect("a semaphore"));
+        let refused = shared(true, 2, false).expect_err("both").to_string();
+        assert!(refused.contains("'2' for '--limit <N>'"), "{refused}");
+    }
 
     #[test]
     fn environment_urls_split_where_a_new_url_begins() {

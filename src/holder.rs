@@ -297,6 +297,22 @@ fn describe_busy(info: &BusyInfo, now: SystemTime) -> String {
         return "is being force-released; waiting for its holder to stop".to_string();
     }
     let shown = Shown::of_busy(info);
+    if let Some(SlotsTaken {
+        holders: n,
+        limit: 0,
+    }) = info.slots
+    {
+        let more = Details {
+            expires: info.pttl,
+            ..Details::default()
+        };
+        return format!(
+            "is held shared by {} (the newest: {}{})",
+            holders(usize::try_from(n).unwrap_or(usize::MAX)),
+            shown.who(None),
+            details(&shown, more, now)
+        );
+    }
     let Some(SlotsTaken { holders, limit }) = info.slots else {
         let more = Details {
             expires: info.pttl,
@@ -382,6 +398,17 @@ mod tests {
         assert_eq!(
             describe_busy(&full, now),
             "is held by 3 holders (limit 3) for 12s, the first expires in 18s"
+        );
+        let shared = BusyInfo {
+            slots: Some(SlotsTaken {
+                holders: 2,
+                limit: 0,
+            }),
+            ..busy("web1")
+        };
+        assert_eq!(
+            describe_busy(&shared, now),
+            "is held shared by 2 holders (the newest: web1 pid 4242 for 12s, expires in 18s)"
         );
         let revoked = BusyInfo {
             revoked: true,

@@ -125,11 +125,16 @@ fn tell_acquired(
     for note in quorum.take_notes() {
         log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
     }
+    let (how, mode) = match cfg.shared {
+        true => (" shared", "shared"),
+        false => ("", "exclusive"),
+    };
     log.emit(
         Ev::Acquired,
-        format!("acquired lock '{key}' (fence {fence})"),
+        format!("acquired lock '{key}'{how} (fence {fence})"),
         &[
             field("fence", fence),
+            field("mode", mode),
             ms("wait_ms", waited),
             ms("ttl_ms", cfg.timing.ttl),
             crate::holder::label_of(&cfg.label),

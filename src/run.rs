@@ -162,6 +162,7 @@ fn quorum_for(conn: &Conn, cfg: &RunConfig, key: &str) -> Quorum {
     Quorum::new(&endpoints, keys, cfg.timing.ttl, timeout)
         .with_replicas(cfg.replicas)
         .with_limit(cfg.limit)
+        .shared_if(cfg.shared)
 }
 
 /// `--random-delay`: a fleet's cron entries fire in the same second;
@@ -417,6 +418,7 @@ impl Held<'_> {
         let vars = keyset::env_of(&self.cfg.keys, &tokens, &self.fences);
         let path = file.map(|f| f.path().to_string_lossy().into_owned());
         let mut env: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        env.push(("REDLOCK_MODE", mode(self.cfg)));
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
         child::become_subreaper();
@@ -595,6 +597,14 @@ impl Held<'_> {
     }
 }
 
+/// `REDLOCK_MODE`: how COMMAND holds KEY.
+fn mode(cfg: &RunConfig) -> &'static str {
+    match cfg.shared {
+        true => "shared",
+        false => "exclusive",
+    }
+}
+
 /// The refresher's wake-up pipe (write end, read end), both nonblocking.
 fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
     let (wake, woken) = UnixStream::pair()?;
@@ -650,6 +660,7 @@ fn run_unlocked(cfg: &RunConfig, signals: &Signals, log: &Log) -> Result<Exit, F
     let vars = keyset::env_of(&cfg.keys, &[], &[]);
     let mut env: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
     env.push(("REDLOCK_LEASE_FILE", ""));
+    env.push(("REDLOCK_MODE", ""));
     run_without_lease(cfg, &env, signals, log)
 }
 

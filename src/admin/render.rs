@@ -53,8 +53,11 @@ fn lock_text(view: &LockView, now: SystemTime) -> String {
 }
 
 /// "web1 pid 4242 (root)", or the token when the record is missing; for
-/// a semaphore "3 holders (limit 3)".
+/// a semaphore "3 holders (limit 3)", a shared lock "3 shared holders".
 pub fn who(view: &LockView) -> String {
+    if view.shared {
+        return shared_group(view.held_slots().count());
+    }
     if view.limit > 0 {
         return group(view.held_slots().count(), view.limit);
     }
@@ -65,7 +68,7 @@ pub fn who(view: &LockView) -> String {
 /// (without "expires in" for a lock that was just deleted); for a
 /// semaphore "held by 2 holders (limit 3): web1 pid ...; web2 pid ...".
 fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
-    if view.limit > 0 {
+    if view.slotted() {
         let slots: Vec<&SlotView> = match expiry {
             true => view.held_slots().collect(),
             // Just deleted: every holder that was there.
@@ -75,11 +78,11 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
             .iter()
             .map(|s| describe_slot(view, s, expiry, now))
             .collect();
-        return format!(
-            "held by {}: {}",
-            group(slots.len(), view.limit),
-            each.join("; ")
-        );
+        let whom = match view.shared {
+            true => shared_group(slots.len()),
+            false => group(slots.len(), view.limit),
+        };
+        return format!("held by {whom}: {}", each.join("; "));
     }
     let hold = view.holder.on_hold();
     let ended = view
@@ -107,6 +110,14 @@ fn describe(view: &LockView, expiry: bool, now: SystemTime) -> String {
     };
     line.push_str(&details(&view.holder, more, now));
     line
+}
+
+/// A shared lock's holders: "1 shared holder", "3 shared holders".
+fn shared_group(n: usize) -> String {
+    match n {
+        1 => "1 shared holder".to_string(),
+        n => format!("{n} shared holders"),
+    }
 }
 
 /// A lock whose job has ended, kept by `--min-hold`: "job ended 3s ago;
@@ -149,13 +160,13 @@ fn describe_slot(view: &LockView, slot: &SlotView, expiry: bool, now: SystemTime
 /// Revoked: "revoked 'KEY' (its holder stops COMMAND; ...): it was held by ...".
 pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime) -> String {
     let key = untrusted(&view.key);
-    if !revoked && view.limit == 0 && view.holder.hold_reason.is_some() {
+    if !revoked && !view.slotted() && view.holder.hold_reason.is_some() {
         return format!(
             "released the hold on '{key}': it was {}",
             describe(view, false, now)
         );
     }
-    if !revoked && view.limit == 0 && view.holder.ended_at.is_some() {
+    if !revoked && !view.slotted() && view.holder.ended_at.is_some() {
         return format!(
             "released '{key}' at once (its job had ended; --min-hold kept the lock, and \
              there was no holder to stop): it was {}",
@@ -171,8 +182,11 @@ pub fn released(view: &LockView, one_slot: bool, revoked: bool, now: SystemTime)
     }
     match view.slots.as_slice() {
         [slot] if one_slot => format!(
-            "released a holder of '{key}' (limit {}): it was {}",
-            view.limit,
+            "released a holder of '{key}' ({}): it was {}",
+            match view.shared {
+                true => "shared".to_string(),
+                false => format!("limit {}", view.limit),
+            },
             describe_slot(view, slot, false, now)
         ),
         _ => format!("released '{key}': it was {}", describe(view, false, now)),
@@ -202,8 +216,9 @@ fn waiters_text(line: &Line, now: SystemTime) -> Option<String> {
 /// "web1 pid 4242 (root) for 12s" (shown as a holder is), or "token T"
 /// for a waiter that left no description.
 fn waiter(w: &Waiting, now: SystemTime) -> String {
+    let mode = if w.shared { " (shared)" } else { "" };
     if w.host.is_empty() {
-        return format!("token {}", untrusted(&w.token));
+        return format!("token {}{mode}", untrusted(&w.token));
     }
     let shown = Shown {
         host: Some(w.host.clone()),
@@ -215,7 +230,7 @@ fn waiter(w: &Waiting, now: SystemTime) -> String {
         ..Shown::default()
     };
     let age = details(&shown, Details::default(), now);
-    format!("{}{age}", shown.who(None))
+    format!("{}{age}{mode}", shown.who(None))
 }
 
 /// `--json`: the contract's fields (`ttl_ms`, `token` and `holder` only
@@ -241,6 +256,9 @@ struct JsonView<'a> {
     label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<u32>,
+    /// Held: `shared` or `exclusive` (a semaphore has `limit` instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nodes: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -337,6 +355,9 @@ struct JsonWaiter {
     host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     label: Option<String>,
+    /// `shared` for a waiter of `--shared` (absent: exclusive).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
     /// `Some(None)`: a pid that is not a number (null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<Option<u64>>,
@@ -362,6 +383,7 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
         key: &view.key,
         label: None,
         limit: None,
+        mode: None,
         nodes: several,
         nodes_holding: several.map(|_| view.holding),
         revoked: view.held && view.revoked,
@@ -372,11 +394,13 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
     };
     if view.held {
         out.ttl_ms = Some(view.pttl.map(|d| d.as_millis()));
-        if view.limit > 0 {
-            out.limit = Some(view.limit);
+        if view.slotted() {
+            out.limit = (view.limit > 0).then_some(view.limit);
+            out.mode = view.shared.then_some("shared");
             out.nodes_holding = None;
             out.holders = Some(view.held_slots().map(|s| json_slot(view, s, now)).collect());
         } else {
+            out.mode = Some("exclusive");
             out.token = Some(view.token.as_deref());
             out.holder = Some(JsonHolder::of(&view.holder, view.pttl, now));
             out.label = view.holder.label.as_deref().map(scrub);
@@ -385,7 +409,7 @@ pub fn json(view: &LockView, now: SystemTime) -> String {
                 until_ms: view.holder.hold_until,
             });
         }
-    } else if view.limit > 0 {
+    } else if view.slotted() {
         out.nodes_holding = None;
     }
     // Only strings, integers and booleans: serialising cannot fail.
@@ -411,6 +435,7 @@ fn waiters_json(line: &Line) -> Option<Vec<JsonWaiter>> {
     let listed = line.waiters.iter().enumerate().map(|(i, w)| JsonWaiter {
         host: given(&w.host),
         label: given(&w.label),
+        mode: w.shared.then_some("shared"),
         pid: (!w.pid.is_empty()).then(|| w.pid.parse().ok()),
         position: i + 1,
         since: given(&w.since),
@@ -487,7 +512,7 @@ mod tests {
         );
         assert_eq!(
             json(&v, now()),
-            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","expires_ms":18000,"held_ms":12000,"host":"web1","pid":4242,"user":"root"},"key":"backup","token":"t1","ttl_ms":18000}"#
+            r#"{"fence":42,"held":true,"holder":{"acquired_at":"2026-12-01T10:00:00.000Z","command":"pg_dump -f /backup/db.sql","expires_ms":18000,"held_ms":12000,"host":"web1","pid":4242,"user":"root"},"key":"backup","mode":"exclusive","token":"t1","ttl_ms":18000}"#
         );
         let revoked = Inspected {
             revoked: true,
@@ -503,7 +528,7 @@ mod tests {
         );
         assert_eq!(
             json(&v, now()),
-            r#"{"fence":42,"held":true,"holder":{},"key":"backup","revoked":true,"token":"t1","ttl_ms":null}"#
+            r#"{"fence":42,"held":true,"holder":{},"key":"backup","mode":"exclusive","revoked":true,"token":"t1","ttl_ms":null}"#
         );
     }
 
@@ -616,6 +641,34 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_lock() {
+        let shared = Inspected {
+            limit: None,
+            shared: true,
+            ..semaphore()
+        };
+        let v = view("db", 1, std::slice::from_ref(&shared));
+        assert_eq!(
+            text(&v, now()),
+            "db  held by 2 shared holders: web1 pid 1 (root) for 12s, expires in 20s, \
+             fence 5: job; web2 pid 1 (ci) for 12s, expires in 20s, fence 6: job"
+        );
+        let out = json(&v, now());
+        assert!(
+            out.contains(r#""key":"db","mode":"shared","ttl_ms":20000}"#),
+            "{out}"
+        );
+        assert!(out.contains(r#""holders":[{"fence":5,"#), "{out}");
+        assert!(!out.contains("limit"), "{out}");
+        let mut one = shared;
+        one.slots.truncate(1);
+        assert_eq!(
+            released(&view("db", 1, &[one]), true, false, now()),
+            "released a holder of 'db' (shared): it was web2 pid 1 (ci) for 12s, fence 6: job"
+        );
+    }
+
+    #[test]
     fn waiters_under_the_lock() {
         let mut v = view("deploy", 1, &[held("t1", 9)]);
         v.line = Line {
@@ -628,9 +681,11 @@ mod tests {
                     user: "ci".into(),
                     since: "2026-12-01T10:00:10Z".into(),
                     label: String::new(),
+                    shared: false,
                 },
                 Waiting {
                     token: "w2".into(),
+                    shared: true,
                     ..Waiting::default()
                 },
             ],
@@ -639,12 +694,12 @@ mod tests {
         let (_, line) = shown.split_once('\n').expect("two lines");
         assert_eq!(
             line,
-            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2; and 1 more"
+            "  3 waiting: 1) ci1 pid 7 (ci) for 2s; 2) token w2 (shared); and 1 more"
         );
         let lines = json(&v, now());
         assert!(
             lines.ends_with(
-                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"position":2,"token":"w2"}],"waiters_count":3}"#
+                r#""waiters":[{"host":"ci1","pid":7,"position":1,"since":"2026-12-01T10:00:10Z","token":"w1","user":"ci"},{"mode":"shared","position":2,"token":"w2"}],"waiters_count":3}"#
             ),
             "{lines}"
         );
@@ -665,7 +720,7 @@ mod tests {
         assert!(json(&v, now()).starts_with(r#"{"fence":42,"held":true,"holder":{"#));
         assert!(
             json(&v, now()).ends_with(
-                r#""key":"job","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
+                r#""key":"job","mode":"exclusive","nodes":3,"nodes_holding":2,"token":"t1","ttl_ms":18000}"#
             ),
             "{}",
             json(&v, now())

@@ -79,8 +79,11 @@ fn rows(view: &LockView, now: SystemTime) -> Vec<Row> {
         0 => "-".to_string(),
         n => n.to_string(),
     };
-    if view.limit > 0 && view.held {
-        let state = format!("held (limit {})", view.limit);
+    if view.slotted() && view.held {
+        let state = match view.shared {
+            true => "held (shared)".to_string(),
+            false => format!("held (limit {})", view.limit),
+        };
         return view
             .held_slots()
             .map(|slot| slot_row(&key, &state, view, slot, now))
@@ -135,6 +138,10 @@ fn slot_row(key: &str, state: &str, view: &LockView, slot: &SlotView, now: Syste
         fence => fence.to_string(),
     };
     row[8] = nodes(slot.holding, view.nodes);
+    // A shared lock has a line (a semaphore none).
+    if view.line.count > 0 {
+        row[7] = view.line.count.to_string();
+    }
     row.map(dash)
 }
 

@@ -38,8 +38,11 @@ pub struct LockView {
     pub holder: Shown,
     /// A semaphore (`--limit N`, N > 1): N, else 0.
     pub limit: u32,
-    /// A semaphore's holders, held by a majority or not, by fence.
+    /// A semaphore's holders (or a shared lock's), held by a majority or
+    /// not, by fence.
     pub slots: Vec<SlotView>,
+    /// Held shared (`--shared`): its holders are in `slots`.
+    pub shared: bool,
     /// Force-released: waiting for its holder to stop.
     pub revoked: bool,
     /// The waiters, in the order they will be served.
@@ -247,6 +250,7 @@ impl LockView {
                 .unwrap_or_default(),
             limit: 0,
             slots: Vec::new(),
+            shared: false,
             revoked: holders.iter().any(|a| a.revoked),
             line: Line::default(),
         };
@@ -262,9 +266,15 @@ impl LockView {
         for limit in answers.iter().filter_map(|a| a.limit) {
             *limits.entry(limit).or_default() += 1;
         }
-        let Some((&limit, _)) = limits.iter().max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0))) else {
-            return;
+        let most = limits.iter().max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+        // A shared lock's holders are kept as a semaphore's, without a limit.
+        let shared = answers.iter().filter(|a| a.shared).count();
+        let limit = match most {
+            Some((&limit, &n)) if n >= shared => limit,
+            _ if shared > 0 => 0,
+            _ => return,
         };
+        self.shared = limit == 0;
         let mut tokens: HashMap<&str, Vec<&Slot>> = HashMap::new();
         for slot in answers.iter().flat_map(|a| &a.slots) {
             tokens.entry(&slot.token).or_default().push(slot);
@@ -289,6 +299,11 @@ impl LockView {
     pub fn most_holding(&self) -> usize {
         let slots = self.slots.iter().map(|s| s.holding).max().unwrap_or(0);
         self.holding.max(slots)
+    }
+
+    /// A semaphore's or a shared lock's: its holders are `slots`.
+    pub fn slotted(&self) -> bool {
+        self.limit > 0 || self.shared
     }
 
     /// The semaphore's holders that a majority of nodes hold.

@@ -272,8 +272,14 @@ fn seen(view: &LockView) -> Option<Seen> {
         [one] => one.holder.who(Some(&one.token)),
         many => holders(many.len()),
     };
+    // Held shared: free only once no shared holder is left (shared
+    // holders coming and going never free it), so one mark for them all.
+    let tokens = match view.shared {
+        true => BTreeSet::from(["shared".to_string()]),
+        false => slots.iter().map(|s| s.token.clone()).collect(),
+    };
     Some(Seen {
-        tokens: slots.iter().map(|s| s.token.clone()).collect(),
+        tokens,
         // Look again when the first of them could have ended.
         pttl: slots.iter().filter_map(|s| s.pttl).min(),
         who,
@@ -292,6 +298,31 @@ mod tests {
 
     fn set(tokens: &[&str]) -> BTreeSet<String> {
         tokens.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn a_shared_lock_is_released_only_when_no_shared_holder_is_left() {
+        let slot = |token: &str| crate::lock::Slot {
+            token: token.into(),
+            pttl: Some(Duration::from_secs(9)),
+            holder: Vec::new(),
+        };
+        let shared = |tokens: &[&str]| Inspected {
+            shared: true,
+            slots: tokens.iter().map(|t| slot(t)).collect(),
+            ..Inspected::default()
+        };
+        let tokens = |answer: Inspected| {
+            let view = LockView::merge("k", 1, [answer].iter());
+            seen(&view).expect("held").tokens
+        };
+        let was = tokens(shared(&["a", "b"]));
+        assert!(!released(&was, &tokens(shared(&["c"]))));
+        let plain = Inspected {
+            token: Some("x".into()),
+            ..Inspected::default()
+        };
+        assert!(released(&was, &tokens(plain)));
     }
 
     #[test]

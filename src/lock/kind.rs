@@ -1,5 +1,6 @@
-//! A plain lock or a counting semaphore: chosen once per run, it picks
-//! the scripts that take, refresh and give back the lock on one node.
+//! A plain lock, a shared lock or a counting semaphore: chosen once per
+//! run, it picks the scripts that take, refresh and give back the lock on
+//! one node.
 
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ pub enum LockKind {
     Plain,
     /// Up to N holders (`--limit N`, N > 1), each with its own slot.
     Semaphore(u32),
+    /// `--shared`: any number of shared holders, each with its own slot,
+    /// and no exclusive one (see `scripts/shared.rs`).
+    Shared,
 }
 
 impl LockKind {
@@ -32,9 +36,30 @@ impl LockKind {
     /// The `--limit` of this kind.
     pub fn limit(self) -> u32 {
         match self {
-            LockKind::Plain => 1,
+            LockKind::Plain | LockKind::Shared => 1,
             LockKind::Semaphore(n) => n,
         }
+    }
+
+    /// RAISE_FENCE's limit: 1 looks for our token in the lock key, any
+    /// other number in the holder set (a semaphore's or a shared lock's).
+    pub fn fence_limit(self) -> u32 {
+        match self {
+            LockKind::Shared => 0,
+            kind => kind.limit(),
+        }
+    }
+
+    /// Whether a try marks its place against shared newcomers where no
+    /// line is kept (`How::writer`): an exclusive waiter on several nodes,
+    /// from its second try on (a `-n` run tries once: it never waits).
+    pub fn marks_place(self, nodes: usize, line: bool, first_try: bool) -> bool {
+        self == LockKind::Plain && nodes > 1 && !line && !first_try
+    }
+
+    /// Whether waiters stand in line for this kind (on one node).
+    pub fn queues(self) -> bool {
+        matches!(self, LockKind::Plain | LockKind::Shared)
     }
 
     /// Take the lock (or a slot); with `queue`, a busy plain lock also
@@ -60,7 +85,7 @@ impl LockKind {
             node.check_eviction(keys)?;
         }
         let take = match self {
-            LockKind::Plain => {
+            LockKind::Plain | LockKind::Shared => {
                 Take::Plain(queue_flag(how.queue, how.first, how.arriving, holder.queue))
             }
             LockKind::Semaphore(n) => Take::Slot(n),
@@ -77,6 +102,8 @@ impl LockKind {
             say: how.say,
             at: how.at.unwrap_or_default().to_string(),
             queue_max: holder.queue_max,
+            shared: self == LockKind::Shared,
+            writer: how.writer,
         };
         Ok((calls::command(keys, &call), Acquiring { call }))
     }
@@ -187,6 +214,10 @@ pub struct How<'a> {
     /// In line and subscribed: the `run_id` of the server subscribed on,
     /// where the lock may move (see `Wakeups::at`).
     pub at: Option<&'a str>,
+    /// An exclusive waiter with no line (Redlock): it marks itself in
+    /// each node's line while the lock is held shared, so that shared
+    /// newcomers wait behind it (see `scripts/shared.rs`).
+    pub writer: bool,
 }
 
 /// An acquire on its way: what reading its reply needs.
@@ -253,6 +284,42 @@ fn queue_flag(queue: bool, first: bool, arriving: bool, policy: Queue) -> &'stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_lock_queues_like_a_plain_one_and_fences_like_a_semaphore() {
+        use LockKind::*;
+        assert_eq!(
+            [Plain, Shared, Semaphore(3)].map(LockKind::queues),
+            [true, true, false]
+        );
+        // RAISE_FENCE: 1 looks at the lock key, any other at the holder set.
+        assert_eq!(
+            [Plain, Shared, Semaphore(3)].map(LockKind::fence_limit),
+            [1, 0, 3]
+        );
+        // A shared run asks for no semaphore: a mismatch says --limit 1.
+        assert_eq!(Shared.limit(), 1);
+    }
+
+    #[test]
+    fn only_an_exclusive_redlock_waiter_marks_its_place() {
+        use LockKind::*;
+        // (kind, nodes, line kept, first try) -> marks
+        let table = [
+            (Plain, 3, false, false, true),
+            (Plain, 3, false, true, false),
+            (Plain, 1, true, false, false),
+            (Shared, 3, false, false, false),
+            (Semaphore(2), 3, false, false, false),
+        ];
+        for (kind, nodes, line, first, marks) in table {
+            assert_eq!(
+                kind.marks_place(nodes, line, first),
+                marks,
+                "{kind:?} {nodes}"
+            );
+        }
+    }
 
     #[test]
     fn a_newest_wins_run_arrives_on_its_first_try_and_its_first_try_in_line() {

@@ -21,6 +21,8 @@ pub struct Waiting {
     pub since: String,
     /// Its `--label` (empty: none).
     pub label: String,
+    /// It waits to take the lock shared (`--shared`).
+    pub shared: bool,
 }
 
 /// The live waiters of a lock on one node: how many, and the first ones
@@ -39,7 +41,7 @@ impl Node {
     }
 }
 
-/// `{count, {{token, host, pid, user, since, label}, ...}}`.
+/// `{count, {{token, host, pid, user, since, label, mode}, ...}}`.
 fn line(reply: redis::Value) -> anyhow::Result<Line> {
     let parts = items(reply)?;
     let count = parts
@@ -63,6 +65,7 @@ fn line(reply: redis::Value) -> anyhow::Result<Line> {
                 user: at(3),
                 since: at(4),
                 label: at(5),
+                shared: at(6) == "shared",
             })
         })
         .collect::<anyhow::Result<_>>()?;

@@ -16,7 +16,8 @@
 //!   two halves (send, then read) for a round.
 //! - `info`: what an `INFO` reply says (`run_id`, eviction settings).
 //! - `channels`: wake-ups, the messages on a lock's channels.
-//! - `kind`: a plain lock or a semaphore, and the scripts each one uses.
+//! - `kind`: a plain lock, a shared lock or a semaphore, and the scripts
+//!   each one uses.
 //! - `inspect`: reading and deleting locks by hand.
 //! - `line`: reading the line of waiters, for `status` and `list`.
 //! - `sentinel`: finding the master of a Sentinel service.

@@ -31,6 +31,9 @@ pub struct Quorum {
     timeout: Duration,
     /// With several nodes, what only a Redlock needs; `None` for one.
     redlock: Option<Redlock>,
+    /// An exclusive waiter's try was sent with `How::writer`: it may have
+    /// marked its place in the nodes' lines.
+    marked: bool,
 }
 
 impl Quorum {
@@ -51,6 +54,7 @@ impl Quorum {
             kind: LockKind::Plain,
             timeout,
             redlock: (endpoints.len() > 1).then(Redlock::new),
+            marked: false,
         }
     }
 
@@ -71,6 +75,15 @@ impl Quorum {
     /// must grant the slot, a majority of them as for a plain lock.
     pub fn with_limit(mut self, n: u32) -> Quorum {
         self.kind = LockKind::from_limit(n);
+        self
+    }
+
+    /// With `shared` (`--shared`), take the lock shared: any number of
+    /// shared holders, no exclusive one.
+    pub fn shared_if(mut self, shared: bool) -> Quorum {
+        if shared {
+            self.kind = LockKind::Shared;
+        }
         self
     }
 
@@ -143,13 +156,15 @@ impl Quorum {
     /// plain locks on one node. Elsewhere every release wakes every waiter
     /// (with several nodes each would keep its own order of arrival).
     pub fn queues_waiters(&self) -> bool {
-        self.kind == LockKind::Plain && self.nodes.len() == 1
+        self.kind.queues() && self.nodes.len() == 1
     }
 
     /// Leave the line of waiters (best effort: a dead waiter's place lapses
     /// by itself within seconds).
     pub fn leave(&mut self, token: &str) {
-        if self.queues_waiters() {
+        // Several nodes: an exclusive waiter may have marked its place
+        // against shared runs (see `kind::How::writer`).
+        if self.queues_waiters() || self.marked {
             let kind = self.kind;
             self.each(|node, keys| kind.leave(node, keys, token));
         }
@@ -198,6 +213,7 @@ impl Quorum {
         quiet_splits: bool,
     ) -> Tried {
         let how = self.how(waiting, liveness, at);
+        self.marked |= how.writer;
         let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
         let start = Instant::now();
         let answers = fanout::round(
@@ -245,6 +261,9 @@ impl Quorum {
             // Several nodes: each answer says which server gave it.
             say: self.redlock.is_some(),
             at,
+            writer: self
+                .kind
+                .marks_place(self.nodes.len(), line, waiting == LineTry::First),
         }
     }
 
@@ -262,7 +281,7 @@ impl Quorum {
         let mut granted = decide::granted(&tally, nodes, Instant::now() < valid_until);
         let fence = tally.fence();
         if granted && self.redlock.is_some() {
-            let limit = self.kind.limit();
+            let limit = self.kind.fence_limit();
             let call = RaiseFence {
                 token,
                 fence,

@@ -20,7 +20,9 @@ pub struct BusyInfo {
     pub label: String,
     /// Held by `redlock-run hold`: its reason (empty: a run).
     pub hold_reason: String,
-    /// A semaphore whose slots are all taken: how many hold it, of how many.
+    /// A semaphore whose slots are all taken: how many hold it, of how
+    /// many; held shared (`--shared`): how many, of `limit` 0 (the fields
+    /// above then describe the newest of them).
     pub slots: Option<SlotsTaken>,
     /// Being force-released: waiting for its holder to stop.
     pub revoked: bool,
@@ -52,7 +54,8 @@ pub struct Place {
     pub seen: Option<bool>,
 }
 
-/// A full semaphore: `holders` of `limit` slots taken.
+/// A full semaphore: `holders` of `limit` slots taken; a lock held
+/// shared: `holders` and `limit` 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotsTaken {
     pub holders: u32,
@@ -101,6 +104,9 @@ pub struct Inspected {
     pub slots: Vec<Slot>,
     /// Force-released, waiting for its holder to stop.
     pub revoked: bool,
+    /// Held shared (`--shared`): its holders are in `slots`, and `token`
+    /// is `None` (the lock key holds the mark `shared`, no token).
+    pub shared: bool,
 }
 
 impl Inspected {
@@ -272,6 +278,11 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
             holders: limit(Some(holders))?,
             limit: limit(Some(n))?,
         }),
+        // Held shared (see `scripts/shared.rs`).
+        (Some(holders), Some(n)) if int(n) == Some(-1) => Some(SlotsTaken {
+            holders: limit(Some(holders))?,
+            limit: 0,
+        }),
         _ => None,
     };
     Ok(BusyInfo {
@@ -345,6 +356,9 @@ fn inspected(items: &[Value]) -> Result<Inspected> {
         Some(Value::Nil) | None => None,
         Some(v) => Some(text(v)),
     };
+    // The mark of a shared lock (see `scripts/shared.rs`): no token.
+    let shared = token.as_deref() == Some("shared");
+    let token = token.filter(|_| !shared);
     let slots = match items.get(5) {
         Some(Value::Array(slots)) => slots.iter().map(slot).collect::<Result<_>>()?,
         _ => Vec::new(),
@@ -363,6 +377,7 @@ fn inspected(items: &[Value]) -> Result<Inspected> {
         },
         slots,
         revoked: items.get(6).and_then(int) == Some(1),
+        shared,
     })
 }
 
@@ -411,6 +426,44 @@ mod tests {
         assert!(acquire(ints(&[-5, -1])).is_err());
         let text = Value::Array(vec![Value::Int(-5), Value::BulkString(b"x".to_vec())]);
         assert!(acquire(text).is_err());
+    }
+
+    #[test]
+    fn a_lock_held_shared_is_said_as_such() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let busy = |holders: i64, of: i64| {
+            let items = [0, 20_000]
+                .map(Value::Int)
+                .into_iter()
+                .chain([bulk("h"), bulk("1"), bulk("t")])
+                .chain([holders, of, 0].map(Value::Int))
+                .collect();
+            match acquire(Value::Array(items)) {
+                Ok(Acquire::Busy(info)) => info.slots,
+                other => panic!("{other:?}"),
+            }
+        };
+        let shared = Some(SlotsTaken {
+            holders: 3,
+            limit: 0,
+        });
+        assert_eq!(busy(3, -1), shared);
+        assert_eq!(busy(0, 0), None);
+        assert_eq!(busy(2, 2).map(|s| s.limit), Some(2));
+        // INSPECT's token `shared` is the mark, not a token.
+        let seen = |token: &str| {
+            let reply = vec![
+                bulk(token),
+                Value::Int(5),
+                Value::Int(7),
+                Value::Array(vec![]),
+            ];
+            inspect(Value::Array(reply)).expect("inspected")
+        };
+        let marked = seen("shared");
+        assert!(marked.shared && marked.token.is_none());
+        let plain = seen("t1");
+        assert!(!plain.shared && plain.token.as_deref() == Some("t1"));
     }
 
     #[test]

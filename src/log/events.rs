@@ -103,8 +103,8 @@ impl Ev {
             Ev::Acquired => (
                 "acquired",
                 Info,
-                "fence, wait_ms, ttl_ms, label",
-                "the lock is ours",
+                "fence, wait_ms, ttl_ms, label, mode",
+                "the lock is ours (mode: shared or exclusive)",
             ),
             Ev::Contained => (
                 "contained",

@@ -425,3 +425,92 @@ fn the_previous_version_and_this_one_exclude_each_other() {
     assert_eq!(one.wait_timeout(LONG).code, Some(70));
     assert_eq!(two.wait_timeout(LONG).code, Some(70));
 }
+
+/// A shared holder of `key` with its token in `<name>.token`, until
+/// `hold.go()`.
+fn shared_holder(server: &RedisServer, dir: &TestDir, name: &str) -> (Hold, RunningChild) {
+    let hold = Hold::named(dir, name);
+    let token = dir.file(&format!("{name}.token"));
+    let script = format!(
+        "echo \"$REDLOCK_TOKEN\" > '{}'; {}",
+        token.display(),
+        hold.script("true")
+    );
+    let cmd = server.job("sh").args(["-s", "--ttl", "5s"]);
+    let held = hold.spawn(&mut cmd.sh(script), LONG);
+    (hold, held)
+}
+
+#[test]
+fn shared_holders_their_line_and_the_admin_commands() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = TestDir::new();
+    check(std::slice::from_ref(&server), || {
+        let (a, mut one) = shared_holder(&server, &dir, "a");
+        let (b, mut two) = shared_holder(&server, &dir, "b");
+        ok(&mut server.job("sh").args(["-n"]).exec(["true"]), 75);
+        let mut excl = spawn_waiting(&mut server.job("sh").args(["-v"]).exec(["true"]), LONG);
+        ok(&mut server.job("sh").args(["-n", "-s"]).exec(["true"]), 75);
+        let mut later = spawn_waiting(
+            &mut server.job("sh").args(["-v", "-s"]).exec(["true"]),
+            LONG,
+        );
+        ok(redlock(&url).args(["status", "sh", "--json"]), 0);
+        ok(redlock(&url).args(["list"]), 0);
+        let token = dir.read("a.token").expect("a's token");
+        ok(
+            redlock(&url).args(["force-release", "sh", "--token", token.trim()]),
+            0,
+        );
+        assert_eq!(one.wait_timeout(LONG).code, Some(70));
+        b.go();
+        a.go();
+        assert_eq!(two.wait_timeout(LONG).code, Some(0));
+        assert_eq!(excl.wait_timeout(LONG).code, Some(0));
+        assert_eq!(later.wait_timeout(LONG).code, Some(0));
+        let (c, mut three) = shared_holder(&server, &dir, "c");
+        ok(redlock(&url).args(["force-release", "sh", "--now"]), 0);
+        assert_eq!(three.wait_timeout(LONG).code, Some(70));
+        c.go();
+    });
+}
+
+#[test]
+fn shared_over_redlock() {
+    let servers = RedisServer::many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let dir = TestDir::new();
+    check(&servers, || {
+        let all = || redlock_on(&urls);
+        let hold = Hold::new(&dir);
+        let mut held = hold.spawn(
+            &mut Job::using(all(), "rs")
+                .args(["-s", "--ttl", "5s"])
+                .sh(hold.script("true")),
+            LONG,
+        );
+        ok(&mut Job::using(all(), "rs").args(["-s"]).exec(["true"]), 0);
+        ok(&mut Job::using(all(), "rs").args(["-n"]).exec(["true"]), 75);
+        ok(all().args(["status", "rs"]), 0);
+        // A waiting exclusive run marks its place; a shared one meets it.
+        let mut excl = spawn_waiting(
+            &mut Job::using(all(), "rs").args(["-v"]).exec(["true"]),
+            LONG,
+        );
+        let marked = wait_until(LONG, || {
+            servers
+                .iter()
+                .all(|s| exists(&mut s.conn(), "redlock:{rs}:waiters"))
+        });
+        assert!(marked);
+        ok(
+            &mut Job::using(all(), "rs").args(["-n", "-s"]).exec(["true"]),
+            75,
+        );
+        hold.go();
+        assert_eq!(held.wait_timeout(LONG).code, Some(0));
+        assert_eq!(excl.wait_timeout(LONG).code, Some(0));
+        ok(all().args(["force-release", "rs"]), 1);
+    });
+}

@@ -42,6 +42,7 @@ mod run;
 mod scripts;
 mod sentinel;
 mod servers;
+mod shared;
 mod signals;
 mod tls;
 mod topology_harness;

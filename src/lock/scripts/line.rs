@@ -73,7 +73,7 @@ return 1
 ///
 /// No ARGV. Returns `{count, waiters}`: how many live waiters stand in
 /// line (of the first 1000 members), and the first 100 of them, each
-/// `{token, host, pid, user, since, label}` from its liveness hash (empty
+/// `{token, host, pid, user, since, label, mode}` from its liveness hash (empty
 /// strings for a liveness key of another form, read with `pcall`). A
 /// member that is not live (see the module doc: a killed waiter at once,
 /// a stopped one once its liveness key has expired) is not counted.
@@ -91,9 +91,10 @@ for _, token in ipairs(redis.call('ZRANGE', KEYS[6], 0, 999)) do
     count = count + 1
     if #shown < 100 then
       -- Not a hash (an older version's '1'): a waiter without details.
-      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since', 'label')
+      local h = redis.pcall('HMGET', alive, 'host', 'pid', 'user', 'since', 'label', 'mode')
       if type(h) ~= 'table' or h.err then h = {} end
-      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
+      shown[#shown + 1] = {token, h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or '',
+        h[6] or ''}
     end
   end
 end

@@ -155,6 +155,8 @@ end
 mod line;
 #[macro_use]
 mod slot;
+#[macro_use]
+mod shared;
 
 pub use line::{LEAVE, WAITERS};
 pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
@@ -199,10 +201,16 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// free lock only when no live waiter stands before it (one of the first
 /// 100), so the line's order holds even against a waiter whose fallback
 /// poll comes first; a newcomer of '2' or '3' stands before them all.
+/// ARGV[20] (see `shared.rs`): '1' takes the lock shared (a shared
+/// waiter's liveness hash says `mode shared`, and newest-first is
+/// oldest-first for it), '2' is an exclusive waiter without a line
+/// (Redlock) that marks its place while the lock is held shared.
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
-/// `{0, pttl_ms, host, pid, acquired_at, 0, 0, revoked, first, line,
-/// ahead_ms, seen, user, label, hold_reason}` describing the current holder (revoked 1: it is being
+/// `{0, pttl_ms, host, pid, acquired_at, holders, of, revoked, first, line,
+/// ahead_ms, seen, user, label, hold_reason}` describing the current holder (held
+/// shared: `holders` live shared holders and `of` -1, the newest of them
+/// described; else both 0) (revoked 1: it is being
 /// force-released) and, in line, where we stand: first 1 when no live
 /// waiter stands before us, line the members of the queue (live or not;
 /// from the span of its scores, so also counting those that left from
@@ -221,6 +229,8 @@ pub const ACQUIRE: &str = concat!(
     fence_lib!(),
     declare_lib!(),
     line_lib!(),
+    slot_lib!(),
+    shared_lib!(),
     saying_server!(
         r#"
 local refused = evicts()
@@ -232,6 +242,9 @@ local mode = ARGV[8]
 -- try in line; both make it the newest arrival.
 local first_try, arriving = mode == '4', mode == '5'
 if first_try then mode = '0' elseif arriving then mode = '3' end
+-- A shared waiter never stands before a live exclusive one (see
+-- `shared.rs`), and shared waiters go together: newest-first is oldest-first.
+if shared and mode == '2' then mode = '1' end
 local queued = mode == '1' or mode == '2' or mode == '3'
 -- --queue-max (0: unbounded); newest-wins keeps one waiter anyway.
 local max = tonumber(ARGV[18] or '0') or 0
@@ -247,7 +260,7 @@ if joining then
 end
 local alive = KEYS[8]
 local newest = KEYS[7]
-if queued or first_try then
+if queued or first_try or shared or ARGV[20] == '2' then
   -- The liveness hashes of the waiters it may look at (the first 100),
   -- or replace (all of them: newest-wins).
   local stop = 99
@@ -308,7 +321,17 @@ if queued then
   -- A newcomer of newest-first or newest-wins goes before them all.
   if not found and mode ~= '1' then ahead = false end
 end
-if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- A shared run never passes a live exclusive waiter (but newest-wins).
+if shared and not ((mode == '3' and not found) or first_try) then ahead = exclusive_ahead() end
+local took = false
+if not ahead then
+  if shared then
+    took = shared_free()
+  else
+    took = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+  end
+end
+if took then
   if queued then
     if mode == '3' and not found then replace_others() end
     redis.call('ZREM', KEYS[6], ARGV[1])
@@ -330,6 +353,11 @@ if not ahead and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if redis.call('EXISTS', newest) == 1 then arrive() end
     replace_others()
   end
+  if shared then
+    if queued then wake_next_shared() end
+    return take_shared()
+  end
+  if ARGV[20] == '2' then unmark_writer() end
   local fence, reset = next_fence()
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
@@ -389,6 +417,7 @@ if queued then
   redis.call('HSET', alive, 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'since', ARGV[7],
     'sub', tostring(math.max(seen, sub_flag)), 'at', ARGV[17] or '')
   if (ARGV[16] or '') ~= '' then redis.call('HSET', alive, 'label', ARGV[16]) end
+  if shared then redis.call('HSET', alive, 'mode', 'shared') end
   redis.call('PEXPIRE', alive, ms)
   if not ahead then first = 1 end
   -- The members, from the scores (ZCARD is no plain lock's permission):
@@ -399,11 +428,15 @@ if queued then
 end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'acquired_at', 'user', 'label', 'hold_reason')
 local cur = redis.call('GET', KEYS[1]) or ''
+if ARGV[20] == '2' then mark_writer(cur) end
 -- Free, but not ours: when will the live waiter before us lapse?
 if ahead and cur == '' then ahead_ms = redis.call('PTTL', KEYS[6] .. ':' .. ahead) end
 local revoked = 0
 if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
-return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', 0, 0, revoked,
+-- Held shared: how many hold it (limit -1 says so; see `shared.rs`).
+local holders, of = 0, 0
+if cur == 'shared' then holders, of = shared_holders(), -1 end
+return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', holders, of, revoked,
   first, line, ahead_ms, seen, h[4] or '', h[5] or '', h[6] or ''}
 "#
     )
@@ -497,7 +530,9 @@ pub const INSPECT: &str = concat!(
     declare_lib!(),
     r#"
 local token, pttl, fence, limit = lock_state()
-if limit > 0 then
+-- A shared lock (see `shared.rs`) is read like a semaphore.
+local shared = token == 'shared'
+if limit > 0 or shared then
   local ask = declare(named(KEYS[4], KEYS[2], -1))
   if ask then return ask end
 end
@@ -509,7 +544,7 @@ end
 local holder = {}
 if token then holder = redis.call('HGETALL', KEYS[2]) end
 local slots = {}
-if limit > 0 then slots = live_slots(clock()) end
+if limit > 0 or shared then slots = live_slots(clock()) end
 return {token, pttl, fence, holder, limit, slots, revoked}
 "#
 );
@@ -542,19 +577,24 @@ pub const FORCE_RELEASE: &str = concat!(
     declare_lib!(),
     r#"
 local token, pttl, fence, limit = lock_state()
-if not token and limit > 0 then
+-- A shared lock (see `shared.rs`): its holders are revoked slot by slot.
+local shared = token == 'shared'
+-- Said back as the token: `reply::inspected` reads it as the mark.
+local mark = shared and 'shared' or false
+if shared then token = false end
+if (not token and limit > 0) or shared then
   local ask = declare(named(KEYS[4], KEYS[2], -1))
   if ask then return ask end
   local now = clock()
   local all = live_slots(now)
-  if #all == 0 then return {-1, false, pttl, fence, {}, limit, {}} end
+  if #all == 0 then return {-1, mark, pttl, fence, {}, limit, {}} end
   local chosen = all
   if ARGV[1] == '1' then
     chosen = {}
     for _, slot in ipairs(all) do
       if slot[1] == ARGV[2] then chosen[1] = slot end
     end
-    if #chosen == 0 then return {0, false, pttl, fence, {}, limit, all} end
+    if #chosen == 0 then return {0, mark, pttl, fence, {}, limit, all} end
   end
   if ARGV[3] ~= '1' then
     -- Revoke slot by slot: each keeps its place in KEYS[4] (and so its
@@ -575,10 +615,10 @@ if not token and limit > 0 then
     settle(now)
     if revoking then
       redis.call('PUBLISH', KEYS[1], 'revoked')
-      return {2, false, pttl, fence, {}, limit, chosen}
+      return {2, mark, pttl, fence, {}, limit, chosen}
     end
     redis.call('PUBLISH', KEYS[1], 'released')
-    return {1, false, pttl, fence, {}, limit, chosen}
+    return {1, mark, pttl, fence, {}, limit, chosen}
   end
   redis.call('PUBLISH', KEYS[1], 'released')
   if ARGV[1] == '1' then
@@ -591,8 +631,9 @@ if not token and limit > 0 then
       redis.call('DEL', KEYS[2] .. ':' .. member)
     end
     redis.call('DEL', KEYS[4], KEYS[5])
+    if shared then redis.call('DEL', KEYS[1], KEYS[2]) end
   end
-  return {1, false, pttl, fence, {}, limit, chosen}
+  return {1, mark, pttl, fence, {}, limit, chosen}
 end
 if not token then return {-1, false, pttl, fence, {}} end
 local revoked = string.sub(token, 1, 8) == 'revoked:'

@@ -10,6 +10,9 @@
 //! themselves, and KEYS[4] and KEYS[5] expire with their last holder, so
 //! the slot of a holder killed with SIGKILL frees itself after its TTL and
 //! a semaphore whose holders all died leaves only its fence behind.
+//!
+//! A shared lock (`--shared`, see `shared.rs`) keeps its holders the same
+//! way, and SLOT_EXTEND and SLOT_RELEASE serve its holders too.
 
 /// Lua functions shared by the scripts that touch a semaphore. Defining
 /// them calls nothing: a plain lock's INSPECT never needs `TIME`.
@@ -23,15 +26,23 @@ local function clock()
 end
 -- Expire the holder set and the limit with their last holder, so that a
 -- semaphore whose holders all died leaves nothing behind (but its fence).
+-- A shared lock's mark (KEYS[1] = 'shared', see `shared.rs`) and its
+-- record go with them too.
 local function settle(now)
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  local shared = redis.call('GET', KEYS[1]) == 'shared'
   if #last == 0 then
     redis.call('DEL', KEYS[4], KEYS[5])
+    if shared then redis.call('DEL', KEYS[1], KEYS[2]) end
     return
   end
   local left = math.max(tonumber(last[2]) - now, 1)
   redis.call('PEXPIRE', KEYS[4], left)
   redis.call('PEXPIRE', KEYS[5], left)
+  if shared then
+    redis.call('PEXPIRE', KEYS[1], left)
+    redis.call('PEXPIRE', KEYS[2], left)
+  end
 end
 -- The live holders, each {token, pttl_ms, holder hash as a flat array}.
 local function live_slots(now)
@@ -129,7 +140,11 @@ pub const SLOT_EXTEND: &str = concat!(
 local now = clock()
 local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if not score or tonumber(score) <= now then return -1 end
-if redis.call('HMGET', KEYS[9], 'revoked')[1] == '1' then return -2 end
+local record = redis.call('HMGET', KEYS[9], 'revoked', 'mode')
+if record[1] == '1' then return -2 end
+-- A shared holder whose lock key is no longer the shared mark (deleted
+-- or revoked by hand, or by an older version): the lock is lost.
+if record[2] == 'shared' and redis.call('GET', KEYS[1]) ~= 'shared' then return -1 end
 local ttl = tonumber(ARGV[2])
 if ARGV[3] then redis.call('HSET', KEYS[9], 'ended_at', ARGV[3]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
