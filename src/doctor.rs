@@ -698,7 +698,7 @@ impl Doctor {
     fn scripting(&mut self, link: &mut Link, node: &str) {
         let found = protocol::detect(&mut |args: &[&str]| link.call(args));
         let chosen = found.protocol();
-        if chosen.built() {
+        if chosen == protocol::Protocol::Scripts {
             self.pass("protocol", node, format!("scripts: {}", found.reason()));
             match self.writes(link) {
                 Ok(()) => self.pass(

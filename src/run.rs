@@ -158,6 +158,9 @@ fn tell_acquired(main: &mut Quorum, cfg: &RunConfig, log: &Log, fence: i64, wait
     for note in main.take_notes() {
         log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
     }
+    for said in main.take_said() {
+        log.info(said);
+    }
     log.emit(
         Ev::Acquired,
         format!("acquired lock '{}' (fence {fence})", cfg.key),
