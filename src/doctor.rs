@@ -897,9 +897,10 @@ impl Doctor {
     }
 
     /// Without `ACL DRYRUN`: send what changes nothing (EVAL of a script
-    /// that touches no key, PUBLISH to a channel nobody hears, SUBSCRIBE
-    /// on a connection of its own, INFO, WAIT 0 0). The scripts' inner
-    /// commands cannot be checked this way.
+    /// that touches no key, PUBLISH to a channel nobody hears, SUBSCRIBE,
+    /// WATCH and MULTI on a connection of their own, EXEC without MULTI,
+    /// UNWATCH, INFO, WAIT 0 0). The scripts' inner commands, and the
+    /// transactions' reads and writes, cannot be checked this way.
     fn tried(&self, server: &Server, link: &mut Link, commands: &[Vec<&str>]) -> Vec<String> {
         let mut missing = Vec::new();
         for command in commands {
@@ -908,13 +909,19 @@ impl Doctor {
                 "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" | "ROLE" | "PING" | "CLUSTER" => {
                     link.call(command)
                 }
-                "SUBSCRIBE" => server
+                // Allowed: EXEC without MULTI, an error of its own, or no
+                // watch to drop.
+                "EXEC" | "UNWATCH" => link.call(command),
+                // A WATCH or a MULTI stays with its connection: on one of
+                // their own, dropped after.
+                "SUBSCRIBE" | "WATCH" | "MULTI" => server
                     .connect(self.timeout)
                     .and_then(|mut other| other.call(command)),
                 _ => continue,
             };
-            if let Err(Failed::Refused { code, .. }) = result {
-                if code == "NOPERM" {
+            // A denied EXEC is "EXECABORT ... NOPERM", with or without MULTI.
+            if let Err(Failed::Refused { code, message }) = result {
+                if code == "NOPERM" || (code == "EXECABORT" && message.contains("NOPERM")) {
                     missing.push(right(command));
                 }
             }
