@@ -857,7 +857,7 @@ impl Doctor {
             };
             let run = match scripts {
                 true => "EVAL, the scripts' commands",
-                false => "WATCH/MULTI/EXEC and the lock's commands",
+                false => "WATCH/MULTI/EXEC, the lock's commands",
             };
             let detail = match dry {
                 true => format!(
@@ -865,9 +865,14 @@ impl Doctor {
                      PUBLISH/SUBSCRIBE on its channels{also} (by ACL DRYRUN)"
                 ),
                 false => format!(
-                    "user '{shown_user}' may run EVAL on the lock's keys and PUBLISH/SUBSCRIBE \
+                    "user '{shown_user}' may run {} on the lock's keys and PUBLISH/SUBSCRIBE \
                      on its channels{also} (by trying them: ACL DRYRUN is not available to this \
-                     user, so the scripts' own commands are checked only when they run)"
+                     user, so the {} are checked only when they run)",
+                    run.split(',').next().unwrap_or_default(),
+                    match scripts {
+                        true => "scripts' own commands",
+                        false => "transactions' reads and writes",
+                    }
                 ),
             };
             return self.pass("rights", node, detail);
