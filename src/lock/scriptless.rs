@@ -12,7 +12,9 @@
 //! goes the script-free way at once. A new connection tries scripts
 //! again (it may reach another server: a failover, a restart with Lua).
 //!
-//! What runs without scripts: one KEY with `--limit 1`; acquire (with the
+//! What runs without scripts: one KEY with `--limit 1` (not on a Redis
+//! Cluster endpoint: a redirect followed by redis-rs would send one
+//! command of a transaction alone to another node); acquire (with the
 //! holder record and the fence, `--min-hold`, nested runs, Redlock's fence
 //! raise), refresh, token-checked release, `status`, `list`,
 //! `force-release` (revocation included), `wait KEY`. Waiters keep no
@@ -257,6 +259,11 @@ impl Node {
             return Err(refused(self, protocol::feature_of(&lua)));
         };
         let op = decide(&lua, &argv).map_err(|feature| refused(self, feature))?;
+        if self.is_cluster() {
+            // redis-rs follows a MOVED or an ASK by sending that command
+            // alone to another node: a write out of its transaction.
+            return Err(refused(self, "lock on a Redis Cluster endpoint"));
+        }
         let native = match self.protocol() {
             Some(Protocol::Native(n)) => n,
             _ => Native::default(),

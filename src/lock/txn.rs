@@ -14,6 +14,8 @@
 //! is written between the reads and the EXEC, so a step that fails (a
 //! lost connection drops the WATCH and any MULTI) leaves what was there,
 //! and an EXEC whose reply is lost is as a script whose reply is lost.
+//! Before Redis 7.0 a watched key that merely expires does not abort the
+//! EXEC: a refresh checks that its `PEXPIRE` of the lock found the key.
 //! The reads themselves go in one round trip (`UNWATCH`, `WATCH`, the
 //! reads), the writes in another: two round trips per step, one per
 //! refresh with `SET IFEQ`.
@@ -294,7 +296,8 @@ impl Txn<'_> {
             command(&["GET", &k.fence]),
         ];
         let done = self.exec(writes)?;
-        Ok(done.map(|d| {
+        // Expired since it was read: the caller reads again.
+        Ok(done.filter(|d| expired_or(d, 0, 1) == 1).map(|d| {
             let fence = int(d.get(2)).unwrap_or(0);
             Value::Array(vec![Value::Int(1), Value::Int(fence), Value::Int(0)])
         }))
@@ -331,10 +334,11 @@ impl Txn<'_> {
             if let Some(at) = ended {
                 writes.push(command(&["HSET", &k.holder, "ended_at", at]));
             }
+            let at = writes.len();
             writes.push(command(&["PEXPIRE", &k.lock, ttl]));
             writes.push(command(&["PEXPIRE", &k.holder, ttl]));
-            if self.exec(writes)?.is_some() {
-                return Ok(Value::Int(1));
+            if let Some(done) = self.exec(writes)? {
+                return Ok(Value::Int(expired_or(&done, at, 1)));
             }
         }
         Err(self.contended("refresh"))
@@ -515,6 +519,16 @@ fn next_fence(
             0,
         )),
         false => Ok((vec![incr], None, 0)),
+    }
+}
+
+/// `ours` when the `PEXPIRE` of the lock at `at` in EXEC's replies found
+/// it, else -1 (gone): a server before Redis 7.0 does not abort an EXEC
+/// whose watched key expired after the WATCH.
+fn expired_or(done: &[Value], at: usize, ours: i64) -> i64 {
+    match int(done.get(at)) {
+        Some(1) => ours,
+        _ => -1,
     }
 }
 

@@ -349,3 +349,66 @@ fn without_the_lua_module_a_plain_lock_runs_on_native_compare_and_set() {
         assert!(line.contains(words), "{words:?} not in: {line}");
     }
 }
+
+/// The default user of the server behind `conn` denied `@scripting`.
+fn deny_scripts(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-@scripting")
+        .query(conn)
+        .expect("ACL SETUSER default -@scripting");
+}
+
+/// Behind sentinels the plain lock runs without scripts on the master
+/// they name (and replicas confirm it, `--replicas auto`).
+#[test]
+fn behind_sentinels_without_scripts_a_plain_lock_runs() {
+    let set = SentinelSet::start();
+    for port in set.data_ports() {
+        deny_scripts(&mut set.data_conn(port));
+    }
+    let out = run_with_timeout(
+        redlock(&set.url()).args(["-v", "-k", "job", "--", "true"]),
+        T,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("denies EVAL"), "{out:?}");
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut set.primary_conn())
+        .expect("KEYS");
+    assert_eq!(left, ["redlock:{job}:fence"], "{out:?}");
+}
+
+/// On a Cluster endpoint redis-rs follows a redirect by sending that
+/// command alone to another node, out of its transaction: refused
+/// before anything is written.
+#[test]
+fn a_cluster_without_scripts_is_refused_before_writing() {
+    let mut cluster = Cluster::start();
+    for port in cluster.ports() {
+        deny_scripts(&mut cluster.node(port).conn());
+    }
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(&cluster.url())
+            .args(["-k", "job", "--", "touch"])
+            .arg(&ran),
+        T,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(
+        out.stderr.contains("lock on a Redis Cluster endpoint"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "COMMAND ran: {out:?}");
+    for port in cluster.ports() {
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut cluster.node(port).conn())
+            .expect("KEYS");
+        assert!(left.is_empty(), "written on {port}: {left:?}");
+    }
+}
