@@ -159,7 +159,11 @@ fn tell_acquired(main: &mut Quorum, cfg: &RunConfig, log: &Log, fence: i64, wait
         log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
     }
     for said in main.take_said() {
-        log.info(said);
+        let fields = [
+            field("server", said.server),
+            field("protocol", said.protocol),
+        ];
+        log.emit(Ev::Protocol, said.message, &fields);
     }
     log.emit(
         Ev::Acquired,

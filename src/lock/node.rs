@@ -41,7 +41,19 @@ pub struct Node {
     /// see `scriptless`), why scripts do not run there, and what `-v`
     /// says of it, taken by [`Node::take_said`].
     protocol: Option<(super::protocol::Protocol, Option<Scripting>)>,
-    said: Vec<String>,
+    said: Vec<Said>,
+}
+
+/// Which protocol a node's connection got, as `-v` says it (see
+/// `scriptless`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    /// The node's URL, password redacted.
+    pub server: String,
+    /// The protocol's name (`Protocol::name`).
+    pub protocol: &'static str,
+    /// The whole sentence.
+    pub message: String,
 }
 
 /// Where the eviction check of a node stands.
@@ -532,16 +544,21 @@ impl Node {
         &mut self,
         protocol: super::protocol::Protocol,
         scripting: Option<Scripting>,
-        said: String,
+        message: String,
     ) {
         self.protocol = Some((protocol, scripting));
+        let said = Said {
+            server: scrub(self.shown()),
+            protocol: protocol.name(),
+            message,
+        };
         if !self.said.contains(&said) {
             self.said.push(said);
         }
     }
 
     /// What `-v` says of the protocols this node's connections got.
-    pub(super) fn take_said(&mut self) -> Vec<String> {
+    pub(super) fn take_said(&mut self) -> Vec<Said> {
         std::mem::take(&mut self.said)
     }
 

@@ -92,7 +92,7 @@ impl Quorum {
 
     /// Which protocol each node's connections got, for `-v` (see
     /// `scriptless`), each said once.
-    pub fn take_said(&mut self) -> Vec<String> {
+    pub fn take_said(&mut self) -> Vec<super::node::Said> {
         self.nodes.iter_mut().flat_map(Node::take_said).collect()
     }
 

@@ -13,6 +13,7 @@ pub enum Ev {
     Acquired,
     Contained,
     FenceReset,
+    Protocol,
     Nested,
     Busy,
     Skipped,
@@ -39,13 +40,14 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 28] = [
+    pub const ALL: [Ev; 29] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::StillWaiting,
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
+        Ev::Protocol,
         Ev::Nested,
         Ev::Busy,
         Ev::Skipped,
@@ -103,6 +105,13 @@ impl Ev {
                 Info,
                 "contain",
                 "how COMMAND's whole tree is held: a cgroup of its own, or the keeper process alone",
+            ),
+            Ev::Protocol => (
+                "protocol",
+                Info,
+                "server, protocol",
+                "which protocol a server's connection got (scripts, native compare-and-set, \
+                 transactions) and why",
             ),
             Ev::FenceReset => (
                 "fence_reset",
