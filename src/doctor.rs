@@ -710,12 +710,17 @@ impl Doctor {
             }
             return true;
         }
+        let runs = match self.topology {
+            Topology::Cluster => "no lock runs on a Redis Cluster endpoint without scripts \
+                                  (a redirect would split a transaction)"
+                .to_string(),
+            _ => format!("a plain lock runs without scripts ({})", chosen.steps()),
+        };
         let detail = format!(
-            "{}: {}; a plain lock runs without scripts ({}); a semaphore (--limit), \
-             --queue newest-wins and --queue-max need them and are refused (exit 77)",
+            "{}: {}; {runs}; a semaphore (--limit), --queue newest-wins and --queue-max need \
+             them and are refused (exit 77)",
             chosen.name(),
             found.reason(),
-            chosen.steps()
         );
         let fix = match found.scripting {
             Scripting::Denied => {

@@ -315,8 +315,9 @@ pub(super) fn refusal(feature: &str, scripting: &Scripting) -> anyhow::Error {
     anyhow::anyhow!(
         "this server {}, and redlock-run's {feature} needs Lua scripts (EVAL): nothing was \
          written; without scripts only a plain lock runs (one KEY, no --limit, no \
-         --queue-max, no --queue newest-wins: docs/compatibility.md; `redlock-run doctor` \
-         says which protocol the server gets), or {}",
+         --queue-max, no --queue newest-wins, no Redis Cluster endpoint: \
+         docs/compatibility.md; `redlock-run doctor` says which protocol the server gets), \
+         or {}",
         scripting.lack(),
         scripting.remedy()
     )
