@@ -126,7 +126,7 @@ class Stop(Exception):
 
 from benchlib import (  # noqa: E402
     Redis, SetupError, Servers, free_port, start_cluster, start_quorum, start_sentinel,
-    wait_for,
+    start_without_scripts, wait_for,
 )
 
 
@@ -524,6 +524,7 @@ def process_count(tools, rounds, count):
 
 TOPOLOGIES = [
     ("redlock 5 nodes", start_quorum),
+    ("no scripts", start_without_scripts),
     ("sentinel", start_sentinel),
     ("cluster", start_cluster),
 ]
@@ -555,7 +556,7 @@ def variants(tools, servers, section, rounds, workers, runs, topologies):
     setup_s = time.monotonic() - setup_start
     ok = [n for n, s in status.items() if s == "ok"]
     stats = summarize(time_runs(tools, ["true", "redlock-run"] + ok, rounds, key="variants"))
-    handover_rows = ["redlock-run"] + [n for n in ok if n in ("sentinel", "cluster")]
+    handover_rows = ["redlock-run"] + [n for n in ok if n in ("sentinel", "cluster", "no scripts")]
     handover = contended(tools, section, workers, runs, 10, handover_rows, tag="handover")
     rtt, fresh = ping_rtt(int(tools.url.rsplit(":", 1)[1]), 2000)
     return dict(status=status, stats=stats, handover=handover, rtt=rtt, fresh=fresh,

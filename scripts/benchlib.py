@@ -202,6 +202,14 @@ def start_sentinel(servers):
     return ["--redis", f"redis+sentinel://{hosts}/mymaster"]
 
 
+def start_without_scripts(servers):
+    """One server whose default user may not run scripts (`ACL SETUSER
+    default -@scripting`): a plain lock by transactions (issue 38)."""
+    s = servers.start("noscripts")
+    s.cmd("ACL", "SETUSER", "default", "-@scripting")
+    return ["--redis", f"redis://127.0.0.1:{s.port}"]
+
+
 def start_cluster(servers):
     """3 primaries, no replicas, all 16384 slots assigned."""
     args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",

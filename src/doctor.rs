@@ -416,8 +416,8 @@ impl Doctor {
                  the role by hand",
             ),
         }
-        self.scripting(&mut link, node);
-        self.rights(server, &mut link, node, needed);
+        let scripts = self.scripting(&mut link, node);
+        self.rights(server, &mut link, node, (needed, scripts));
         self.clock(server, &mut link, node);
     }
 
@@ -716,13 +716,13 @@ impl Doctor {
 
     /// Which protocol the server gets (`lock::protocol`), found without
     /// writing; where it is scripts, whether they may write (see
-    /// [`Doctor::writes`]). This build runs locks with scripts only, so
-    /// any other protocol FAILs, saying which one the server would get
-    /// and why.
-    fn scripting(&mut self, link: &mut Link, node: &str) {
+    /// [`Doctor::writes`]). Any other protocol WARNs: a plain lock runs
+    /// without scripts, the features that need them are refused. Whether
+    /// the server runs scripts.
+    fn scripting(&mut self, link: &mut Link, node: &str) -> bool {
         let found = protocol::detect(&mut |args: &[&str]| link.call(args));
         let chosen = found.protocol();
-        if chosen.built() {
+        if chosen == protocol::Protocol::Scripts {
             self.pass("protocol", node, format!("scripts: {}", found.reason()));
             match self.writes(link) {
                 Ok(()) => self.pass(
@@ -732,28 +732,36 @@ impl Doctor {
                 ),
                 Err((detail, fix)) => self.bad(Status::Fail, "writes", node, detail, fix),
             }
-            return;
+            return true;
         }
+        let runs = match self.topology {
+            Topology::Cluster => "no lock runs on a Redis Cluster endpoint without scripts \
+                                  (a redirect would split a transaction)"
+                .to_string(),
+            _ => format!("a plain lock runs without scripts ({})", chosen.steps()),
+        };
         let detail = format!(
-            "{}: {}; this build runs locks with Lua scripts only, so every run exits 77",
+            "{}: {}; {runs}; a semaphore (--limit), --queue newest-wins and --queue-max need \
+             them and are refused (exit 77)",
             chosen.name(),
-            found.reason()
+            found.reason(),
         );
         let fix = match found.scripting {
             Scripting::Denied => {
-                "give the user +eval (see REDIS PERMISSIONS in redlock-run(1)); the \
-                 script-free protocols are not built yet (docs/compatibility.md)"
+                "for those: give the user +eval (see REDIS PERMISSIONS in redlock-run(1); \
+                 docs/compatibility.md)"
             }
             Scripting::Unloaded => {
-                "load the Lua module (Valkey 9.1: loadmodule of its lua module, or do not \
-                 MODULE UNLOAD lua); the script-free protocols are not built yet"
+                "for those: load the Lua module (Valkey 9.1: loadmodule of its lua module, or \
+                 do not MODULE UNLOAD lua; docs/compatibility.md)"
             }
             _ => {
-                "enable Lua scripting (EVAL must not be renamed or disabled; on Valkey 9.1 \
-                 the Lua module must be loaded)"
+                "for those: enable Lua scripting (EVAL must not be renamed or disabled; on \
+                 Valkey 9.1 the Lua module must be loaded)"
             }
         };
-        self.bad(Status::Fail, "protocol", node, detail, fix);
+        self.bad(Status::Warn, "protocol", node, detail, fix);
+        false
     }
 
     /// A script's write, as every lock script makes: a DEL of a key of
@@ -821,11 +829,17 @@ impl Doctor {
     /// The commands redlock-run sends, and those its scripts call, for
     /// the connection's user: by `ACL DRYRUN` where the server has it and
     /// lets us, else by sending the harmless ones.
-    fn rights(&mut self, server: &Server, link: &mut Link, node: &str, needed: Option<u32>) {
+    fn rights(
+        &mut self,
+        server: &Server,
+        link: &mut Link,
+        node: &str,
+        (needed, scripts): (Option<u32>, bool),
+    ) {
         let k = self.keys.clone();
         let channel = k.wake_channel("doctor");
         let wait = needed != Some(0);
-        let commands = rights_commands(&k, &channel, wait, self.topology);
+        let commands = rights_commands(&k, &channel, (wait, scripts), self.topology);
         let user = link
             .call(&["ACL", "WHOAMI"])
             .ok()
@@ -853,7 +867,7 @@ impl Doctor {
             }
         }
         missing.dedup();
-        self.rights_verdict(node, &shown_user, &missing, dry, wait);
+        self.rights_verdict(node, &shown_user, &missing, dry, (wait, scripts));
     }
 
     /// The `rights` line: what the user may not run, by which test.
@@ -863,22 +877,31 @@ impl Doctor {
         shown_user: &str,
         missing: &[String],
         dry: bool,
-        wait: bool,
+        (wait, scripts): (bool, bool),
     ) {
         if missing.is_empty() {
             let also = match wait {
                 true => ", INFO and WAIT (for --replicas)",
                 false => "",
             };
+            let run = match scripts {
+                true => "EVAL, the scripts' commands",
+                false => "WATCH/MULTI/EXEC, the lock's commands",
+            };
             let detail = match dry {
                 true => format!(
-                    "user '{shown_user}' may run EVAL, the scripts' commands on the lock's \
-                     keys and PUBLISH/SUBSCRIBE on its channels{also} (by ACL DRYRUN)"
+                    "user '{shown_user}' may run {run} on the lock's keys and \
+                     PUBLISH/SUBSCRIBE on its channels{also} (by ACL DRYRUN)"
                 ),
                 false => format!(
-                    "user '{shown_user}' may run EVAL on the lock's keys and PUBLISH/SUBSCRIBE \
+                    "user '{shown_user}' may run {} on the lock's keys and PUBLISH/SUBSCRIBE \
                      on its channels{also} (by trying them: ACL DRYRUN is not available to this \
-                     user, so the scripts' own commands are checked only when they run)"
+                     user, so the {} are checked only when they run)",
+                    run.split(',').next().unwrap_or_default(),
+                    match scripts {
+                        true => "scripts' own commands",
+                        false => "transactions' reads and writes",
+                    }
                 ),
             };
             return self.pass("rights", node, detail);
@@ -908,9 +931,10 @@ impl Doctor {
     }
 
     /// Without `ACL DRYRUN`: send what changes nothing (EVAL of a script
-    /// that touches no key, PUBLISH to a channel nobody hears, SUBSCRIBE
-    /// on a connection of its own, INFO, WAIT 0 0). The scripts' inner
-    /// commands cannot be checked this way.
+    /// that touches no key, PUBLISH to a channel nobody hears, SUBSCRIBE,
+    /// WATCH and MULTI on a connection of their own, EXEC without MULTI,
+    /// UNWATCH, INFO, WAIT 0 0). The scripts' inner commands, and the
+    /// transactions' reads and writes, cannot be checked this way.
     fn tried(&self, server: &Server, link: &mut Link, commands: &[Vec<&str>]) -> Vec<String> {
         let mut missing = Vec::new();
         for command in commands {
@@ -919,13 +943,19 @@ impl Doctor {
                 "EVAL" | "PUBLISH" | "INFO" | "WAIT" | "TIME" | "ROLE" | "PING" | "CLUSTER" => {
                     link.call(command)
                 }
-                "SUBSCRIBE" => server
+                // Allowed: EXEC without MULTI, an error of its own, or no
+                // watch to drop.
+                "EXEC" | "UNWATCH" => link.call(command),
+                // A WATCH or a MULTI stays with its connection: on one of
+                // their own, dropped after.
+                "SUBSCRIBE" | "WATCH" | "MULTI" => server
                     .connect(self.timeout)
                     .and_then(|mut other| other.call(command)),
                 _ => continue,
             };
-            if let Err(Failed::Refused { code, .. }) = result {
-                if code == "NOPERM" {
+            // A denied EXEC is "EXECABORT ... NOPERM", with or without MULTI.
+            if let Err(Failed::Refused { code, message }) = result {
+                if code == "NOPERM" || (code == "EXECABORT" && message.contains("NOPERM")) {
                     missing.push(right(command));
                 }
             }
@@ -1202,7 +1232,7 @@ impl Doctor {
                 let user = seeds.first().and_then(Server::user);
                 let user = untrusted(&user.unwrap_or_else(|| "default".into()));
                 let missing = ["cluster|slots".to_string()];
-                return self.rights_verdict(node, &user, &missing, false, false);
+                return self.rights_verdict(node, &user, &missing, false, (false, true));
             }
             Err(e) => {
                 let detail = format!("no seed node answered CLUSTER SLOTS: {e}");
@@ -1330,14 +1360,24 @@ fn right(command: &[&str]) -> String {
     }
 }
 
+/// The commands a run sends: with `scripts`, EVAL and what the scripts
+/// run; without, the transactions' (see `lock::txn`).
 fn rights_commands<'a>(
     k: &'a LockKeys,
     channel: &'a str,
-    wait: bool,
+    (wait, scripts): (bool, bool),
     topology: Topology,
 ) -> Vec<Vec<&'a str>> {
-    let mut commands: Vec<Vec<&str>> = vec![
-        vec!["EVAL", "return 1", "2", &k.lock, &k.waiters],
+    let mut commands: Vec<Vec<&str>> = match scripts {
+        true => vec![vec!["EVAL", "return 1", "2", &k.lock, &k.waiters]],
+        false => vec![
+            vec!["WATCH", &k.lock],
+            vec!["UNWATCH"],
+            vec!["MULTI"],
+            vec!["EXEC"],
+        ],
+    };
+    commands.extend([
         vec!["GET", &k.lock],
         vec!["PTTL", &k.lock],
         vec!["SET", &k.lock, "x"],
@@ -1354,7 +1394,7 @@ fn rights_commands<'a>(
         vec!["TIME"],
         vec!["PUBLISH", channel, ""],
         vec!["SUBSCRIBE", channel],
-    ];
+    ]);
     if wait {
         commands.push(vec!["INFO", "replication"]);
         commands.push(vec!["WAIT", "0", "0"]);

@@ -125,6 +125,13 @@ fn tell_acquired(
     for note in quorum.take_notes() {
         log.emit(Ev::Warning, note, &[field("setting", "maxmemory-policy")]);
     }
+    for said in quorum.take_said() {
+        let fields = [
+            field("server", said.server),
+            field("protocol", said.protocol),
+        ];
+        log.emit(Ev::Protocol, said.message, &fields);
+    }
     let (how, mode) = match cfg.shared {
         true => (" shared", "shared"),
         false => ("", "exclusive"),

@@ -38,6 +38,10 @@
 //! - `replicas`: `--replicas`: WAIT, and what a short WAIT means.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 //! - `wakeups`: the one blocking wait on a lock's channels.
+//! - `scriptless`: where EVAL is denied or absent, each script's call
+//!   read back into its step, or refused (a pure decision).
+//! - `txn`: those steps made with WATCH/MULTI/EXEC and `SET ... IFEQ`,
+//!   answered as the scripts answer.
 //! - `probe`: raw commands to each server an endpoint names, for `doctor`.
 
 mod calls;
@@ -63,9 +67,11 @@ mod quorum;
 mod redlock;
 mod replicas;
 mod reply;
+mod scriptless;
 mod scripts;
 mod sentinel;
 pub mod timing;
+mod txn;
 mod wakeups;
 
 pub use channels::Wakeups;

@@ -13,6 +13,7 @@ use super::endpoint::{Endpoint, SentinelTarget, Target};
 use super::error::{classify, describe, Fault, NodeError, NodeResult};
 use super::info::{cannot_read_info, eviction, run_id_of};
 use super::keys::LockKeys;
+use super::protocol::Scripting;
 use super::reply::{Acquire, Screened};
 use crate::secrets::scrub;
 
@@ -36,6 +37,23 @@ pub struct Node {
     /// What the run should warn about (an eviction risk accepted, a check
     /// that could not be made), taken by [`Node::take_notes`].
     notes: Vec<String>,
+    /// The protocol the current connection gets (`None`: not known yet,
+    /// see `scriptless`), why scripts do not run there, and what `-v`
+    /// says of it, taken by [`Node::take_said`].
+    protocol: Option<(super::protocol::Protocol, Option<Scripting>)>,
+    said: Vec<Said>,
+}
+
+/// Which protocol a node's connection got, as `-v` says it (see
+/// `scriptless`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    /// The node's URL, password redacted.
+    pub server: String,
+    /// The protocol's name (`Protocol::name`).
+    pub protocol: &'static str,
+    /// The whole sentence.
+    pub message: String,
 }
 
 /// Where the eviction check of a node stands.
@@ -84,6 +102,8 @@ impl Node {
             ever_answered: false,
             memory: Memory::Unchecked,
             notes: Vec::new(),
+            protocol: None,
+            said: Vec::new(),
         }
     }
 
@@ -130,6 +150,7 @@ impl Node {
                     (self.master, self.named_at) = (Some(master), Some(Instant::now()));
                     // The master answered ROLE.
                     (self.ever_answered, self.answered) = (true, true);
+                    self.protocol = None;
                     self.conn = Some(Link::Plain(conn));
                     return self.conn.as_mut().ok_or_else(not_connected);
                 }
@@ -140,6 +161,7 @@ impl Node {
                 }
             };
             self.answered = false;
+            self.protocol = None;
             self.conn = Some(link);
         }
         self.conn.as_mut().ok_or_else(not_connected)
@@ -327,16 +349,19 @@ impl Node {
             rediscovered = true;
         }
         if let Err(Failed::Redis(e)) = &result {
-            // A script this server will not run: say which feature and why.
+            // A script this server will not run: the step without scripts.
             let code = e.code().unwrap_or_default();
-            if let Some(why) = super::protocol::refusal(cmd, code, &e.to_string()) {
+            if let Some(why) = super::protocol::refused_eval(cmd, code, &e.to_string()) {
                 (self.answered, self.ever_answered) = (true, true);
-                let error = why.context(scrub(self.shown()));
-                return Err(NodeError {
-                    fault: Fault::Refused,
-                    error,
-                });
+                let value = self.without_scripts(why, cmd, slot)?;
+                return T::from_redis_value(value)
+                    .map_err(|e| NodeError::unexpected(self.shown(), "a script", e.into()));
             }
+        }
+        if result.is_ok() && self.protocol.is_none() && is_eval(cmd) {
+            let scripts = super::protocol::Protocol::Scripts;
+            let note = super::scriptless::said(self.shown(), &scripts, "EVAL runs Lua scripts");
+            self.set_protocol(scripts, None, note);
         }
         match result {
             Ok(value) => {
@@ -422,6 +447,9 @@ impl Node {
     pub(super) fn start(&mut self, cmd: redis::Cmd, slot: Option<u16>) -> Sent {
         // Its master rechecked behind sentinels: by the round, for every
         // node at once (see `fanout::masters`).
+        if self.scriptless_here(&cmd) {
+            return Sent::Done(self.scriptless(&cmd, slot));
+        }
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.
@@ -478,7 +506,95 @@ impl Node {
     /// Run one script's EVAL (see `calls.rs`, which builds it).
     pub(super) fn eval(&mut self, cmd: &redis::Cmd) -> NodeResult<Value> {
         self.recheck_master()?;
-        self.query(cmd)
+        match self.scriptless_here(cmd) {
+            true => self.scriptless(cmd, None),
+            false => self.query(cmd),
+        }
+    }
+
+    /// Whether `cmd` is an EVAL to make without scripts: this connection
+    /// refused one before (see `scriptless`).
+    fn scriptless_here(&self, cmd: &redis::Cmd) -> bool {
+        let scripts = Some(super::protocol::Protocol::Scripts);
+        let known = self.protocol.as_ref().map(|p| p.0);
+        self.conn.is_some() && known.is_some() && known != scripts && is_eval(cmd)
+    }
+
+    /// The protocol of the current connection (`None`: not known yet).
+    pub(super) fn protocol(&self) -> Option<super::protocol::Protocol> {
+        self.protocol.as_ref().map(|p| p.0)
+    }
+
+    /// Why scripts do not run on the current connection.
+    pub(super) fn scripting(&self) -> Option<Scripting> {
+        self.protocol.as_ref().and_then(|p| p.1.clone())
+    }
+
+    /// Record the current connection's protocol, and what `-v` says.
+    pub(super) fn set_protocol(
+        &mut self,
+        protocol: super::protocol::Protocol,
+        scripting: Option<Scripting>,
+        message: String,
+    ) {
+        self.protocol = Some((protocol, scripting));
+        let said = Said {
+            server: scrub(self.shown()),
+            protocol: protocol.name(),
+            message,
+        };
+        if !self.said.contains(&said) {
+            self.said.push(said);
+        }
+    }
+
+    /// What `-v` says of the protocols this node's connections got.
+    pub(super) fn take_said(&mut self) -> Vec<Said> {
+        std::mem::take(&mut self.said)
+    }
+
+    /// `cmds` in one round trip (a pipeline; on a Cluster one after
+    /// another to the primary of `slot`, on one connection): the replies.
+    /// An error reply fails it all, and drops the connection (any WATCH
+    /// or MULTI with it).
+    pub(super) fn pipeline(
+        &mut self,
+        cmds: &[redis::Cmd],
+        slot: Option<u16>,
+    ) -> NodeResult<Vec<Value>> {
+        let timeout = self.timeout;
+        let replies = match self.connect() {
+            Ok(Link::Plain(conn)) => {
+                let mut pipe = redis::pipe();
+                for cmd in cmds {
+                    pipe.add_command(cmd.clone());
+                }
+                super::deadline::within(timeout, || pipe.query::<Vec<Value>>(conn))
+                    .map_err(Failed::Redis)
+            }
+            Ok(Link::Cluster(_)) => {
+                let mut replies = Vec::with_capacity(cmds.len());
+                let mut failed = None;
+                for cmd in cmds {
+                    match self.send::<Value>(cmd, slot) {
+                        Ok(reply) => replies.push(reply),
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+                failed.map_or(Ok(replies), Err)
+            }
+            Err(failed) => Err(failed),
+        };
+        match replies {
+            Ok(replies) => {
+                (self.answered, self.ever_answered) = (true, true);
+                Ok(replies)
+            }
+            Err(failed) => Err(self.failure(failed, false)),
+        }
     }
 
     /// Behind sentinels, what to ask them whether they still name the
@@ -635,6 +751,11 @@ fn is_moving(e: &RedisError) -> bool {
 
 fn not_connected() -> Failed {
     Failed::Redis(RedisError::from(std::io::Error::other("not connected")))
+}
+
+/// Whether `cmd` is an EVAL.
+fn is_eval(cmd: &redis::Cmd) -> bool {
+    matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(b)) if b.eq_ignore_ascii_case(b"EVAL"))
 }
 
 /// A write refused by a replica, also from inside a script.

@@ -49,7 +49,7 @@ impl Reply {
     }
 }
 
-fn reply(value: Value) -> Reply {
+pub(super) fn reply(value: Value) -> Reply {
     match value {
         Value::Nil => Reply::Nil,
         Value::Int(n) => Reply::Int(n),

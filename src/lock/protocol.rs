@@ -6,10 +6,13 @@
 //! anything: `EVAL "return 1" 0` (touches no key), `COMMAND INFO` and
 //! `COMMAND DOCS SET`.
 //!
-//! This build runs the lock with scripts only: on a server that denies
-//! them, [`refusal`] words the exit 77 (naming the feature and what the
-//! server lacks) before anything is written, and `doctor` says which
-//! protocol the server would get ([`Found::protocol`]).
+//! A run tries its script first: the first EVAL a connection refuses
+//! (NOPERM, Lua unloaded, no such command) writes nothing, and the
+//! connection then runs the plain lock without scripts (`scriptless`,
+//! `txn`). A feature that needs scripts is refused ([`refusal`]: exit 77,
+//! naming the feature and what the server lacks) before anything is
+//! written; `doctor` says which protocol the server gets
+//! ([`Found::protocol`]).
 
 use super::probe::{Failed, Reply};
 
@@ -195,9 +198,20 @@ impl Protocol {
         }
     }
 
-    /// Whether this build runs the lock with it.
-    pub fn built(&self) -> bool {
-        matches!(self, Protocol::Scripts)
+    /// How each step of a plain lock is made with it, for `-v` and
+    /// `doctor`.
+    pub fn steps(&self) -> String {
+        match self {
+            Protocol::Scripts => "every step one EVAL".into(),
+            Protocol::Native(n) if n.ifeq => {
+                "refresh by SET IFEQ (one round trip); acquire, release, force-release by \
+                 WATCH/MULTI/EXEC (two)"
+                    .into()
+            }
+            _ => "acquire, refresh, release, force-release by WATCH/MULTI/EXEC (two round \
+                  trips each)"
+                .into(),
+        }
     }
 }
 
@@ -228,6 +242,17 @@ pub fn docs_list_ifeq(reply: &Reply) -> bool {
 /// command (see `probe::Conn::call`).
 pub fn detect(ask: &mut dyn FnMut(&[&str]) -> Result<Reply, Failed>) -> Found {
     let scripting = Scripting::of(&ask(&["EVAL", "return 1", "0"]));
+    let (native, commands_unknown) = native(ask);
+    Found {
+        scripting,
+        native,
+        commands_unknown,
+    }
+}
+
+/// The compare-and-set commands a connection offers, and why none is
+/// known when `COMMAND` failed.
+pub fn native(ask: &mut dyn FnMut(&[&str]) -> Result<Reply, Failed>) -> (Native, Option<String>) {
     let mut commands_unknown = None;
     let mut has = |name: &str| match ask(&["COMMAND", "INFO", name]) {
         Ok(reply) => command_present(&reply),
@@ -238,16 +263,13 @@ pub fn detect(ask: &mut dyn FnMut(&[&str]) -> Result<Reply, Failed>) -> Found {
     };
     let (delifeq, delex, msetex) = (has("DELIFEQ"), has("DELEX"), has("MSETEX"));
     let ifeq = matches!(ask(&["COMMAND", "DOCS", "SET"]), Ok(reply) if docs_list_ifeq(&reply));
-    Found {
-        scripting,
-        native: Native {
-            ifeq,
-            delifeq,
-            delex,
-            msetex,
-        },
-        commands_unknown,
-    }
+    let native = Native {
+        ifeq,
+        delifeq,
+        delex,
+        msetex,
+    };
+    (native, commands_unknown)
 }
 
 /// The feature a script of this build is for, from its text.
@@ -272,27 +294,33 @@ pub(super) fn feature_of(lua: &[u8]) -> &'static str {
         .map_or("lock", |(_, feature)| feature)
 }
 
-/// The refusal of a script a server will not run (see
-/// [`Scripting::of_error`]): which feature needs it, what the server
-/// lacks, and that nothing was written. `None` for any other error.
-pub(super) fn refusal(cmd: &redis::Cmd, code: &str, message: &str) -> Option<anyhow::Error> {
-    let mut args = cmd.args_iter().filter_map(|a| match a {
+/// What an error to `cmd` says about scripts, when `cmd` is an EVAL and
+/// the error says the server will not run it (see
+/// [`Scripting::of_error`]); `None` for any other command or error.
+pub(super) fn refused_eval(cmd: &redis::Cmd, code: &str, message: &str) -> Option<Scripting> {
+    let name = cmd.args_iter().next().and_then(|a| match a {
         redis::Arg::Simple(bytes) => Some(bytes),
         _ => None,
-    });
-    let name = args.next()?;
+    })?;
     if !name.eq_ignore_ascii_case(b"EVAL") {
         return None;
     }
-    let scripting = Scripting::of_error(code, message)?;
-    let feature = args.next().map_or("lock", feature_of);
-    Some(anyhow::anyhow!(
-        "this server {}, and redlock-run's {feature} needs Lua scripts (EVAL) in this \
-         build: nothing was written; `redlock-run doctor` says which script-free protocol \
-         the server could get (docs/compatibility.md), or {}",
+    Scripting::of_error(code, message)
+}
+
+/// The refusal of a feature that needs scripts on a server that will not
+/// run them: which feature, what the server lacks, that nothing was
+/// written, and what runs without scripts.
+pub(super) fn refusal(feature: &str, scripting: &Scripting) -> anyhow::Error {
+    anyhow::anyhow!(
+        "this server {}, and redlock-run's {feature} needs Lua scripts (EVAL): nothing was \
+         written; without scripts only a plain lock runs (one KEY, no --limit, no \
+         --queue-max, no --queue newest-wins, no Redis Cluster endpoint: \
+         docs/compatibility.md; `redlock-run doctor` says which protocol the server gets), \
+         or {}",
         scripting.lack(),
         scripting.remedy()
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -485,7 +513,8 @@ mod tests {
         );
         assert_eq!(valkey81.names(), "SET IFEQ");
         assert_eq!(none.names(), "none");
-        assert!(Protocol::Scripts.built() && !Protocol::Transactions.built());
+        assert!(Protocol::Native(valkey81).steps().contains("SET IFEQ"));
+        assert!(!Protocol::Native(none).steps().contains("SET IFEQ"));
     }
 
     #[test]
@@ -515,12 +544,17 @@ mod tests {
     fn a_refused_eval_names_the_feature_and_what_the_server_lacks() {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(super::super::scripts::SLOT_ACQUIRE).arg(0);
-        let e = refusal(
+        let why = refused_eval(
             &cmd,
             "NOPERM",
             "this user has no permissions to run the 'eval' command",
         );
-        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(why, Some(Scripting::Denied));
+        let e = refusal(
+            feature_of(super::super::scripts::SLOT_ACQUIRE.as_bytes()),
+            &Scripting::Denied,
+        );
+        let e = e.to_string();
         assert!(
             e.contains("denies EVAL") && e.contains("semaphore (--limit)"),
             "{e}"
@@ -528,7 +562,7 @@ mod tests {
         assert!(e.contains("nothing was written"), "{e}");
         let mut get = redis::cmd("GET");
         get.arg("k");
-        assert!(refusal(&get, "NOPERM", "no permissions to run the 'eval' command").is_none());
-        assert!(refusal(&cmd, "OOM", "command not allowed").is_none());
+        assert!(refused_eval(&get, "NOPERM", "no permissions to run the 'eval' command").is_none());
+        assert!(refused_eval(&cmd, "OOM", "command not allowed").is_none());
     }
 }

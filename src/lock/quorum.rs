@@ -108,6 +108,12 @@ impl Quorum {
         self.nodes.iter_mut().flat_map(Node::take_notes).collect()
     }
 
+    /// Which protocol each node's connections got, for `-v` (see
+    /// `scriptless`), each said once.
+    pub fn take_said(&mut self) -> Vec<super::node::Said> {
+        self.nodes.iter_mut().flat_map(Node::take_said).collect()
+    }
+
     /// Whether any node has ever answered anything in this run.
     pub fn ever_answered(&self) -> bool {
         self.nodes.iter().any(Node::ever_answered)

@@ -14,6 +14,7 @@ pub enum Ev {
     Acquired,
     Contained,
     FenceReset,
+    Protocol,
     Nested,
     Busy,
     Skipped,
@@ -40,7 +41,7 @@ pub enum Ev {
 
 impl Ev {
     /// Every event, in the order of a run's life.
-    pub const ALL: [Ev; 29] = [
+    pub const ALL: [Ev; 30] = [
         Ev::RandomDelay,
         Ev::Waiting,
         Ev::StillWaiting,
@@ -48,6 +49,7 @@ impl Ev {
         Ev::Acquired,
         Ev::Contained,
         Ev::FenceReset,
+        Ev::Protocol,
         Ev::Nested,
         Ev::Busy,
         Ev::Skipped,
@@ -111,6 +113,13 @@ impl Ev {
                 Info,
                 "contain",
                 "how COMMAND's whole tree is held: a cgroup of its own, or the keeper process alone",
+            ),
+            Ev::Protocol => (
+                "protocol",
+                Info,
+                "server, protocol",
+                "which protocol a server's connection got (scripts, native compare-and-set, \
+                 transactions) and why",
             ),
             Ev::FenceReset => (
                 "fence_reset",

@@ -85,6 +85,7 @@ fn a_clean_run_is_a_stream_of_typed_events() {
         names(&evs),
         [
             "fence_reset",
+            "protocol",
             "acquired",
             "contained",
             "command_exited",
@@ -99,6 +100,10 @@ fn a_clean_run_is_a_stream_of_typed_events() {
     assert!(acquired["wait_ms"].is_u64(), "{acquired}");
     assert_eq!(acquired["ttl_ms"], 30_000);
     assert_eq!(event(&evs, "command_exited")["exit"], 0);
+    // Which protocol the server gets (-v): scripts, where EVAL runs.
+    let protocol = event(&evs, "protocol");
+    assert!(protocol["server"].is_string(), "{protocol}");
+    assert!(protocol["protocol"].is_string(), "{protocol}");
     assert_documented(&evs);
 }
 

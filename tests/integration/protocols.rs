@@ -1,11 +1,16 @@
-//! Issue 38, servers without scripts: EVAL denied by ACL (any build) or
-//! absent (Valkey 9.1 with its Lua module unloaded). What a user sees:
-//! exit 77 before anything is written, naming the feature and what the
-//! server lacks; `doctor`'s `protocol` line saying which protocol the
-//! server would get and why; and docs/security.md's script-free ACL line
-//! applied as written.
+//! Issue 38, servers without scripts: EVAL denied by ACL (any build: the
+//! transaction protocol on Redis 6.2/7.0) or absent (Valkey 9.1 with its
+//! Lua module unloaded: native compare-and-set). What a user sees: the
+//! plain lock end to end (COMMAND gets its fence, a second run is busy,
+//! status, a lost lock stops the job with 70, force-release, nothing left
+//! behind), `-v` naming the protocol; a feature that needs scripts exits
+//! 77 before anything is written, naming it and what the server lacks;
+//! `doctor`'s `protocol` line saying which protocol the server gets and
+//! why; and docs/security.md's script-free ACL line applied as written.
 
 use std::time::Duration;
+
+use redis::Commands;
 
 use crate::common::*;
 
@@ -84,6 +89,7 @@ fn assert_refused(server: &RedisServer, url: &str, args: &[&str], feature: &str,
         lack,
         &format!("redlock-run's {feature} needs Lua scripts"),
         "nothing was written",
+        "without scripts only a plain lock runs",
         "redlock-run doctor",
     ] {
         assert!(last.contains(words), "{words:?} not in: {out:?}");
@@ -93,8 +99,102 @@ fn assert_refused(server: &RedisServer, url: &str, args: &[&str], feature: &str,
     assert_eq!(keys(server), before, "something was written: {out:?}");
 }
 
+/// Every refusal a server without scripts gives, each before anything
+/// is written.
+fn assert_refusals(server: &RedisServer, url: &str, lack: &str) {
+    assert_refused(server, url, &["--limit", "2"], "semaphore (--limit)", lack);
+    assert_refused(
+        server,
+        url,
+        &["--queue-max", "1"],
+        "--queue-max (a bounded line of waiters)",
+        lack,
+    );
+    assert_refused(
+        server,
+        url,
+        &["--queue", "newest-wins"],
+        "--queue newest-wins (it replaces waiters in a line)",
+        lack,
+    );
+}
+
+/// A run of KEY whose COMMAND writes its fence to `NAME.fence`, then
+/// holds until the test says go (see `Hold`).
+fn holder(url: &str, dir: &TestDir, key: &str, name: &str, extra: &[&str]) -> (Hold, RunningChild) {
+    let hold = Hold::named(dir, name);
+    let fence = dir.file(&format!("{name}.fence"));
+    let script = hold.script("");
+    let script = format!("echo \"$REDLOCK_FENCE\" > '{}'; {script}", fence.display());
+    let mut cmd = redlock(url);
+    cmd.args(["-v", "-k", key])
+        .args(extra)
+        .args(["--", "sh", "-c", &script]);
+    let child = hold.spawn(&mut cmd, T);
+    (hold, child)
+}
+
+/// The plain lock without scripts, end to end, as a user sees it; `-v`
+/// names `protocol` for the server.
+fn assert_mutex_works(server: &RedisServer, url: &str, protocol: &str) {
+    let dir = TestDir::new();
+    let (hold, mut first) = holder(url, &dir, "job", "first", &[]);
+    let busy = run_with_timeout(redlock(url).args(["-n", "-k", "job", "--", "true"]), T);
+    assert_eq!(busy.code, Some(75), "a second run was not busy: {busy:?}");
+    let status = run_with_timeout(redlock(url).args(["status", "job"]), T);
+    assert_eq!(status.code, Some(0), "{status:?}");
+    assert!(status.stdout.contains("job  held by"), "{status:?}");
+    hold.go();
+    let out = first.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("protocol {protocol} (")),
+        "-v does not name the protocol {protocol}: {out:?}"
+    );
+    let fence: i64 = dir
+        .read("first.fence")
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let counter: String = server.conn().get("redlock:{job}:fence").expect("GET fence");
+    assert!(
+        fence > 0 && counter == fence.to_string(),
+        "fence {fence}, counter {counter}"
+    );
+    assert_eq!(
+        keys(server),
+        ["redlock:{job}:fence"],
+        "the release left something"
+    );
+    // Taken over under a running job: lost, COMMAND stopped, exit 70.
+    let (_, mut lost) = holder(url, &dir, "lost", "lost", &["--ttl", "2s"]);
+    let _: () = server.conn().set("redlock:{lost}", "another").expect("SET");
+    let out = lost.wait_timeout(T);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    // force-release: the holder is told and stops (70); the next fence
+    // of KEY is higher; nothing is left but the fences.
+    let (_, mut forced) = holder(url, &dir, "job", "forced", &[]);
+    let out = run_with_timeout(redlock(url).args(["force-release", "job"]), T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let stopped = forced.wait_timeout(T);
+    assert_eq!(stopped.code, Some(70), "{stopped:?}");
+    let left: Vec<String> = keys(server)
+        .into_iter()
+        .filter(|k| !k.contains("{lost}"))
+        .collect();
+    assert_eq!(left, ["redlock:{job}:fence"], "{stopped:?}");
+    let second: i64 = dir
+        .read("forced.fence")
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(second > fence, "fences do not grow: {fence} then {second}");
+}
+
 #[test]
-fn eval_denied_by_acl_is_refused_before_writing_and_doctor_names_the_protocol() {
+fn where_eval_is_denied_by_acl_a_plain_lock_runs_and_the_rest_is_refused_before_writing() {
     let server = RedisServer::builder()
         .arg("--appendonly")
         .arg("yes")
@@ -108,25 +208,19 @@ fn eval_denied_by_acl_is_refused_before_writing_and_doctor_names_the_protocol() 
         .expect("ACL SETUSER default -@scripting");
     let url = server.url();
     let lack = "this server denies EVAL to this user (ACL: NOPERM)";
-    assert_refused(&server, &url, &[], "plain lock (taking it)", lack);
-    assert_refused(
-        &server,
-        &url,
-        &["--limit", "2"],
-        "semaphore (--limit)",
-        lack,
-    );
+    assert_refusals(&server, &url, lack);
+    assert_mutex_works(&server, &url, protocol);
     let (code, line) = doctor_line(&url, "protocol");
-    assert_eq!(code, Some(78), "{line}");
+    assert_eq!(code, Some(0), "{line}");
     assert!(
-        line.starts_with(&format!("FAIL protocol {protocol}: ")),
+        line.starts_with(&format!("WARN protocol {protocol}: ")),
         "{line}"
     );
     for words in [
         "denies EVAL",
         has,
-        "Lua scripts only",
-        "fix: give the user +eval",
+        "a plain lock runs without scripts",
+        "fix: for those: give the user +eval",
     ] {
         assert!(line.contains(words), "{words:?} not in: {line}");
     }
@@ -160,11 +254,11 @@ fn script_free_rules() -> Vec<String> {
 }
 
 /// docs/security.md's ACL line without scripts, as written: the server
-/// takes it, a run is refused as above (this build runs locks with
-/// scripts only) and doctor, under that user, still finds the native
-/// commands it would use (COMMAND is granted).
+/// takes it, a plain lock runs under it, what needs scripts is refused,
+/// and doctor, under that user, finds the native commands the server has
+/// (COMMAND is granted).
 #[test]
-fn the_documented_script_free_acl_line_is_taken_and_refused_clearly() {
+fn the_documented_script_free_acl_line_is_taken_and_runs_a_plain_lock() {
     let rules = script_free_rules();
     assert!(
         !rules.iter().any(|r| r == "+eval" || r == "+@scripting"),
@@ -178,11 +272,18 @@ fn the_documented_script_free_acl_line_is_taken_and_refused_clearly() {
     let (protocol, has) = expected_without_scripts(&server);
     let url = server.url_with(Some("redlock-noscripts"), PASS);
     let lack = "this server denies EVAL to this user (ACL: NOPERM)";
-    assert_refused(&server, &url, &[], "plain lock (taking it)", lack);
+    assert_refused(
+        &server,
+        &url,
+        &["--limit", "2"],
+        "semaphore (--limit)",
+        lack,
+    );
+    assert_mutex_works(&server, &url, protocol);
     let (code, line) = doctor_line(&url, "protocol");
-    assert_eq!(code, Some(78), "{line}");
+    assert_eq!(code, Some(0), "{line}");
     assert!(
-        line.starts_with(&format!("FAIL protocol {protocol}: ")),
+        line.starts_with(&format!("WARN protocol {protocol}: ")),
         "{line}"
     );
     assert!(
@@ -213,7 +314,7 @@ fn valkey_with_lua_module() -> Option<String> {
 }
 
 #[test]
-fn without_the_lua_module_a_run_is_refused_and_doctor_names_the_native_protocol() {
+fn without_the_lua_module_a_plain_lock_runs_on_native_compare_and_set() {
     let Some(valkey) = valkey_with_lua_module() else {
         return;
     };
@@ -231,25 +332,83 @@ fn without_the_lua_module_a_run_is_refused_and_doctor_names_the_native_protocol(
         .expect("MODULE UNLOAD lua");
     let url = server.url();
     let lack = "this server runs no Lua (its Lua module is unloaded";
-    assert_refused(&server, &url, &[], "plain lock (taking it)", lack);
-    assert_refused(
-        &server,
-        &url,
-        &["--limit", "3"],
-        "semaphore (--limit)",
-        lack,
-    );
+    assert_refusals(&server, &url, lack);
+    assert_mutex_works(&server, &url, "native compare-and-set");
     let (code, line) = doctor_line(&url, "protocol");
-    assert_eq!(code, Some(78), "{line}");
+    assert_eq!(code, Some(0), "{line}");
     assert!(
-        line.starts_with("FAIL protocol native compare-and-set: "),
+        line.starts_with("WARN protocol native compare-and-set: "),
         "{line}"
     );
     for words in [
         "Lua module is unloaded",
         "has SET IFEQ, DELIFEQ, MSETEX",
-        "fix: load the Lua module",
+        "refresh by SET IFEQ",
+        "fix: for those: load the Lua module",
     ] {
         assert!(line.contains(words), "{words:?} not in: {line}");
+    }
+}
+
+/// The default user of the server behind `conn` denied `@scripting`.
+fn deny_scripts(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-@scripting")
+        .query(conn)
+        .expect("ACL SETUSER default -@scripting");
+}
+
+/// Behind sentinels the plain lock runs without scripts on the master
+/// they name (and replicas confirm it, `--replicas auto`).
+#[test]
+fn behind_sentinels_without_scripts_a_plain_lock_runs() {
+    let set = SentinelSet::start();
+    for port in set.data_ports() {
+        deny_scripts(&mut set.data_conn(port));
+    }
+    let out = run_with_timeout(
+        redlock(&set.url()).args(["-v", "-k", "job", "--", "true"]),
+        T,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("denies EVAL"), "{out:?}");
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut set.primary_conn())
+        .expect("KEYS");
+    assert_eq!(left, ["redlock:{job}:fence"], "{out:?}");
+}
+
+/// On a Cluster endpoint redis-rs follows a redirect by sending that
+/// command alone to another node, out of its transaction: refused
+/// before anything is written.
+#[test]
+fn a_cluster_without_scripts_is_refused_before_writing() {
+    let mut cluster = Cluster::start();
+    for port in cluster.ports() {
+        deny_scripts(&mut cluster.node(port).conn());
+    }
+    let dir = TestDir::new();
+    let ran = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(&cluster.url())
+            .args(["-k", "job", "--", "touch"])
+            .arg(&ran),
+        T,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(
+        out.stderr.contains("lock on a Redis Cluster endpoint"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "COMMAND ran: {out:?}");
+    for port in cluster.ports() {
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut cluster.node(port).conn())
+            .expect("KEYS");
+        assert!(left.is_empty(), "written on {port}: {left:?}");
     }
 }

@@ -37,7 +37,7 @@ fn assert_refused(url: &str, shown: &str, what: &str) {
 #[test]
 fn refusals_exit_77_with_their_own_message_and_never_run_command() {
     let server = RedisServer::builder()
-        .acl_user("noeval", "pw-noeval", "~* &* +@all -eval -evalsha")
+        .acl_user("nowatch", "pw-nowatch", "~* &* +@all -eval -evalsha -watch")
         .acl_user("alice", "pw-alice", "~* &* +@all")
         .start();
     let port = server.port();
@@ -47,20 +47,39 @@ fn refusals_exit_77_with_their_own_message_and_never_run_command() {
         &format!("redis://alice:***@127.0.0.1:{port}"),
         "authentication failed",
     );
-    let noeval = server.url_with(Some("noeval"), "pw-noeval");
-    assert_refused(&noeval, "noeval:***@", "permission");
+    // Without scripts a plain lock needs WATCH.
+    let nowatch = server.url_with(Some("nowatch"), "pw-nowatch");
+    assert_refused(&nowatch, "nowatch:***@", "permission");
     let db = format!("redis://127.0.0.1:{port}/99");
     assert_refused(&db, &db, "database");
 }
 
+/// EVAL renamed away: a plain lock runs without scripts; a semaphore
+/// needs them and is refused.
 #[test]
-fn a_server_without_eval_is_refused_with_77() {
+fn a_server_without_eval_runs_a_plain_lock_and_refuses_a_semaphore_with_77() {
     let server = RedisServer::builder()
         .arg("--rename-command")
         .arg("EVAL")
         .arg("")
         .start();
-    assert_refused(&server.url(), &server.url(), "eval");
+    let out = run_with_timeout(
+        redlock(&server.url()).args(["-k", "job", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let url = server.url();
+    let dir = TestDir::new();
+    let marker = dir.file("ran");
+    let out = run_with_timeout(
+        redlock(&url)
+            .args(["-k", "pool", "--limit", "2", "--", "touch"])
+            .arg(&marker),
+        LONG,
+    );
+    assert_eq!(out.code, Some(77), "{out:?}");
+    assert!(!marker.exists(), "COMMAND ran: {out:?}");
+    assert!(out.stderr.contains("has no EVAL command"), "{out:?}");
 }
 
 /// How long `cmd` took, and its output.

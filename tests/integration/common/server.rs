@@ -108,6 +108,29 @@ pub fn free_cluster_port() -> u16 {
     }
 }
 
+/// How `REDLOCK_TEST_WITHOUT_SCRIPTS` takes scripts away from every test
+/// server (CI's script-free legs run a subset of the suite so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithoutScripts {
+    /// `acl`: `ACL SETUSER default -@scripting` (the transaction protocol).
+    Acl,
+    /// `lua-unloaded`: Valkey 9.1's `MODULE UNLOAD lua`.
+    LuaUnloaded,
+}
+
+pub fn without_scripts() -> Option<WithoutScripts> {
+    match std::env::var("REDLOCK_TEST_WITHOUT_SCRIPTS").as_deref() {
+        Ok("acl") => Some(WithoutScripts::Acl),
+        Ok("lua-unloaded") => Some(WithoutScripts::LuaUnloaded),
+        Ok("") | Err(_) => None,
+        Ok(other) => panic!("REDLOCK_TEST_WITHOUT_SCRIPTS={other}: acl or lua-unloaded"),
+    }
+}
+
+fn is_sentinel(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--sentinel")
+}
+
 #[derive(Default)]
 pub struct RedisServerBuilder {
     requirepass: Option<String>,
@@ -191,6 +214,9 @@ impl RedisServerBuilder {
             args.extend(rules.split_whitespace().map(String::from));
         }
         args.extend(self.extra);
+        if without_scripts() == Some(WithoutScripts::LuaUnloaded) && !is_sentinel(&args) {
+            args.extend(["--enable-module-command".into(), "yes".into()]);
+        }
         let mut server = RedisServer {
             child: None,
             port: 0,
@@ -291,6 +317,7 @@ impl RedisServer {
                 && raw_ping(self.port)
                     .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
             {
+                self.deny_scripts();
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -334,6 +361,25 @@ impl RedisServer {
     }
 
     /// A connection with 5 s timeouts, authenticated as default user if requirepass is set.
+    /// Under `REDLOCK_TEST_WITHOUT_SCRIPTS` (see [`without_scripts`]),
+    /// take scripts away from this server as it starts (again after a
+    /// restart): the default user denied `@scripting`, or the Lua module
+    /// unloaded. Tests that read Redis with plain commands are unchanged.
+    fn deny_scripts(&self) {
+        if is_sentinel(&self.args) {
+            return;
+        }
+        let words: &[&str] = match without_scripts() {
+            None => return,
+            Some(WithoutScripts::Acl) => &["ACL", "SETUSER", "default", "-@scripting"],
+            Some(WithoutScripts::LuaUnloaded) => &["MODULE", "UNLOAD", "lua"],
+        };
+        let mut cmd = redis::cmd(words[0]);
+        cmd.arg(&words[1..]);
+        let done: redis::RedisResult<()> = cmd.query(&mut self.conn());
+        done.unwrap_or_else(|e| panic!("{words:?} on port {}: {e}", self.port));
+    }
+
     pub fn conn(&self) -> redis::Connection {
         let url = match &self.password {
             Some(p) => self.url_with(None, p),
