@@ -31,6 +31,7 @@ mod metrics_file;
 mod monitoring;
 mod nested;
 mod observe;
+mod prefork;
 mod protocols;
 mod queue;
 mod readme;
