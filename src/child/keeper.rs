@@ -415,8 +415,7 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     action.sa_sigaction = on_sigchld as extern "C" fn(c_int) as usize;
     libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
     (*start.parent).store(libc::getpid(), Ordering::Relaxed);
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    let leader = clone_child(start);
     if leader < 0 {
         report(st_w, START_FAILED, errno(), 0);
         libc::_exit(0);
@@ -440,6 +439,35 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         false => i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()),
     };
     keep(&tree, ctl_r, st_w, lease_end)
+}
+
+/// Clone COMMAND's child onto its prepared stack, sharing our memory, and
+/// return once it has exec'd or ended (or -1: no child).
+///
+/// A parked child (see park.rs) may wait long for its "go": it is not
+/// cloned with `CLONE_VFORK`, whose wait would show us in the `D` state,
+/// counted in the host's load average, all that while. We sleep on a
+/// pipe instead, whose writing end only the child holds, closed by its
+/// exec (close-on-exec) or its end. Until then we touch nothing it reads,
+/// and no call of ours can fail (the child shares our `errno`): every
+/// signal is blocked.
+///
+/// # Safety
+/// As [`run`]: in the keeper only, before anything else runs below it.
+unsafe fn clone_child(start: &Start) -> c_int {
+    let mut flags = libc::CLONE_VM | libc::SIGCHLD;
+    let mut exec = [-1; 2];
+    if start.go.is_null() || libc::pipe2(exec.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+        flags |= libc::CLONE_VFORK;
+    }
+    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    if exec[1] >= 0 {
+        libc::close(exec[1]);
+        let mut byte = 0u8;
+        while leader > 0 && libc::read(exec[0], std::ptr::addr_of_mut!(byte).cast(), 1) < 0 {}
+        libc::close(exec[0]);
+    }
+    leader
 }
 
 /// After COMMAND's child has left the keeper's memory (the `clone` has

@@ -8,7 +8,9 @@
 //! parent-death signal, the signal handlers reset (but not the terminal:
 //! while we wait, Ctrl-C must reach our group, not a group of the job's).
 //! There it is parked, blocked on a pipe's read, every signal blocked
-//! (only SIGKILL ends it). What is known only once the lock is ours (the
+//! (only SIGKILL ends it); the keeper sleeps meanwhile on a pipe that the
+//! child's exec closes (not in a `vfork`'s wait, which would count in the
+//! load average: see `keeper::clone_child`). What is known only once the lock is ours (the
 //! fence, the token, the lease's end, whether COMMAND takes the terminal)
 //! comes in one message, read straight into fixed slots the environment
 //! points at: the child shares the keeper's memory and allocates nothing.

@@ -1,5 +1,7 @@
 //! Starting COMMAND the way `posix_spawn` does, from the keeper (see
-//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)`, so that no
+//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)` (for a
+//! child parked while the run waits, without `CLONE_VFORK`: see
+//! `keeper::clone_child`), so that no
 //! copy of the keeper's address space is made (a `fork` copies the page
 //! tables, then faults on every page either side writes). `posix_spawn`
 //! itself cannot set the parent-death signal, hence this.
