@@ -451,11 +451,12 @@ impl Held<'_> {
         ]);
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
-        child::become_subreaper();
         let lease = Some(self.acquired.valid_until);
         let spawned = match self.parked.take() {
+            // A subreaper since it parked (see `park`).
             Some(parked) => start_parked(self.cfg, parked, [self.token, &fence], lease, self.log),
             None => {
+                child::become_subreaper();
                 let containment = self.containment.take();
                 let containment = containment.map_or_else(|| contain(self.cfg), Ok);
                 containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log))
