@@ -55,6 +55,7 @@ pub fn acquire(
     cfg: &RunConfig,
     signals: &Signals,
     log: &Log,
+    on_wait: &mut dyn FnMut(),
 ) -> Result<Got, Failure> {
     let started = Instant::now();
     let mut taken = Taken {
@@ -65,7 +66,7 @@ pub fn acquire(
         let log = log.for_key(key);
         let mut quorum = make(key);
         let waited = match taken.locks.is_empty() {
-            true => first_key(&mut quorum, key, cfg, signals, &log),
+            true => first_key(&mut quorum, key, cfg, signals, &log, on_wait),
             false => taken.next_key(&mut quorum, key, cfg, make, signals, &log),
         };
         let waited = waited.inspect_err(|_| taken.give_back(&log))?;
@@ -99,6 +100,7 @@ fn first_key(
     cfg: &RunConfig,
     signals: &Signals,
     log: &Log,
+    on_wait: &mut dyn FnMut(),
 ) -> Result<Waited, Failure> {
     let holder = crate::holder::record(cfg);
     let patience = Patience::of(cfg);
@@ -107,7 +109,7 @@ fn first_key(
             let keys = quorum.lock_keys().clone();
             crate::replace::acquire(quorum, (key, &keys), &holder, patience, signals, log)
         }
-        false => wait::acquire(quorum, &holder, patience, key, signals, log),
+        false => wait::acquire(quorum, &holder, patience, key, signals, log, on_wait),
     }
 }
 
@@ -204,7 +206,7 @@ impl Taken {
             wait: Some(Duration::ZERO),
             progress: cfg.progress,
         };
-        let tried = wait::acquire(quorum, &holder, once, key, signals, log)?;
+        let tried = wait::acquire(quorum, &holder, once, key, signals, log, &mut || {})?;
         let left = self
             .give_up
             .map(|end| end.saturating_duration_since(Instant::now()));
@@ -216,7 +218,7 @@ impl Taken {
             wait: left,
             progress: cfg.progress,
         };
-        let waited = wait::acquire(quorum, &holder, patience, key, signals, log);
+        let waited = wait::acquire(quorum, &holder, patience, key, signals, log, &mut || {});
         let kept = keeping.stop();
         if let Some(set) = self.lease.as_mut() {
             set.valid_until = kept.valid_until();

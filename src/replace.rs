@@ -80,7 +80,7 @@ pub fn acquire(
             wait: until.map(|end| end.saturating_duration_since(now)),
             ..patience
         };
-        let waited = wait::acquire(main, holder, wait, key, signals, log)?;
+        let waited = wait::acquire(main, holder, wait, key, signals, log, &mut || {})?;
         let time_left = deadline.is_none_or(|d| Instant::now() < d);
         match waited {
             Waited::Busy(info)

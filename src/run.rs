@@ -121,11 +121,17 @@ fn run_recorded(
     }
     // Before anything is written: a --contain this host cannot give is
     // refused first, and a waiter's cgroup is ready when the lock is.
-    let containment = contain(cfg)?;
+    let mut containment = Some(contain(cfg)?);
+    let mut parked = None;
     let started = Instant::now();
-    let all = match keyset::acquire(&quorum, cfg, &signals, log) {
+    let on_wait = &mut || parked = park(cfg, &mut containment);
+    let all = match keyset::acquire(&quorum, cfg, &signals, log, on_wait) {
         Ok(Got::All(all)) => all,
-        Ok(Got::Not(other, key)) => return not_acquired(other, &key, cfg, &signals, log, record),
+        Ok(Got::Not(other, key)) => {
+            // Given up: nothing of COMMAND ran, nor will.
+            drop(parked);
+            return not_acquired(other, &key, cfg, &signals, log, record);
+        }
         Err(failure) => return Err(failure),
     };
     let All {
@@ -142,7 +148,8 @@ fn run_recorded(
         signals: &signals,
         acquired,
         fences,
-        containment: std::cell::Cell::new(Some(containment)),
+        containment: std::cell::Cell::new(containment),
+        parked: std::cell::Cell::new(parked),
     };
     held.run(&mut locks, fresh, record, subscription)
 }
@@ -266,6 +273,8 @@ struct Held<'a> {
     fences: Vec<i64>,
     /// Made before the wait, so that a hand-over does not wait for it.
     containment: std::cell::Cell<Option<Containment>>,
+    /// COMMAND's start, made ready while we waited (see [`park`]).
+    parked: std::cell::Cell<Option<child::Parked>>,
 }
 
 impl Held<'_> {
@@ -417,17 +426,25 @@ impl Held<'_> {
         let tokens: Vec<&str> = main.tokens().collect();
         let vars = keyset::env_of(&self.cfg.keys, &tokens, &self.fences);
         let path = file.map(|f| f.path().to_string_lossy().into_owned());
-        let mut env: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        env.push(("REDLOCK_MODE", mode(self.cfg)));
+        let mut env = command_env(self.cfg);
+        env.extend(vars.iter().map(|(n, v)| (*n, v.as_str())));
         // Empty removes it: an outer run's file is not this lock's lease.
         env.push(("REDLOCK_LEASE_FILE", path.as_deref().unwrap_or_default()));
-        child::become_subreaper();
-        let containment = self
-            .containment
-            .take()
-            .map_or_else(|| contain(self.cfg), Ok);
         let lease = Some(self.acquired.valid_until);
-        let spawned = containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log));
+        let spawned = match self.parked.take() {
+            // A subreaper since it parked (see `park`).
+            Some(parked) => {
+                let late =
+                    LATE.map(|name| env.iter().find(|(n, _)| *n == name).map_or("", |v| v.1));
+                start_parked(self.cfg, parked, late, lease, self.log)
+            }
+            None => {
+                child::become_subreaper();
+                let containment = self.containment.take();
+                let containment = containment.map_or_else(|| contain(self.cfg), Ok);
+                containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log))
+            }
+        };
         spawned.inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
@@ -703,18 +720,76 @@ fn spawn(
     containment: Containment,
     log: &Log,
 ) -> Result<Job, Failure> {
+    contained(log, containment.name(), &containment.describe());
+    child::spawn(&cfg.argv, env, lease_end, containment).map_err(|e| spawn_failure(cfg, e))
+}
+
+/// COMMAND's variables known before the lock is ours (the parked start's
+/// too: see [`park`]); the token and fence come with the lock.
+fn command_env(cfg: &RunConfig) -> Vec<(&'static str, &str)> {
+    vec![("REDLOCK_MODE", mode(cfg))]
+}
+
+/// The variables a parked start is given once the lock is ours (see
+/// `keyset::env_of`); its key's are known before (one key only).
+const LATE: [&str; 4] = [
+    "REDLOCK_TOKEN",
+    "REDLOCK_FENCE",
+    "REDLOCK_TOKENS",
+    "REDLOCK_FENCES",
+];
+
+/// Once the run settles down to wait: COMMAND's start made ready, up to
+/// its exec, so that the hand-over does not wait for it (see
+/// child/park.rs). Not with `--lease-file` (the file is made once the
+/// lock is ours). A start that cannot be made ready is left to the usual
+/// path, which says what is wrong.
+fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child::Parked> {
+    if cfg.lease_file || cfg.keys.len() > 1 {
+        return None;
+    }
+    let mut env = command_env(cfg);
+    env.extend([
+        ("REDLOCK_KEY", cfg.key.as_str()),
+        ("REDLOCK_KEYS", &cfg.key),
+    ]);
+    // Empty removes it: an outer run's file is not this lock's lease.
+    env.push(("REDLOCK_LEASE_FILE", ""));
+    child::become_subreaper();
+    child::park(&cfg.argv, &env, &LATE, containment.take()?).ok()
+}
+
+/// Start a parked COMMAND with its token and fence (see [`park`]).
+fn start_parked(
+    cfg: &RunConfig,
+    parked: child::Parked,
+    late: [&str; 4],
+    lease_end: Option<Instant>,
+    log: &Log,
+) -> Result<Job, Failure> {
+    let (name, line) = parked.contained();
+    contained(log, name, line);
+    parked
+        .start(&late, lease_end)
+        .map_err(|e| spawn_failure(cfg, e))
+}
+
+/// Say how COMMAND's tree is held (under `-v`).
+fn contained(log: &Log, name: &str, line: &str) {
     log.emit(
         Ev::Contained,
-        format!("COMMAND's tree is held by {}", containment.describe()),
-        &[field("contain", containment.name())],
+        format!("COMMAND's tree is held by {line}"),
+        &[field("contain", name.to_string())],
     );
-    child::spawn(&cfg.argv, env, lease_end, containment).map_err(|e| {
-        let exit = child::spawn_error_exit(&e);
-        let program = cfg.argv.first().map(|p| p.to_string_lossy());
-        Failure {
-            exit,
-            error: anyhow::Error::new(e)
-                .context(format!("cannot run '{}'", program.unwrap_or_default())),
-        }
-    })
+}
+
+/// COMMAND could not be started: its exit code and message.
+fn spawn_failure(cfg: &RunConfig, e: child::Failed) -> Failure {
+    let exit = child::spawn_error_exit(&e);
+    let program = cfg.argv.first().map(|p| p.to_string_lossy());
+    Failure {
+        exit,
+        error: anyhow::Error::new(e)
+            .context(format!("cannot run '{}'", program.unwrap_or_default())),
+    }
 }

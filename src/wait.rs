@@ -140,7 +140,8 @@ impl Patience {
 /// minority given back) is followed by one with a fresh token, so that a
 /// command of the earlier attempt that reaches a node late (a lossy link
 /// delivers what was queued on a dropped connection) can never touch the
-/// later attempt's lock.
+/// later attempt's lock. `on_wait` is called once, when the run first
+/// settles down to wait (the lock was busy and `--wait` allows it).
 pub fn acquire(
     quorum: &mut Quorum,
     holder: &Holder,
@@ -148,6 +149,7 @@ pub fn acquire(
     key: &str,
     signals: &SignalRelay,
     log: &Log,
+    on_wait: &mut dyn FnMut(),
 ) -> Result<Waited, Failure> {
     let mut waiter = Waiter {
         token: uuid::Uuid::new_v4().to_string(),
@@ -173,6 +175,7 @@ pub fn acquire(
         resubscribed_unseen: false,
         splits: 0,
         owes: false,
+        on_wait: Some(on_wait),
     };
     let waited = waiter.wait_in_line(quorum);
     let token = &waiter.token;
@@ -242,6 +245,8 @@ struct Waiter<'a> {
     /// A failed attempt's give-back is held over (see `lock::Tried`):
     /// given back when the wait ends without the lock.
     owes: bool,
+    /// Called before the first sleep (see [`acquire`]).
+    on_wait: Option<&'a mut dyn FnMut()>,
 }
 
 /// What to do after an attempt that did not find the lock busy.
@@ -474,6 +479,9 @@ impl Waiter<'_> {
         mut until: Instant,
         mut stay: Option<Instant>,
     ) -> Option<i32> {
+        if let Some(on_wait) = self.on_wait.take() {
+            on_wait();
+        }
         loop {
             let wake = [stay, self.tell_at]
                 .into_iter()

@@ -50,7 +50,15 @@ pub fn hold(conn: &Conn, args: &HoldArgs, log: &Log) -> Result<Exit, Failure> {
     let mut quorum = Quorum::new(&conn.endpoints, keys, ttl, node_timeout(ttl))
         .with_replicas(crate::lock::Replicas::default());
     let record = hold_record(&args.reason, &label, ttl);
-    let waited = wait::acquire(&mut quorum, &record, patience, &args.key, &signals, log)?;
+    let waited = wait::acquire(
+        &mut quorum,
+        &record,
+        patience,
+        &args.key,
+        &signals,
+        log,
+        &mut || {},
+    )?;
     match waited {
         Waited::Acquired(lease, token, _subscription) => {
             let until = SystemTime::now() + ttl;

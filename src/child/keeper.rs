@@ -35,6 +35,9 @@ const WATCHDOG: i32 = 6;
 /// (it looked after the leader ended), so redlock-run need not look.
 const ALONE: i32 = 7;
 
+/// How long a parked start given up may take to end (see [`Keeper::abort`]).
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What redlock-run says: a tag (`L`: the lease's end follows; `R`: done)
 /// and an `i64` (CLOCK_MONOTONIC nanoseconds).
 const CTL: usize = 9;
@@ -247,6 +250,29 @@ impl Keeper {
         self.dead
     }
 
+    /// A parked start given up (its "go" pipe closed, see park.rs): the
+    /// keeper ends once its child has, without a word; wait for that and
+    /// reap it. One that has not ended within [`ABORT_WAIT`] (its child
+    /// stopped, say) is killed, and the child dies with it (its
+    /// parent-death signal): nothing of COMMAND runs either way.
+    pub(super) fn abort(&mut self) {
+        let until = std::time::Instant::now() + ABORT_WAIT;
+        while !self.dead {
+            if self.read_one(false).is_some() || self.dead {
+                continue;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+                break;
+            }
+            let _ = crate::signals::wait_readable(self.fd(), left);
+        }
+        self.dead = true;
+        self.ctl = None;
+        while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
+    }
+
     /// The job is over: the keeper reaps the leader and exits. It is not
     /// waited for (it holds nothing of ours; a wait would cost every run
     /// a round trip), only reaped if it is done already.
@@ -324,12 +350,21 @@ pub(super) struct Start {
     /// Where the child leaves the `errno` of a failed join of the
     /// job's cgroup (0: none; then it does not exec).
     pub join_failed: *const std::sync::atomic::AtomicI32,
+    /// Set by the child just before its `execve`: 0 when the keeper
+    /// resumes means it was parked and never told to go (or was killed).
+    pub went: *const std::sync::atomic::AtomicI32,
     /// The keeper's pid, for the child's parent-death check.
     pub parent: *const std::sync::atomic::AtomicI32,
     /// The lease's end (CLOCK_MONOTONIC ns) when COMMAND starts, 0 for
     /// none: a redlock-run stopped before it could say anything else
     /// still has its job killed then.
     pub lease_end: i64,
+    /// A parked child's "go" message (see spawn.rs), which holds the
+    /// lease's end instead, once it has gone; null when not parked.
+    pub go: *const u8,
+    /// The "go" pipe's writing end (-1: none): redlock-run's alone, so
+    /// that its end (or its death) is the parked child's EOF.
+    pub go_w: RawFd,
     /// The job's cgroup (see cgroup.rs), or -1s.
     pub cgroup: super::cgroup::Fds,
     /// /proc is there and shows our own processes (not a host's /proc
@@ -363,6 +398,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     let [ctl_r, ctl_w, st_r, st_w] = fds;
     libc::close(ctl_w);
     libc::close(st_r);
+    if start.go_w >= 0 {
+        libc::close(start.go_w);
+    }
     // Out of redlock-run's group: a signal to that group (Ctrl-C, a stop,
     // `kill -9 -PGID`) must not reach the one process that cleans up.
     libc::setpgid(0, 0);
@@ -377,26 +415,12 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     action.sa_sigaction = on_sigchld as extern "C" fn(c_int) as usize;
     libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
     (*start.parent).store(libc::getpid(), Ordering::Relaxed);
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    let leader = clone_child(start);
     if leader < 0 {
         report(st_w, START_FAILED, errno(), 0);
         libc::_exit(0);
     }
-    let join_failed = (*start.join_failed).load(Ordering::Acquire);
-    if join_failed != 0 {
-        let mut status = 0;
-        libc::waitpid(leader, &mut status, 0);
-        report(st_w, START_FAILED, join_failed, 0);
-        libc::_exit(0);
-    }
-    let failed = (*start.failed).load(Ordering::Acquire);
-    if failed != 0 {
-        let mut status = 0;
-        libc::waitpid(leader, &mut status, 0);
-        report(st_w, EXEC_FAILED, failed, 0);
-        libc::_exit(0);
-    }
+    exec_or_exit(start, leader, st_w);
     report(st_w, SPAWNED, leader, 0);
     // COMMAND has its own copies: hold nothing of redlock-run's (its
     // stdout, its sockets), so that nothing waits on us once it is done.
@@ -409,7 +433,67 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         init: start.init,
         trim: start.trim,
     };
-    keep(&tree, ctl_r, st_w, start.lease_end)
+    let lease_end = match start.go.is_null() {
+        true => start.lease_end,
+        // The child read it into our memory before it exec'd.
+        false => i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()),
+    };
+    keep(&tree, ctl_r, st_w, lease_end)
+}
+
+/// Clone COMMAND's child onto its prepared stack, sharing our memory, and
+/// return once it has exec'd or ended (or -1: no child).
+///
+/// A parked child (see park.rs) may wait long for its "go": it is not
+/// cloned with `CLONE_VFORK`, whose wait would show us in the `D` state,
+/// counted in the host's load average, all that while. We sleep on a
+/// pipe instead, whose writing end only the child holds, closed by its
+/// exec (close-on-exec) or its end. Until then we touch nothing it reads,
+/// and no call of ours can fail (the child shares our `errno`): every
+/// signal is blocked.
+///
+/// # Safety
+/// As [`run`]: in the keeper only, before anything else runs below it.
+unsafe fn clone_child(start: &Start) -> c_int {
+    let mut flags = libc::CLONE_VM | libc::SIGCHLD;
+    let mut exec = [-1; 2];
+    if start.go.is_null() || libc::pipe2(exec.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+        flags |= libc::CLONE_VFORK;
+    }
+    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    if exec[1] >= 0 {
+        libc::close(exec[1]);
+        let mut byte = 0u8;
+        while leader > 0 && libc::read(exec[0], std::ptr::addr_of_mut!(byte).cast(), 1) < 0 {}
+        libc::close(exec[0]);
+    }
+    leader
+}
+
+/// After COMMAND's child has left the keeper's memory (the `clone` has
+/// returned): return if it exec'd, else reap it, say why not (nothing if
+/// it was parked and never told to go, see spawn.rs), and exit.
+///
+/// # Safety
+/// As [`run`]: in the keeper only; `leader` is its own child.
+unsafe fn exec_or_exit(start: &Start, leader: c_int, st_w: RawFd) {
+    use std::sync::atomic::Ordering;
+    let join_failed = (*start.join_failed).load(Ordering::Acquire);
+    let went = (*start.went).load(Ordering::Acquire) != 0;
+    let failed = (*start.failed).load(Ordering::Acquire);
+    if join_failed == 0 && went && failed == 0 {
+        return;
+    }
+    let mut status = 0;
+    libc::waitpid(leader, &mut status, 0);
+    if join_failed != 0 {
+        report(st_w, START_FAILED, join_failed, 0);
+    } else if failed != 0 {
+        report(st_w, EXEC_FAILED, failed, 0);
+    }
+    // Not gone: parked and never told to go (the lock was not had, or
+    // redlock-run died), or killed; nothing ran, nothing to say.
+    libc::_exit(0);
 }
 
 /// Once redlock-run has told a second lease's end (a refresh: COMMAND
@@ -593,6 +677,14 @@ fn poll_timeout(
     } else {
         std::ptr::null()
     }
+}
+
+/// `until` on CLOCK_MONOTONIC in nanoseconds, as the keeper is told it
+/// (never 0, which means none).
+pub(super) fn deadline_ns(until: std::time::Instant) -> i64 {
+    let left = until.saturating_duration_since(std::time::Instant::now());
+    let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
+    monotonic_ns().saturating_add(left).max(1)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock of Rust's `Instant`).

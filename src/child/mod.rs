@@ -30,10 +30,12 @@ use crate::exit::Exit;
 
 mod cgroup;
 mod keeper;
+mod park;
 mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
+pub use park::{park, Parked};
 pub use spawn::Failed;
 
 use keeper::Keeper;
@@ -173,19 +175,42 @@ pub fn spawn(
     lease_end: Option<std::time::Instant>,
     containment: Containment,
 ) -> Result<Job, Failed> {
-    let terminal_owner = our_terminal();
-    let foreground = terminal_owner.is_some_and(is_foreground);
     let pid_namespace = containment.pid_namespace;
     let cgroup = containment.cgroup.ok();
-    let setup = spawn::Setup {
+    start_job(cgroup, |foreground, cgroup| {
+        let setup = setup(foreground, lease_end, cgroup, pid_namespace);
+        spawn::spawn(argv, env, &setup)
+    })
+}
+
+/// How COMMAND's child is to be set up (see spawn.rs).
+fn setup(
+    give_terminal: bool,
+    lease_end: Option<std::time::Instant>,
+    cgroup: Option<&Cgroup>,
+    pid_namespace: bool,
+) -> spawn::Setup {
+    spawn::Setup {
         sigpipe_ignored: SIGPIPE_WAS_IGNORED.load(Ordering::Relaxed),
-        give_terminal: foreground,
+        give_terminal,
         caught: crate::signals::caught_mask(),
         lease_end,
-        cgroup: cgroup.as_ref().map_or(cgroup::Fds::NONE, Cgroup::fds),
+        cgroup: cgroup.map_or(cgroup::Fds::NONE, Cgroup::fds),
         pid_namespace,
-    };
-    let (pgid, keeper) = spawn::spawn(argv, env, &setup).inspect_err(|_| {
+    }
+}
+
+/// The job `start` starts (told whether COMMAND is to take the terminal,
+/// and the job's cgroup): its leader given the terminal from our side
+/// too, or, when it did not start, the terminal ours again and the
+/// cgroup removed.
+fn start_job(
+    cgroup: Option<Cgroup>,
+    start: impl FnOnce(bool, Option<&Cgroup>) -> Result<(Pid, Keeper), Failed>,
+) -> Result<Job, Failed> {
+    let terminal_owner = our_terminal();
+    let foreground = terminal_owner.is_some_and(is_foreground);
+    let (pgid, keeper) = start(foreground, cgroup.as_ref()).inspect_err(|_| {
         // The child took the terminal before its exec failed: the caller
         // (a shell, a script) must not be left behind a dead group.
         if let (Some(ours), true) = (terminal_owner, foreground) {

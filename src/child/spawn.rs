@@ -1,5 +1,7 @@
 //! Starting COMMAND the way `posix_spawn` does, from the keeper (see
-//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)`, so that no
+//! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)` (for a
+//! child parked while the run waits, without `CLONE_VFORK`: see
+//! `keeper::clone_child`), so that no
 //! copy of the keeper's address space is made (a `fork` copies the page
 //! tables, then faults on every page either side writes). `posix_spawn`
 //! itself cannot set the parent-death signal, hence this.
@@ -8,8 +10,11 @@
 //! keeper waits, so everything it needs is prepared beforehand (before the
 //! keeper's fork) and it makes only system calls: it allocates nothing,
 //! takes no lock, and writes to that memory only the `errno` of a failed
-//! `execve` and, for a file without `#!`, one slot of the prepared
-//! `/bin/sh` argument array. Signals stay blocked until it has put each of
+//! `execve`, a flag set just before it, for a file without `#!` one slot
+//! of the prepared `/bin/sh` argument array, and, when it was parked
+//! while the run waited (see park.rs), the "go" message, read into the
+//! fixed buffer prepared for it (its environment's late entries point
+//! there). Signals stay blocked until it has put each of
 //! our handlers back to the default, so none of them runs in it. The
 //! search of `$PATH` is our own (glibc's `execvp`, not musl's, runs a file
 //! without `#!` with `/bin/sh`), so both builds behave the same.
@@ -22,7 +27,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::libc::{self, c_char, c_int};
 use nix::sys::signal::{SigSet, SigmaskHow};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::unistd::Pid;
 
@@ -54,6 +59,40 @@ pub fn spawn(
     env: &[(&str, &str)],
     setup: &Setup,
 ) -> Result<(Pid, Keeper), Failed> {
+    let keeper = prepared(argv, env, &[], setup, None, fork_keeper)?;
+    started(keeper, setup.pid_namespace)
+}
+
+/// Fork the keeper and park COMMAND's child before its `execve` (see
+/// park.rs): it waits on `go` (a pipe's ends: the caller keeps the
+/// writing end, which the keeper closes) for a [`GO`]-byte message that carries the lease's
+/// end, whether to take the terminal, and one environment entry per name
+/// of `late`, in that order. EOF instead: it exits without running
+/// anything, and so does the keeper.
+pub fn park(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    late: &[&str],
+    setup: &Setup,
+    go: (&OwnedFd, &OwnedFd),
+) -> Result<Keeper, Failed> {
+    if late.len() > LATE_MAX {
+        return Err(Failed::Start(io::Error::other("too many late variables")));
+    }
+    prepared(argv, env, late, setup, Some(go), fork_keeper)
+}
+
+/// Everything COMMAND's child reads, prepared, handed to `fork` (with the
+/// stack the child runs on) while it lives: the keeper's copy of it is
+/// made by the fork, and the caller's is dropped afterwards.
+fn prepared<T>(
+    argv: &[OsString],
+    env: &[(&str, &str)],
+    late: &[&str],
+    setup: &Setup,
+    go: Option<(&OwnedFd, &OwnedFd)>,
+    fork: impl FnOnce(&Exec, &mut [u8]) -> Result<T, Failed>,
+) -> Result<T, Failed> {
     let program = argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no COMMAND"))?;
@@ -62,9 +101,19 @@ pub fn spawn(
         .iter()
         .map(|a| c_string(a))
         .collect::<io::Result<Vec<_>>>()?;
-    let envs = environment(env)?;
+    // A late name is left out of what we pass on: its slot in the message
+    // (filled in by the child's read) is COMMAND's entry.
+    let mut overridden: Vec<(&str, &str)> = env.to_vec();
+    overridden.extend(late.iter().map(|name| (*name, "")));
+    let envs = environment(&overridden)?;
+    let mut message = vec![0u8; GO].into_boxed_slice();
+    let base = message.as_mut_ptr();
     let arg_ptrs = null_terminated(&args);
-    let env_ptrs = null_terminated(&envs);
+    let mut env_ptrs: Vec<*const c_char> = envs.iter().map(|s| s.as_ptr()).collect();
+    // SAFETY: each slot lies within the message's GO bytes.
+    env_ptrs
+        .extend((0..late.len()).map(|i| unsafe { base.add(slot(i).start).cast_const().cast() }));
+    env_ptrs.push(ptr::null());
     // `/bin/sh FILE ARG...` for a file without `#!` (ENOEXEC), as POSIX
     // `execvp` does; slot 1 is the file, filled in by the child.
     let shell = c"/bin/sh";
@@ -82,16 +131,33 @@ pub fn spawn(
         setup,
         failed: AtomicI32::new(0),
         join_failed: AtomicI32::new(0),
+        went: AtomicI32::new(0),
+        go: go.map_or(-1, |(r, _)| r.as_raw_fd()),
+        go_w: go.map_or(-1, |(_, w)| w.as_raw_fd()),
+        message: base,
     };
     let mut stack = vec![0u8; 32 * 1024];
-    fork_keeper(&exec, &mut stack)
+    fork(&exec, &mut stack)
+}
+
+/// The size of the "go" message (see [`park`]): the lease's end (an
+/// `i64`, CLOCK_MONOTONIC ns, 0 for none), a byte that says whether to
+/// take the terminal, then one NUL-padded `NAME=value` slot per late
+/// variable. Under `PIPE_BUF`: one write, read whole.
+pub const GO: usize = 16 + LATE_MAX * LATE_SLOT;
+/// How many late variables, and the room for each entry (its NUL too).
+pub const LATE_MAX: usize = 4;
+pub const LATE_SLOT: usize = 128;
+
+/// Where the late variable `i`'s entry sits in the message.
+pub fn slot(i: usize) -> std::ops::Range<usize> {
+    16 + i * LATE_SLOT..16 + (i + 1) * LATE_SLOT
 }
 
 /// Fork the keeper, which clones COMMAND's child onto `stack` to run
-/// `exec`: COMMAND's pid and its keeper once it has exec'd, or why not.
-/// The caller keeps `exec` and `stack` (and all they point to) until this
-/// returns: the child reads them until its `execve`.
-fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
+/// `exec`. The caller keeps `exec` and `stack` (and all they point to)
+/// until this returns: the fork copies them for the keeper.
+fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<Keeper, Failed> {
     // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
     let top = unsafe {
         let end = stack.as_mut_ptr().add(stack.len());
@@ -131,18 +197,13 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<(Pid, Keeper), Failed> {
     if forked < 0 {
         return Err(Failed::Start(fork_error));
     }
-    let keeper = Keeper::new(Pid::from_raw(forked), ctl_w, st_r);
-    started(keeper, pid_namespace)
+    Ok(Keeper::new(Pid::from_raw(forked), ctl_w, st_r))
 }
 
 /// What the keeper is given: `exec` to clone COMMAND's child with, on the
 /// stack whose top is `top`, and what it must know of its own.
 fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
-    let lease_end = exec.setup.lease_end.map_or(0, |until| {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        let left = i64::try_from(left.as_nanos()).unwrap_or(i64::MAX);
-        keeper::monotonic_ns().saturating_add(left).max(1)
-    });
+    let lease_end = exec.setup.lease_end.map_or(0, keeper::deadline_ns);
     // In a PID namespace of its own, the keeper sees the host's /proc.
     let pid_namespace = exec.setup.pid_namespace;
     keeper::Start {
@@ -151,8 +212,14 @@ fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
         stack_top: top.cast(),
         failed: &exec.failed,
         join_failed: &exec.join_failed,
+        went: &exec.went,
         parent: &exec.parent,
         lease_end,
+        go_w: exec.go_w,
+        go: match exec.go {
+            -1 => ptr::null(),
+            _ => exec.message.cast_const(),
+        },
         cgroup: exec.setup.cgroup,
         proc_ok: super::proc_is_ours() && !pid_namespace,
         title: match super::proc_is_ours() {
@@ -166,7 +233,7 @@ fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
 
 /// The keeper's first report: COMMAND's leader (in a PID namespace, found
 /// as the keeper's first child: its pid there, 2, is not ours), or why not.
-fn started(mut keeper: Keeper, pid_namespace: bool) -> Result<(Pid, Keeper), Failed> {
+pub fn started(mut keeper: Keeper, pid_namespace: bool) -> Result<(Pid, Keeper), Failed> {
     match keeper.started() {
         keeper::Started::Spawned(_) if pid_namespace => match super::first_child(keeper.pid()) {
             Some(pid) => Ok((pid, keeper)),
@@ -288,6 +355,16 @@ struct Exec<'a> {
     failed: AtomicI32,
     /// The `errno` of a failed join of the job's cgroup.
     join_failed: AtomicI32,
+    /// Set just before `execve`: the child was told to go (or was never
+    /// parked). Still 0 when the keeper resumes: nothing ran.
+    went: AtomicI32,
+    /// The "go" pipe's reading end, when parked (see [`park`]); else -1.
+    go: c_int,
+    /// Its writing end, which the keeper closes (-1: none).
+    go_w: c_int,
+    /// The keeper's copy of the message (see [`GO`]): the child reads
+    /// into it, the late entries of `envp` point into it.
+    message: *mut u8,
 }
 
 impl Exec<'_> {
@@ -310,7 +387,12 @@ impl Exec<'_> {
                 // The parent died before prctl took effect.
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
-            if self.setup.give_terminal {
+            // Parked until the lock is ours; a run that did not get it
+            // closes the pipe, and nothing of COMMAND ever runs.
+            if self.go >= 0 && !self.park() {
+                libc::_exit(0)
+            }
+            if self.setup.give_terminal || (self.go >= 0 && *self.message.add(8) != 0) {
                 // Interactive programs must be the terminal's foreground
                 // group or reading stdin stops them with SIGTTIN.
                 set_handler(libc::SIGTTOU, libc::SIG_IGN);
@@ -320,9 +402,30 @@ impl Exec<'_> {
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::pthread_sigmask(libc::SIG_SETMASK, &none, ptr::null_mut());
+            self.went.store(1, Ordering::Release);
             self.failed.store(self.exec(), Ordering::Release);
             libc::_exit(127)
         }
+    }
+
+    /// Wait for the whole "go" message, read into the keeper's copy of it
+    /// (prepared for us); false at EOF (the lock was not had) or an error.
+    ///
+    /// # Safety
+    /// Only in the `clone`d child (see [`Exec::run`]), with `go` its
+    /// reading end and `message` [`GO`] bytes of the keeper's memory.
+    unsafe fn park(&self) -> bool {
+        let mut have = 0;
+        while have < GO {
+            let n = libc::read(self.go, self.message.add(have).cast(), GO - have);
+            match usize::try_from(n) {
+                Ok(0) => return false,
+                Ok(n) => have += n,
+                Err(_) if errno() == libc::EINTR => {}
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// `execvp`'s search, the same in both builds (musl's `execvp` does

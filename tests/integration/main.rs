@@ -33,6 +33,7 @@ mod monitoring;
 mod multikey;
 mod nested;
 mod observe;
+mod prefork;
 mod protocols;
 mod queue;
 mod readme;

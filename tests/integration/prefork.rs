@@ -1,0 +1,187 @@
+//! A waiter's start made ready while it waits (issue 39): its keeper and
+//! COMMAND's first process, parked before its exec, are there in `ps`
+//! while it waits; COMMAND gets the lock's own token and fence from the
+//! hand-over; and nothing of COMMAND ever runs without the lock: a waiter
+//! that gives up, is signalled or is killed leaves no process behind and
+//! never runs COMMAND, and one whose keeper was killed while parked does
+//! not run it either (exit 71, the lock given back).
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// The children of `pid` (its main thread's), from /proc.
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The waiting run `waiter`'s parked start: its keeper, and the keeper's
+/// child, not yet COMMAND, once it is parked (asleep on its pipe: its
+/// set-up before that sleeps only in the kernel's `D` state).
+fn parked(waiter: i32) -> (i32, i32) {
+    let mut found = None;
+    let seen = wait_until(LONG, || {
+        found = children(waiter)
+            .into_iter()
+            .find_map(|k| children(k).first().map(|&c| (k, c)));
+        found.is_some_and(|(_, c)| process_state(c) == Some('S'))
+    });
+    assert!(seen, "the waiter {waiter} never parked a start");
+    found.unwrap()
+}
+
+/// A holder of `key` until `Hold::new(dir).go()`.
+fn holder(server: &RedisServer, key: &str, dir: &TestDir) -> RunningChild {
+    let hold = Hold::new(dir);
+    hold.spawn(&mut server.job(key).sh(hold.script("true")), LONG)
+}
+
+/// A verbose waiter whose COMMAND leaves `ran` in `dir`; once it waits
+/// with its start parked: the run, its keeper, and the parked child.
+fn waiter(
+    server: &RedisServer,
+    key: &str,
+    extra: &[&str],
+    dir: &TestDir,
+) -> (RunningChild, i32, i32) {
+    let ran = dir.file("ran");
+    let mut cmd = server
+        .job(key)
+        .args(extra)
+        .args(["-v"])
+        .sh(format!("touch '{}'", ran.display()));
+    let run = spawn_waiting(&mut cmd, LONG);
+    let (keeper, child) = parked(run.pid());
+    (run, keeper, child)
+}
+
+/// Once `pids` are gone: COMMAND never ran, even after the holder is done.
+fn never_ran(server: &RedisServer, key: &str, dir: &TestDir, pids: [i32; 2]) {
+    let gone = wait_until(LONG, || pids.iter().all(|&p| !process_alive(p)));
+    assert!(gone, "the parked start {pids:?} is still there");
+    Hold::new(dir).go();
+    let free = wait_until(LONG, || {
+        let held: Option<String> = redis::cmd("GET")
+            .arg(format!("redlock:{{{key}}}"))
+            .query(&mut server.conn())
+            .unwrap();
+        held.is_none()
+    });
+    assert!(free, "the holder never released {key}");
+    assert!(!dir.file("ran").exists(), "COMMAND ran without the lock");
+}
+
+#[test]
+fn a_waiter_that_gives_up_while_parked_never_runs_command_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "give-up", &dir);
+    let (mut run, keeper, child) = waiter(&server, "give-up", &["--wait", "5s"], &dir);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    // Reaped by the time the run exits: nothing left of it.
+    assert!(!process_alive(keeper) && !process_alive(child), "{out:?}");
+    never_ran(&server, "give-up", &dir, [keeper, child]);
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_waiter_sigtermed_while_parked_never_runs_command_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "term", &dir);
+    let (mut run, keeper, child) = waiter(&server, "term", &[], &dir);
+    run.signal(Signal::SIGTERM);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(143), "{out:?}");
+    assert!(!process_alive(keeper) && !process_alive(child), "{out:?}");
+    never_ran(&server, "term", &dir, [keeper, child]);
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_waiter_sigkilled_while_parked_never_runs_command_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "kill", &dir);
+    let (mut run, keeper, child) = waiter(&server, "kill", &[], &dir);
+    run.signal(Signal::SIGKILL);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.signal, Some(9), "{out:?}");
+    never_ran(&server, "kill", &dir, [keeper, child]);
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+}
+
+#[test]
+fn a_parked_start_whose_keeper_was_killed_never_runs_command_and_gives_the_lock_back() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "keeper", &dir);
+    let (mut run, keeper, child) = waiter(&server, "keeper", &[], &dir);
+    kill(Pid::from_raw(keeper), Signal::SIGKILL).unwrap();
+    // The parked child dies with its keeper (its parent-death signal).
+    assert!(wait_until(LONG, || !process_alive(child)));
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    // The waiter gets the lock, finds no start to make, gives it back.
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(71), "{out:?}");
+    assert!(!dir.file("ran").exists(), "COMMAND ran: {out:?}");
+    let held: Option<String> = redis::cmd("GET")
+        .arg("redlock:{keeper}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(held, None, "the lock was not given back: {out:?}");
+}
+
+#[test]
+fn a_parked_start_gets_its_own_locks_token_and_fence_and_no_outer_lease_file() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "env", &dir);
+    let mine = Hold::named(&dir, "w");
+    let env = dir.file("env");
+    let script = format!(
+        "env | grep -E '^REDLOCK_(KEY|TOKEN|FENCE|LEASE_FILE)=' | sort > '{}'; {}",
+        env.display(),
+        mine.script("true")
+    );
+    let mut cmd = server
+        .job("env")
+        .args(["-v"])
+        .env("REDLOCK_LEASE_FILE", "/outer/lease")
+        .sh(script);
+    let mut run = spawn_waiting(&mut cmd, LONG);
+    parked(run.pid());
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    assert!(
+        wait_for_file(dir.file("w.started"), LONG),
+        "{}",
+        run.stderr_now()
+    );
+    let mut conn = server.conn();
+    let token: String = redis::cmd("GET")
+        .arg("redlock:{env}")
+        .query(&mut conn)
+        .unwrap();
+    let fence: String = redis::cmd("GET")
+        .arg("redlock:{env}:fence")
+        .query(&mut conn)
+        .unwrap();
+    let seen = std::fs::read_to_string(&env).unwrap();
+    let expected = format!("REDLOCK_FENCE={fence}\nREDLOCK_KEY=env\nREDLOCK_TOKEN={token}\n");
+    assert_eq!(seen, expected);
+    mine.go();
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
