@@ -47,7 +47,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-v -q -k -t -w -n -x -E -c -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --key --ttl --refresh --wait --no-wait --exclusive --period --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --queue-max --replace-running --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --contain --label --progress --metrics-textfile --help --version status list wait force-release hold release doctor generate"
+            opts="-v -q -k -t -w -n -x -E -c -s -h -V --redis --prefix --verbose --quiet --log-format --tls-ca --tls-cert --password-file --tls-key --key --ttl --refresh --wait --no-wait --exclusive --period --conflict-exit-code --command --kill-after --min-hold --max-hold --queue --queue-max --replace-running --shared --limit --random-delay --on-unavailable --replicas --allow-eviction --warn-signal --warn-before --on-lost --lease-file --contain --label --progress --metrics-textfile --help --version status list wait force-release hold release doctor generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -62,6 +62,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand -x 'An exclusive lock: the only kind, so this changes nothing; accepted for flock''s -x, -e, --exclusive'
             cand --exclusive 'An exclusive lock: the only kind, so this changes nothing; accepted for flock''s -x, -e, --exclusive'
             cand --replace-running 'Revoke the run that holds KEY (it is stopped as by force-release and exits 70, "replaced"), then run once its whole job has ended: CI''s cancel-in-progress. Waits for that end even with -n; never replaces a hold'
+            cand -s 'Take KEY shared (flock''s -s): any number of shared holders at once, and no exclusive (default) holder; a waiting exclusive run goes before shared runs that come after it'
+            cand --shared 'Take KEY shared (flock''s -s): any number of shared holders at once, and no exclusive (default) holder; a waiting exclusive run goes before shared runs that come after it'
             cand --allow-eviction 'Run even on a server that may evict the lock''s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
             cand --lease-file 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease''s end as Unix milliseconds, updated at each refresh'
             cand -h 'Print help (see more with ''--help'')'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= queue-max= replace-running limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= label= progress= metrics-textfile= h/help V/version
+    string join \n redis= prefix= v/verbose q/quiet log-format= tls-ca= tls-cert= password-file= tls-key= k/key= t/ttl= refresh= w/wait= n/no-wait x/exclusive period= E/conflict-exit-code= c/command= kill-after= min-hold= max-hold= queue= queue-max= replace-running s/shared limit= random-delay= on-unavailable= replicas= allow-eviction warn-signal= warn-before= on-lost= lease-file contain= label= progress= metrics-textfile= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -66,6 +66,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d '
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Do not wait for a busy lock (same as --wait 0; wins over --wait, as in flock)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s x -l exclusive -d 'An exclusive lock: the only kind, so this changes nothing; accepted for flock\'s -x, -e, --exclusive'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replace-running -d 'Revoke the run that holds KEY (it is stopped as by force-release and exits 70, "replaced"), then run once its whole job has ended: CI\'s cancel-in-progress. Waits for that end even with -n; never replaces a hold'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 'Take KEY shared (flock\'s -s): any number of shared holders at once, and no exclusive (default) holder; a waiting exclusive run goes before shared runs that come after it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Run even on a server that may evict the lock\'s key (maxmemory with a maxmemory-policy other than noeviction), with a warning: two holders may then run at once'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l lease-file -d 'Give COMMAND REDLOCK_LEASE_FILE: a file (in a private directory) holding the lease\'s end as Unix milliseconds, updated at each refresh'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
