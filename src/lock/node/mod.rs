@@ -11,11 +11,12 @@ use redis::{Connection, ConnectionInfo, FromRedisValue, RedisError, Value};
 use super::channels::Wakeups;
 use super::endpoint::{Endpoint, SentinelTarget, Target};
 use super::error::{classify, describe, Fault, NodeError, NodeResult};
-use super::info::{cannot_read_info, eviction, run_id_of};
+use super::info::run_id_of;
 use super::keys::LockKeys;
 use super::protocol::Scripting;
-use super::reply::{Acquire, Screened};
 use crate::secrets::scrub;
+
+mod eviction;
 
 /// A connection to one node, made on first use and remade after an error.
 pub struct Node {
@@ -186,118 +187,6 @@ impl Node {
             }),
         };
         reply.map_err(Failed::Redis)
-    }
-
-    /// Before the first acquire on a connection: refuse a server that may
-    /// evict the lock's key while its holder runs (`maxmemory` set with any
-    /// `maxmemory-policy` but `noeviction`: the key has a TTL, so every
-    /// policy may pick it), unless `--allow-eviction` accepts the risk (a
-    /// note). `maxmemory 0` is no limit. Usually the acquire script makes
-    /// this check itself, before it writes anything ([`Node::screens`]);
-    /// this is the way with `--allow-eviction`, whose warning needs the
-    /// server's figures: `INFO memory`, one round trip per connection. A
-    /// user without `+info` gets a note instead.
-    pub(super) fn check_eviction(&mut self, keys: &LockKeys) -> NodeResult<()> {
-        match self.memory {
-            Memory::Unreadable => return Ok(()),
-            Memory::Checked if self.conn.is_some() => return Ok(()),
-            _ => {}
-        }
-        let info = self.send::<String>(redis::cmd("INFO").arg("memory"), Some(keys.slot()));
-        let text = match info {
-            Ok(text) => text,
-            Err(Failed::Redis(e)) if cannot_read_info(&e) => {
-                self.info_unreadable(&e.to_string());
-                return Ok(());
-            }
-            Err(failed) => return Err(self.failure(failed, false)),
-        };
-        (self.answered, self.ever_answered) = (true, true);
-        let Some((maxmemory, policy)) = eviction(&text) else {
-            self.memory = Memory::Checked;
-            return Ok(());
-        };
-        let risk = self.eviction_risk(&maxmemory.to_string(), policy);
-        if self.endpoint.allow_eviction {
-            self.memory = Memory::Checked;
-            self.note(format!(
-                "WARNING: {risk}; running anyway (--allow-eviction): a second holder may \
-                 run beside this one"
-            ));
-            return Ok(());
-        }
-        Err(self.refuse_eviction(risk))
-    }
-
-    /// Whether the acquire script is to make the eviction check itself
-    /// (`scripts::eviction_lib`): this connection was not checked (or a
-    /// new one will be made), and no `--allow-eviction` (see
-    /// [`Node::check_eviction`]).
-    pub(super) fn screens(&self) -> bool {
-        !self.endpoint.allow_eviction
-            && match self.memory {
-                Memory::Unchecked => true,
-                Memory::Checked => self.conn.is_none(),
-                Memory::Unreadable => false,
-            }
-    }
-
-    /// What the acquire script's eviction check found: the acquire's
-    /// answer (the connection is checked now); a refusal (nothing was
-    /// written); or `None`: `INFO` is refused to this user (a note), so
-    /// ask again without the check.
-    pub(super) fn screened(&mut self, found: Screened) -> NodeResult<Option<Acquire>> {
-        match found {
-            Screened::Answer(answer) => {
-                self.memory = Memory::Checked;
-                Ok(Some(answer))
-            }
-            Screened::Evicts(maxmemory, policy) => {
-                let risk = self.eviction_risk(&maxmemory, &policy);
-                Err(self.refuse_eviction(risk))
-            }
-            Screened::NoInfo(error) => {
-                self.info_unreadable(&error);
-                Ok(None)
-            }
-        }
-    }
-
-    fn eviction_risk(&self, maxmemory: &str, policy: &str) -> String {
-        format!(
-            "{}: the server may evict the lock's key while its holder runs \
-             (maxmemory {} with maxmemory-policy {})",
-            scrub(self.shown()),
-            crate::secrets::untrusted(maxmemory),
-            crate::secrets::untrusted(policy)
-        )
-    }
-
-    fn refuse_eviction(&mut self, risk: String) -> NodeError {
-        let fix = "set `CONFIG SET maxmemory-policy noeviction` (and in redis.conf), \
-                   or accept the risk with --allow-eviction";
-        // Said if a Redlock majority holds the lock without this node.
-        self.note(format!(
-            "{risk}: this node does not count for the lock; {fix}"
-        ));
-        NodeError {
-            fault: Fault::Refused,
-            error: anyhow!("{risk}: {fix}"),
-        }
-    }
-
-    /// `INFO memory` is refused to this user: said once, not asked again.
-    fn info_unreadable(&mut self, error: &str) {
-        if self.memory != Memory::Unreadable {
-            self.memory = Memory::Unreadable;
-            self.note(format!(
-                "{}: cannot check the server's maxmemory-policy (INFO memory: {}); \
-                 grant the Redis user +info, or make sure the server never evicts \
-                 keys (maxmemory-policy noeviction)",
-                scrub(self.shown()),
-                crate::secrets::untrusted(error)
-            ));
-        }
     }
 
     fn note(&mut self, note: String) {
