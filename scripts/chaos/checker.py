@@ -326,14 +326,20 @@ def host_windows(plan, runs, faults):
     for run in keeper_killed & wrapper_killed:
         exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (two faults)")
     # And the keeper killed while its wrapper was stopped: neither can act
-    # until the wrapper is continued (seed 20261205 episode 64).
-    stops = [f for f in faults if not f.get("skipped") and f.get("run")
+    # until the wrapper is continued (seed 20261205 episode 64), or just
+    # before the stop, before the wrapper could act on the keeper's death
+    # (seed 20261206 episode 894: a foreign-proc strike froze the wrapper
+    # 0.38 ms after a keeper-kill).
+    stops = [(f["run"], f.get("t0", 0), f.get("t1", 0)) for f in faults if not f.get("skipped") and f.get("run")
              and f["kind"] in ("wrapper-stop", "wrapper-freeze", "wrapper-tstp")]
+    stops += [(f["strike_run"], f["strike_t0"], f.get("strike_t1") or f["strike_t0"]) for f in faults
+              if f.get("strike") in ("wrapper-freeze", "wrapper-stop") and f.get("strike_run")
+              and f.get("strike_t0") and not f.get("strike_skipped")]
     for f in faults:
         if f["kind"] != "keeper-kill" or f.get("skipped") or not f.get("run"):
             continue
-        for stop in stops:
-            if stop["run"] == f["run"] and stop.get("t0", 0) <= f.get("t0", 0) <= stop.get("t1", 0):
+        for run, s0, s1 in stops:
+            if run == f["run"] and s0 - SLACK_NS <= f.get("t0", 0) <= s1:
                 exempt.setdefault(f["run"], "the keeper SIGKILLed while its wrapper was stopped")
     delegated = plan.get("cgroups") == "delegated"
     for r in runs:
