@@ -110,7 +110,9 @@ def late_stops(plan, faults, sections):
     - Data lost on a quorum of nodes (FLUSHALL, a restart without
       persistence, eviction, lost-under-waiters): the README bounds the
       stop by one refresh period + --kill-after (+ one per-node timeout);
-      slack 200 ms.
+      slack 200 ms. A section whose wrapper was stopped or killed before
+      that bound cannot refresh to see the loss: its lease's bound, the
+      fault's end + TTL.
     - A trickle on a quorum for a TTL or more: as latency beyond the
       timeout (one deadline per exchange: no reply is in time).
     - A wrapper SIGKILLed: its job dies with it (PDEATHSIG): nothing after
@@ -168,7 +170,14 @@ def late_stops(plan, faults, sections):
             bound = (plan["refresh_ms"] + plan["kill_after_ms"] + plan["timeout_ms"]) * 1_000_000 + SLACK_NS
             start = t1 if kind == "node-restart-volatile" else t0
             for s in sections.values():
-                if s["start"] < t0 < s["last"] and s["run"] not in frozen:
+                if not s["start"] < t0 < s["last"] or s["run"] in frozen:
+                    continue
+                if wrapper_struck_before(faults, s["run"], start + bound):
+                    # Its wrapper, stopped or killed, could not refresh to
+                    # see the loss: the lease's bound (seed 20261206
+                    # episode 589: frozen 86 ms into an eviction).
+                    late_after(s, t1 + ttl + SLACK_NS, f"{kind}, its wrapper stopped or killed: t1 + TTL")
+                else:
                     late_after(s, start + bound, f"{kind}: refresh + kill-after + timeout")
         elif kind == "wrapper-kill" and f.get("run") in sections:
             late_after(sections[f["run"]], t0 + SLACK_NS, "its wrapper was SIGKILLed")
@@ -199,6 +208,26 @@ def late_stops(plan, faults, sections):
             elif s1 is not None and s1 - s0 >= ttl:
                 late_after(s, s0 + ttl + SLACK_NS, f"its wrapper was SIGSTOPped ({kind}): stop + TTL")
     return found
+
+
+WRAPPER_STRIKES = ("wrapper-stop", "wrapper-tstp", "wrapper-freeze", "wrapper-kill", "kill-both")
+
+
+def wrapper_struck_before(faults, run, when):
+    """Whether `run`'s wrapper was stopped or killed (a fault of its own, or
+    the strike of a no-proc/foreign-proc window) before `when`: after
+    data loss it then cannot refresh, see its token gone and stop its job
+    within the README's bound; its job ends by its lease's end instead
+    (the keeper's kill, or the fault's own bound)."""
+    for f in faults:
+        if f.get("skipped") or f.get("t0") is None:
+            continue
+        if f["kind"] in WRAPPER_STRIKES and run in (f.get("runs") or [f.get("run")]) and f["t0"] < when:
+            return True
+        if f.get("strike_run") == run and f.get("strike_t0") and not f.get("strike_skipped") \
+                and f["strike_t0"] < when:
+            return True
+    return False
 
 
 FAILING_OVER = ("failover-forced", "failover-kill", "failover-pause", "cluster-failover", "failover-waiters",
@@ -297,14 +326,20 @@ def host_windows(plan, runs, faults):
     for run in keeper_killed & wrapper_killed:
         exempt.setdefault(run, "wrapper and keeper both SIGKILLed by pid (two faults)")
     # And the keeper killed while its wrapper was stopped: neither can act
-    # until the wrapper is continued (seed 20261205 episode 64).
-    stops = [f for f in faults if not f.get("skipped") and f.get("run")
+    # until the wrapper is continued (seed 20261205 episode 64), or just
+    # before the stop, before the wrapper could act on the keeper's death
+    # (seed 20261206 episode 894: a foreign-proc strike froze the wrapper
+    # 0.38 ms after a keeper-kill).
+    stops = [(f["run"], f.get("t0", 0), f.get("t1", 0)) for f in faults if not f.get("skipped") and f.get("run")
              and f["kind"] in ("wrapper-stop", "wrapper-freeze", "wrapper-tstp")]
+    stops += [(f["strike_run"], f["strike_t0"], f.get("strike_t1") or f["strike_t0"]) for f in faults
+              if f.get("strike") in ("wrapper-freeze", "wrapper-stop") and f.get("strike_run")
+              and f.get("strike_t0") and not f.get("strike_skipped")]
     for f in faults:
         if f["kind"] != "keeper-kill" or f.get("skipped") or not f.get("run"):
             continue
-        for stop in stops:
-            if stop["run"] == f["run"] and stop.get("t0", 0) <= f.get("t0", 0) <= stop.get("t1", 0):
+        for run, s0, s1 in stops:
+            if run == f["run"] and s0 - SLACK_NS <= f.get("t0", 0) <= s1:
                 exempt.setdefault(f["run"], "the keeper SIGKILLed while its wrapper was stopped")
     delegated = plan.get("cgroups") == "delegated"
     for r in runs:

@@ -1,8 +1,9 @@
 //! Job control and the terminal: an interactive job reads the terminal,
 //! Ctrl-Z and `fg` stop and resume the job with the wrapper, a SIGSTOP of
 //! the wrapper alone or a lease that ran out while stopped kills the job
-//! when it is continued, `stty tostop` cannot stop the wrapper, and the
-//! terminal comes back after `&` then `fg` and after a failed exec.
+//! when it is continued, `stty tostop` cannot stop the wrapper, a stop and
+//! a continue seen at once leave it running, and the terminal comes back
+//! after `&` then `fg` and after a failed exec.
 
 use std::time::Duration;
 
@@ -408,4 +409,89 @@ fn stopped_or_stopping(pid: i32) -> bool {
         .into_iter()
         .any(|mask| mask.is_some_and(|m| m & sigstop != 0));
     matches!(process_state(pid), Some('T' | 'Z' | 'X') | None) || pending
+}
+
+/// A stop and a continue that both land while the wrapper is inside a
+/// call that a signal does not end (a connect: it is retried on EINTR)
+/// are seen at once when the call ends: the wrapper must not obey the
+/// stop then, with nobody left to continue it (chaos campaign, seed
+/// 20261206 episode 354: a waiter stopped and continued 114 ms later
+/// while its client was partitioned stayed stopped for good). The first
+/// of three Redlock nodes is a listener whose queue is full, so a connect
+/// to it hangs for the per-node timeout (1 s with a 10 s TTL); the other
+/// two are a majority.
+#[test]
+fn a_stop_and_continue_during_a_connect_do_not_leave_the_wrapper_stopped() {
+    let servers = RedisServer::many(2);
+    let (hole, _queued) = black_hole();
+    let port = hole.local_addr().unwrap().port();
+    let urls = [
+        format!("redis://127.0.0.1:{port}"),
+        servers[0].url(),
+        servers[1].url(),
+    ];
+    let mut run = spawn_piped(
+        &mut Job::using(redlock_on(&urls), "stop-cont")
+            .args(["--ttl", "10s", "--wait", "30s"])
+            .sh("echo ran"),
+    );
+    assert!(
+        wait_until(LONG, || connecting_to(port)),
+        "the wrapper never connected to the first node"
+    );
+    // The stop must reach its handler before the continue is sent: the
+    // kernel discards a stop still pending when SIGCONT comes.
+    run.signal(Signal::SIGTSTP);
+    assert!(
+        wait_until(LONG, || !stop_pending(run.pid())),
+        "SIGTSTP was never delivered"
+    );
+    run.signal(Signal::SIGCONT);
+    assert!(
+        connecting_to(port),
+        "the connect ended before both signals were sent: the test proves nothing"
+    );
+    assert!(
+        wait_until(LONG, || run.has_exited()),
+        "the wrapper never finished (state {:?}: T is stopped for good)",
+        process_state(run.pid())
+    );
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("ran"), "{out:?}");
+}
+
+/// Whether a SIGTSTP sent to `pid` is still pending (not yet handed to
+/// a handler): `ShdPnd` or `SigPnd` in /proc/PID/status.
+fn stop_pending(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let bit = 1u64 << (Signal::SIGTSTP as i32 - 1);
+    status.lines().any(|line| {
+        let (name, mask) = line.split_once(':').unwrap_or_default();
+        (name == "ShdPnd" || name == "SigPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|m| m & bit != 0)
+    })
+}
+
+/// A loopback listener that never accepts, its queue full (one
+/// connection of ours, the second return value): a connect to it is
+/// never answered (the kernel drops its SYNs) until the client gives up.
+fn black_hole() -> (std::net::TcpListener, std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen again on our own socket, to shrink its queue to one.
+    assert_eq!(unsafe { nix::libc::listen(hole.as_raw_fd(), 0) }, 0);
+    let queued = std::net::TcpStream::connect(hole.local_addr().unwrap()).unwrap();
+    (hole, queued)
+}
+
+/// Whether a connect to loopback `port` is under way (SYN_SENT, in
+/// /proc/net/tcp: remote address `0100007F:PORT`, state `02`).
+fn connecting_to(port: u16) -> bool {
+    let remote = format!("0100007F:{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"02")
+    })
 }
