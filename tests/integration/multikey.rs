@@ -266,6 +266,8 @@ fn several_keys_with_a_semaphore_or_a_newest_first_line_are_refused() {
         &["--limit", "2"][..],
         &["--queue", "newest-first"],
         &["--queue", "newest-wins"],
+        &["--shared"],
+        &["--replace-running"],
     ] {
         let mut cmd = keys_run(redlock(&server.url()), &["mk-a", "mk-b"], extra);
         let out = run_with_timeout(cmd.args(["--", "true"]), LONG);
@@ -276,6 +278,15 @@ fn several_keys_with_a_semaphore_or_a_newest_first_line_are_refused() {
             "{out:?}"
         );
     }
+    // A shared run replaces nobody.
+    let mut cmd = keys_run(
+        redlock(&server.url()),
+        &["mk-a"],
+        &["--shared", "--replace-running"],
+    );
+    let out = run_with_timeout(cmd.args(["--", "true"]), LONG);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--replace-running"), "{out:?}");
     assert_eq!(
         dbsize(&mut server.conn()),
         0,
