@@ -479,7 +479,11 @@ unsafe fn clone_child(start: &Start) -> c_int {
 unsafe fn exec_or_exit(start: &Start, leader: c_int, st_w: RawFd) {
     use std::sync::atomic::Ordering;
     let join_failed = (*start.join_failed).load(Ordering::Acquire);
-    let went = (*start.went).load(Ordering::Acquire) != 0;
+    // Only a parked child can end without going; a child cloned with
+    // CLONE_VFORK has exec'd or failed when the clone returns (and under
+    // qemu-user, which makes that clone a fork, its writes to our memory
+    // never reach us: the exec alone must count).
+    let went = start.go.is_null() || (*start.went).load(Ordering::Acquire) != 0;
     let failed = (*start.failed).load(Ordering::Acquire);
     if join_failed == 0 && went && failed == 0 {
         return;
