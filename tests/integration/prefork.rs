@@ -81,6 +81,7 @@ fn never_ran(server: &RedisServer, key: &str, dir: &TestDir, pids: [i32; 2]) {
 }
 
 #[test]
+#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_that_gives_up_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -95,6 +96,7 @@ fn a_waiter_that_gives_up_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_sigtermed_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -109,6 +111,7 @@ fn a_waiter_sigtermed_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_sigkilled_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -122,6 +125,7 @@ fn a_waiter_sigkilled_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_parked_start_whose_keeper_was_killed_never_runs_command_and_gives_the_lock_back() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -144,6 +148,7 @@ fn a_parked_start_whose_keeper_was_killed_never_runs_command_and_gives_the_lock_
 }
 
 #[test]
+#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_parked_start_gets_its_own_locks_token_and_fence_and_no_outer_lease_file() {
     let server = RedisServer::start();
     let dir = TestDir::new();
