@@ -61,24 +61,7 @@ pub fn hold(conn: &Conn, args: &HoldArgs, log: &Log) -> Result<Exit, Failure> {
     )?;
     match waited {
         Waited::Acquired(lease, token, _subscription) => {
-            let until = SystemTime::now() + ttl;
-            log.emit(
-                Ev::Acquired,
-                format!(
-                    "holding lock '{}' until {} (--for {}, fence {}): {}",
-                    args.key,
-                    humantime::format_rfc3339_seconds(until),
-                    show(ttl),
-                    lease.fence,
-                    untrusted(&args.reason)
-                ),
-                &[
-                    field("fence", lease.fence),
-                    crate::log::ms("ttl_ms", ttl),
-                    field("reason", args.reason.as_str()),
-                    crate::holder::label_of(&label),
-                ],
-            );
+            held(args, &label, ttl, lease.fence, log);
             write([token])?;
             Ok(Exit::Success)
         }
@@ -90,6 +73,27 @@ pub fn hold(conn: &Conn, args: &HoldArgs, log: &Log) -> Result<Exit, Failure> {
             error,
         }),
     }
+}
+
+/// Say the hold is taken: until when, why, its fence.
+fn held(args: &HoldArgs, label: &str, ttl: Duration, fence: i64, log: &Log) {
+    let until = SystemTime::now() + ttl;
+    log.emit(
+        Ev::Acquired,
+        format!(
+            "holding lock '{}' until {} (--for {}, fence {fence}): {}",
+            args.key,
+            humantime::format_rfc3339_seconds(until),
+            show(ttl),
+            untrusted(&args.reason)
+        ),
+        &[
+            field("fence", fence),
+            crate::log::ms("ttl_ms", ttl),
+            field("reason", args.reason.as_str()),
+            crate::holder::label_of(label),
+        ],
+    );
 }
 
 fn busy(key: &str, info: &BusyInfo, code: u8, log: &Log) -> Exit {
