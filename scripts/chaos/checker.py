@@ -192,7 +192,10 @@ def late_stops(plan, faults, sections):
         elif kind == "wrapper-stop" and f.get("run") in sections and t1 - t0 >= ttl \
                 and sections[f["run"]]["start"] < t0:
             late_after(sections[f["run"]], t1 + SLACK_NS, "SIGCONT after a SIGSTOP longer than the TTL")
-        elif kind == "wrapper-freeze" and f.get("run") in sections and t1 - t0 >= ttl:
+        elif kind == "wrapper-freeze" and f.get("run") in sections and t1 - t0 >= ttl \
+                and sections[f["run"]]["start"] < t1:
+            # A job that started after its wrapper was continued (its start
+            # was parked while it waited: F14) never ran under the freeze.
             late_after(sections[f["run"]], t0 + ttl + SLACK_NS, "its wrapper was SIGSTOPped: stop + TTL")
         elif kind == "kill-both":
             victims = f.get("runs") or [f.get("run")]

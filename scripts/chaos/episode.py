@@ -1588,8 +1588,8 @@ class Episode:
 
     def early_victim(self, f, order, timeout):
         """A run seen without COMMAND and then with it (the keeper, the
-        wrapper's child, has a child of its own: COMMAND forked, its exec
-        under way or done), stopped at a random moment of its first 200 ms.
+        wrapper's child, has a child of its own that has exec'd COMMAND),
+        stopped at a random moment of its first 200 ms.
         Polled every 2 ms through the two `children` files, not the whole
         process table."""
         bare = set()
@@ -1600,7 +1600,12 @@ class Episode:
                 if run is None or proc.args[0] == "unshare" and "--pid" in proc.args:
                     continue  # a foreign-proc run's wrapper takes a scan to find
                 keeper = next(iter(children(proc.pid)), None)
-                spawned = keeper is not None and children(keeper)
+                # COMMAND's process is no longer redlock-run's image: its
+                # exec is done (a parked start waits as redlock-run for
+                # the lock, and freezing its wrapper then is not this
+                # fault: F14).
+                spawned = keeper is not None and any(exe(c) not in (None, os.path.realpath(self.binary))
+                                                     for c in children(keeper))
                 if not spawned:
                     bare.add(run)
                     continue
