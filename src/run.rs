@@ -744,15 +744,8 @@ const LATE: [&str; 4] = [
 /// child/park.rs). Not with `--lease-file` (the file is made once the
 /// lock is ours). A start that cannot be made ready is left to the usual
 /// path, which says what is wrong.
-/// The parked start is not used (see [`park`]).
-const PARKING_OFF: bool = true;
-
 fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child::Parked> {
-    // Off until it is safe: with it, a job whose wrapper was frozen just
-    // after the start outlived its lease (the campaign's second run of
-    // seed 20261206: 20 late stops; episode 415 is late in 5 replays of 6
-    // with a parked start, in none of 4 without). See docs/chaos.md, F14.
-    if PARKING_OFF || cfg.lease_file || cfg.keys.len() > 1 {
+    if cfg.lease_file || cfg.keys.len() > 1 {
         return None;
     }
     let mut env = command_env(cfg);

@@ -81,7 +81,6 @@ fn never_ran(server: &RedisServer, key: &str, dir: &TestDir, pids: [i32; 2]) {
 }
 
 #[test]
-#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_that_gives_up_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -96,7 +95,6 @@ fn a_waiter_that_gives_up_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
-#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_sigtermed_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -111,7 +109,6 @@ fn a_waiter_sigtermed_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
-#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_waiter_sigkilled_while_parked_never_runs_command_and_leaves_nothing() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -125,7 +122,6 @@ fn a_waiter_sigkilled_while_parked_never_runs_command_and_leaves_nothing() {
 }
 
 #[test]
-#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_parked_start_whose_keeper_was_killed_never_runs_command_and_gives_the_lock_back() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -148,7 +144,6 @@ fn a_parked_start_whose_keeper_was_killed_never_runs_command_and_gives_the_lock_
 }
 
 #[test]
-#[ignore = "the parked start is off until F14 is fixed (docs/chaos.md)"]
 fn a_parked_start_gets_its_own_locks_token_and_fence_and_no_outer_lease_file() {
     let server = RedisServer::start();
     let dir = TestDir::new();
@@ -189,4 +184,39 @@ fn a_parked_start_gets_its_own_locks_token_and_fence_and_no_outer_lease_file() {
     mine.go();
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// F14's suspicion, ruled out: a parked start's keeper learns the lease's
+/// end from the "go" message, and ends COMMAND by then when its wrapper is
+/// frozen right after the start (the campaign's late stops were its own:
+/// it froze waiters whose start was parked, not started).
+#[test]
+fn a_parked_start_whose_wrapper_is_frozen_is_ended_by_its_keeper_at_the_lease_end() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "frozen", &dir);
+    let pid = dir.file("pid");
+    let mut cmd = server
+        .job("frozen")
+        .args(["-v", "--ttl", "2s", "--kill-after", "500ms"])
+        .sh(format!(
+            "echo $$ > '{}'; while :; do sleep 0.05; done",
+            pid.display()
+        ));
+    let mut run = spawn_waiting(&mut cmd, LONG);
+    parked(run.pid());
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let leader = read_pid(&dir, "pid", LONG);
+    run.signal(Signal::SIGSTOP);
+    assert!(wait_until(LONG, || process_state(run.pid()) == Some('T')));
+    assert!(
+        wait_until(LONG, || !process_alive(leader)),
+        "COMMAND {leader} runs on past the lease while redlock-run is stopped"
+    );
+    assert_eq!(process_state(run.pid()), Some('T'));
+    run.signal(Signal::SIGCONT);
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("keeper killed"), "{}", out.stderr);
 }
