@@ -18,6 +18,10 @@ ports in a temp dir, and prints one table:
      machine (started and killed by the bench), against without them;
   6. other topologies (a 5-node Redlock quorum, Sentinel, Cluster) and the
      observability options, each against the plain single-node URL;
+  7-9. fleet scale (bench_fleet.py);
+  10. each lock protocol (scripts, transactions, native compare-and-set):
+     round trips per acquire, refresh and release, uncontended time and
+     hand-over (bench_protocols.py; alone with `--protocols`);
 
 then the targets of the current issue, each [met] or [MISSED] (and, marked
 [info], the glibc build's overhead, which is not one of them).
@@ -58,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fleet as fleet  # noqa: E402  (sections 7-9)
 import bench_focus as focus  # noqa: E402  (--focus: issue 39's figures)
+import bench_protocols as protocols  # noqa: E402  (section 10, --protocols)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE = shutil.which("true") or "/bin/true"
@@ -1066,7 +1071,7 @@ def targets(u, c, r, p, v):
     return out
 
 
-def report(args, params, u, c, r, w, p, v, f, tools, elapsed):
+def report(args, params, u, c, r, w, p, v, f, pr, tools, elapsed):
     rounds, workers, runs, waiters, idle = params
     mode = "quick" if args.quick else "full"
     print(f"redlock-run bench ({mode}), {time.strftime('%Y-%m-%d')}: {machine()}")
@@ -1083,6 +1088,7 @@ def report(args, params, u, c, r, w, p, v, f, tools, elapsed):
     fleet.report_herd(f["herd"])
     fleet.report_holders(f["holders"])
     fleet.report_fanout(f["fanout"])
+    protocols.report(pr)
     ours = w.get("redlock-run")
     if ours is not None:
         ours = dict(ours, waiters=waiters)
@@ -1153,6 +1159,37 @@ def focus_main(args):
     return 1 if tools.failures else 0
 
 
+def protocols_main(args):
+    """--protocols: section 10 alone (see bench_protocols.py)."""
+    rounds = args.rounds or (40 if args.quick else 300)
+    workers, runs = 8, 5 if args.quick else 10
+    load = os.getloadavg()[0]
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="redlock-protocols") as tmp:
+        tmp = Path(tmp)
+        section = build_section(tmp)
+        servers = Servers(tmp)
+        try:
+            tools = Tools(tmp, servers.start("redis"), Path(args.binary))
+            smoke(tools)
+            pr = protocols.measure(tools, servers, section, rounds, workers, runs,
+                                   time_runs, summarize, contended)
+            tools.failures += tools.release_warnings()
+        finally:
+            servers.stop()
+    print(f"redlock-run bench (protocols), {time.strftime('%Y-%m-%d %H:%M')}: {machine()}")
+    print(f"(load average {load:.2f} when it started, {os.getloadavg()[0]:.2f} at the end)")
+    print(binaries_header(args))
+    print()
+    protocols.report(pr)
+    if args.json:
+        save_json(args, dict(kind="protocols", protocols=pr, failures=tools.failures))
+    print(f"(the bench took {time.monotonic() - began:.0f} s)")
+    if tools.failures:
+        print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))
+    return 1 if tools.failures else 0
+
+
 def save_json(args, results):
     """The raw results as JSON (scripts/bench_render.py makes tables of it)."""
     results.update(date=time.strftime("%Y-%m-%d"), machine=machine(),
@@ -1179,6 +1216,10 @@ def parse_args():
                     help="only issue 39's figures against flock, N interleaved rounds (medians)")
     ap.add_argument("--before", metavar="BINARY",
                     help="with --focus: also measure BINARY (an earlier build), a row of its own in every round")
+    ap.add_argument("--protocols", action="store_true",
+                    help="only section 10: each lock protocol's round trips, uncontended time and hand-over")
+    ap.add_argument("--rounds", type=int, metavar="N",
+                    help="with --protocols: uncontended runs per row (default 300, quick 40)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results to FILE (JSON)")
     return ap.parse_args()
 
@@ -1197,6 +1238,8 @@ def main():
         return phases_main(args)
     if args.focus:
         return focus_main(args)
+    if args.protocols:
+        return protocols_main(args)
 
     args.load = os.getloadavg()[0]
     q = args.quick
@@ -1233,14 +1276,17 @@ def main():
                 fanout=fleet.fanout(tools, servers, section, rounds // 2 if q else rounds, workers, runs,
                                     0.001, free_port, time_runs, summarize, contended),
             )
+            pr = protocols.measure(tools, servers, section, rounds, workers, runs,
+                                   time_runs, summarize, contended)
             # Read while the logs are still there.
             tools.failures += tools.release_warnings()
         finally:
             servers.stop()
-    report(args, params, u, c, r, w, p, v, f, tools, time.monotonic() - began)
+    report(args, params, u, c, r, w, p, v, f, pr, tools, time.monotonic() - began)
     if args.json:
         save_json(args, dict(kind="quick" if q else "full", params=params, uncontended=u, contended=c,
-                             rss=r, queue=w, processes=p, variants=v, fleet=f, failures=tools.failures))
+                             rss=r, queue=w, processes=p, variants=v, fleet=f, protocols=pr,
+                             failures=tools.failures))
     return 1 if tools.failures else 0
 
 

