@@ -1183,7 +1183,8 @@ def protocols_main(args):
     print()
     protocols.report(pr)
     if args.json:
-        save_json(args, dict(kind="protocols", protocols=pr, failures=tools.failures))
+        save_json(args, dict(kind="protocols", protocols=pr, load=[load, os.getloadavg()[0]],
+                             failures=tools.failures))
     print(f"(the bench took {time.monotonic() - began:.0f} s)")
     if tools.failures:
         print("Failures: " + "; ".join(sorted(set(tools.failures))[:10]))

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Make docs/benchmarks.md's side-by-side table from a bench's raw results.
+"""Make docs/benchmarks.md's tables from a bench's raw results.
 
 `scripts/bench.sh --focus N --json FILE` (or `--before B` with it) keeps
 the raw figures of every round; this turns them into the Markdown table
 between the `<!-- bench: begin -->` and `<!-- bench: end -->` lines of
-docs/benchmarks.md (`--into`), or prints it. Only the standard library.
+docs/benchmarks.md (`--into`), or prints it. `scripts/bench.sh --protocols
+--json FILE` (section 10, each lock protocol's cost) goes between the
+`<!-- protocols: begin -->` and `<!-- protocols: end -->` lines. Only the
+standard library.
 
     python3 scripts/bench_render.py docs/benchmarks.json --into docs/benchmarks.md
+    python3 scripts/bench_render.py docs/benchmarks-protocols.json --into docs/benchmarks.md
 """
 
 import argparse
@@ -14,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-BEGIN, END = "<!-- bench: begin -->", "<!-- bench: end -->"
+MARKS = {"focus": "bench", "protocols": "protocols"}
 FIGURES = [
     ("uncontended overhead (`X -- true`)", "overhead_ms", "ms", "overhead"),
     ("hand-over median (8 workers x 10 x 10 ms)", "handover_ms", "ms", "handover"),
@@ -70,29 +74,74 @@ def table(results, targets):
     return "\n".join(lines)
 
 
-def into(doc: Path, text):
+def protocols_table(results):
+    """Section 10 (bench_protocols.py): a row per protocol, then each
+    step's round trips with their commands."""
+    import bench_protocols as bp
+
+    p = results["protocols"]
+    head = ["protocol (server)", "`-v` says", "acquire", "refresh: first, then each", "release",
+            "subscribe", "served", "uncontended median (over `true`)", "p95", "hand-over median", "p99"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    base = p["stats"]["true"][0]
+    for name in p["rows"]:
+        c, (med, p95), h = p["counts"].get(name), p["stats"][name], p["handover"][name]
+        counted = ([f"`{c['said']}`", bp.trips_cell(c["parts"]["acquire"]), bp.refresh_cell(c["parts"]["refreshes"]),
+                    bp.trips_cell(c["parts"]["release"]), bp.trips_cell(c["parts"]["subscribed"]), str(c["served"])]
+                   if c else ["?"] + ["-"] * 5)
+        lines.append("| " + " | ".join([name] + counted + [
+            f"{med * 1000:.2f} ms (+{(med - base) * 1000:.2f})", f"{p95 * 1000:.2f} ms",
+            f"{h['median'] * 1000:.2f} ms", f"{h['p99'] * 1000:.2f} ms"]) + " |")
+    lines += ["", "Round trips (commands in them), counted through a proxy in one run with "
+              f"{bp.REFRESHES} refreshes; served: the commands the server ran in that run "
+              "(`INFO commandstats`, those inside scripts included). `true` alone: {base * 1000:.2f} ms median. "
+              f"{p['rounds']} uncontended runs per row, interleaved; hand-over: {p['workers']} workers x "
+              f"{p['runs']} sections of 10 ms. {results['date']}, {results['machine']}; "
+              f"`{results['binary']}` ({results['linkage']}); load average "
+              f"{results['load'][0]:.2f} at the start, {results['load'][1]:.2f} at the end."]
+    lines += [f"- {note}" for note in p["notes"]]
+    lines.append("")
+    lines.append("Each round trip's commands, in order:")
+    lines.append("")
+    for name in p["rows"]:
+        parts = (p["counts"].get(name) or {}).get("parts")
+        if not parts:
+            continue
+        steps = [("acquire", parts["acquire"])] + [
+            (f"refresh {i}", r) for i, r in enumerate(parts["refreshes"], 1)] + [
+            ("release", parts["release"]), ("subscribe (own connection)", parts["subscribed"])]
+        lines.append(f"- {name}: " + "; ".join(f"{step} `{bp.grouped(trips)}`" for step, trips in steps))
+    return "\n".join(lines)
+
+
+def into(doc: Path, text, kind):
+    begin, end = f"<!-- {MARKS[kind]}: begin -->", f"<!-- {MARKS[kind]}: end -->"
     body = doc.read_text()
-    if BEGIN not in body or END not in body:
-        sys.exit(f"bench_render: {doc} has no {BEGIN} ... {END} lines")
-    head, rest = body.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    if begin not in body or end not in body:
+        sys.exit(f"bench_render: {doc} has no {begin} ... {end} lines")
+    head, rest = body.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", help="a bench's --json file (kind: focus)")
+    ap.add_argument("results", help="a bench's --json file (kind: focus or protocols)")
     ap.add_argument("--into", metavar="DOC", help="replace the table in DOC (docs/benchmarks.md)")
     args = ap.parse_args()
     results = json.loads(Path(args.results).read_text())
-    if results.get("kind") != "focus":
-        sys.exit("bench_render: only --focus results make the side-by-side table")
+    kind = results.get("kind")
+    if kind not in MARKS:
+        sys.exit("bench_render: only --focus and --protocols results make tables")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_focus  # the targets, from one place
+    if kind == "focus":
+        import bench_focus  # the targets, from one place
 
-    text = table(results, bench_focus.TARGETS)
+        text = table(results, bench_focus.TARGETS)
+    else:
+        text = protocols_table(results)
     if args.into:
-        into(Path(args.into), text)
+        into(Path(args.into), text, kind)
     else:
         print(text)
 
