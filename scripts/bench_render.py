@@ -94,7 +94,7 @@ def protocols_table(results):
             f"{h['median'] * 1000:.2f} ms", f"{h['p99'] * 1000:.2f} ms"]) + " |")
     lines += ["", "Round trips (commands in them), counted through a proxy in one run with "
               f"{bp.REFRESHES} refreshes; served: the commands the server ran in that run "
-              "(`INFO commandstats`, those inside scripts included). `true` alone: {base * 1000:.2f} ms median. "
+              f"(`INFO commandstats`, those inside scripts included). `true` alone: {base * 1000:.2f} ms median. "
               f"{p['rounds']} uncontended runs per row, interleaved; hand-over: {p['workers']} workers x "
               f"{p['runs']} sections of 10 ms. {results['date']}, {results['machine']}; "
               f"`{results['binary']}` ({results['linkage']}); load average "
