@@ -16,7 +16,7 @@ the like-for-like row of the last:
     the job marks its start and end with an `ECHO` through the proxy, which
     splits the run into acquire, while held, release; and the server's
     `INFO commandstats` delta over that run (commands run inside scripts
-    included);
+    included); and the round trips of one `-- true` run, through the proxy;
   - uncontended `redlock-run -k K -- true` (median, p95, over `true`), the
     rows interleaved, straight to the server (not through the proxy);
   - hand-over: a waiter's section start after the holder's section end, in
@@ -147,6 +147,20 @@ def counted_run(tools, server, tmp: Path):
     return got, trips, sum(stats.values()), proxy.conns - 1   # the job's own left out
 
 
+def true_run(tools, server):
+    """The round trips and commands of one uncontended `-- true` run (all
+    its connections), through a CountingProxy."""
+    proxy = CountingProxy(server.port)
+    try:
+        argv = [tools.binary, "--redis", f"redis://127.0.0.1:{proxy.port}", "--key", "counted-true", "--", "true"]
+        code = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60).returncode
+        time.sleep(0.2)
+    finally:
+        proxy.close()
+    tools.check("protocols: `-- true` through the proxy", code)
+    return dict(trips=len(proxy.trips), commands=sum(len(t["commands"]) for t in proxy.trips), conns=proxy.conns)
+
+
 def split_run(trips):
     """{acquire, refreshes, release, subscribed}: lists of trips (refreshes:
     a list per refresh), by the job's markers; None without both markers.
@@ -202,7 +216,8 @@ def count_row(tools, name, want, server, tmp):
     if refreshed != REFRESHES or len(parts["refreshes"]) != REFRESHES:
         tools.failures.append(f"protocols: {name}: {refreshed} refreshes said, "
                               f"{len(parts['refreshes'])} seen, not {REFRESHES} (a loaded machine?)")
-    return dict(said=said, parts=parts, served=served_n, conns=conns, refreshed=refreshed)
+    return dict(said=said, parts=parts, served=served_n, conns=conns, refreshed=refreshed,
+                true=true_run(tools, server))
 
 
 def measure(tools, servers, section, rounds, workers, runs, time_runs, summarize, contended):
@@ -225,6 +240,10 @@ def trips_cell(trips):
     return "%d (%d)" % cost(trips)
 
 
+def true_cell(x):
+    return "%d (%d)" % (x["trips"], x["commands"])
+
+
 def refresh_cell(refreshes):
     """`first, then each`: a refresh on a new connection costs more."""
     cells = [trips_cell(r) for r in refreshes]
@@ -243,22 +262,24 @@ def report(p):
     print(f"   Setting up and counting took {p['setup_s']:.1f} s.")
     for note in p["notes"]:
         print(f"   {note}")
-    print(f"   {'protocol (server)':<40} {'acquire':>8} {'refresh':>15} {'release':>8} {'sub':>5} {'conns':>5} "
+    print(f"   {'protocol (server)':<40} {'acquire':>8} {'refresh':>15} {'release':>8} {'sub':>5} {'true':>6} {'conns':>5} "
           f"{'served':>6} {'median':>9} {'p95':>9} {'overhead':>9} {'hand-over':>10} {'p99':>9}")
     base = p["stats"]["true"][0]
     for name in p["rows"]:
         c = p["counts"].get(name)
         med, p95 = p["stats"][name]
         h = p["handover"][name]
-        counted = ("%8s %15s %8s %5s %5d %6d" % (
+        counted = ("%8s %15s %8s %5s %6s %5d %6d" % (
             trips_cell(c["parts"]["acquire"]), refresh_cell(c["parts"]["refreshes"]),
-            trips_cell(c["parts"]["release"]), trips_cell(c["parts"]["subscribed"]), c["conns"], c["served"])
-                   if c else "%8s %15s %8s %5s %5s %6s" % ("-", "-", "-", "-", "-", "-"))
+            trips_cell(c["parts"]["release"]), trips_cell(c["parts"]["subscribed"]), true_cell(c["true"]),
+            c["conns"], c["served"])
+                   if c else "%8s %15s %8s %5s %6s %5s %6s" % ("-", "-", "-", "-", "-", "-", "-"))
         print(f"   {name:<40} {counted} {med * 1000:>6.2f} ms {p95 * 1000:>6.2f} ms "
               f"{(med - base) * 1000:>+6.2f} ms {h['median'] * 1000:>7.2f} ms {h['p99'] * 1000:>6.2f} ms")
-    print("   (sub: the lock's channel, subscribed on a connection of its own as the job starts; conns:")
-    print("   connections the counted run opened, the job's own left out; served: commands the server ran")
-    print("   in the counted run by INFO commandstats, those inside scripts included, the bench's own left out)")
+    print("   (true: one `-- true` run, all its round trips; sub: the lock's channel, subscribed on a connection")
+    print("   of its own as the job starts; conns: connections the counted run opened, the job's own left out;")
+    print("   served: commands the server ran in the counted run by INFO commandstats, those inside scripts")
+    print("   included, the bench's own left out)")
     for name in p["rows"]:
         c = p["counts"].get(name)
         if not c:

@@ -81,20 +81,22 @@ def protocols_table(results):
 
     p = results["protocols"]
     head = ["protocol (server)", "`-v` says", "acquire", "refresh: first, then each", "release",
-            "subscribe", "served", "uncontended median (over `true`)", "p95", "hand-over median", "p99"]
+            "subscribe", "served", "a `-- true` run", "uncontended median (over `true`)", "p95", "hand-over median", "p99"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = p["stats"]["true"][0]
     for name in p["rows"]:
         c, (med, p95), h = p["counts"].get(name), p["stats"][name], p["handover"][name]
         counted = ([f"`{c['said']}`", bp.trips_cell(c["parts"]["acquire"]), bp.refresh_cell(c["parts"]["refreshes"]),
-                    bp.trips_cell(c["parts"]["release"]), bp.trips_cell(c["parts"]["subscribed"]), str(c["served"])]
-                   if c else ["?"] + ["-"] * 5)
+                    bp.trips_cell(c["parts"]["release"]), bp.trips_cell(c["parts"]["subscribed"]), str(c["served"]),
+                    bp.true_cell(c["true"])]
+                   if c else ["?"] + ["-"] * 6)
         lines.append("| " + " | ".join([name] + counted + [
             f"{med * 1000:.2f} ms (+{(med - base) * 1000:.2f})", f"{p95 * 1000:.2f} ms",
             f"{h['median'] * 1000:.2f} ms", f"{h['p99'] * 1000:.2f} ms"]) + " |")
     lines += ["", "Round trips (commands in them), counted through a proxy in one run with "
               f"{bp.REFRESHES} refreshes; served: the commands the server ran in that run "
-              f"(`INFO commandstats`, those inside scripts included). `true` alone: {base * 1000:.2f} ms median. "
+              f"(`INFO commandstats`, those inside scripts included); a `-- true` run: all its round trips, "
+              f"through the proxy. `true` alone: {base * 1000:.2f} ms median. "
               f"{p['rounds']} uncontended runs per row, interleaved; hand-over: {p['workers']} workers x "
               f"{p['runs']} sections of 10 ms. {results['date']}, {results['machine']}; "
               f"`{results['binary']}` ({results['linkage']}); load average "
