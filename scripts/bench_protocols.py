@@ -126,7 +126,7 @@ def served(server):
     return out
 
 
-def counted_run(tools, server, tmp: Path):
+def counted_run(tools, server):
     """One run with two refreshes through a CountingProxy: its trips (each
     a list of commands), the `-v` lines, and the server's commands."""
     proxy = CountingProxy(server.port)
@@ -200,9 +200,9 @@ def grouped(trips):
     return " ".join(one(t["commands"]) for t in trips) or "-"
 
 
-def count_row(tools, name, want, server, tmp):
+def count_row(tools, name, want, server):
     """The counted run of one row, split; failures go to tools.failures."""
-    got, trips, served_n, conns = counted_run(tools, server, tmp)
+    got, trips, served_n, conns = counted_run(tools, server)
     said = re.search(r": protocol (.+?) \(", got.stderr)
     said = said.group(1) if said else "?"
     refreshed = got.stderr.count("refreshed lock")
@@ -227,7 +227,7 @@ def measure(tools, servers, section, rounds, workers, runs, time_runs, summarize
     counts = {}
     for name, want, server in rows:
         tools.variants[name] = ["--redis", f"redis://127.0.0.1:{server.port}"]
-        counts[name] = count_row(tools, name, want, server, tools.tmp)
+        counts[name] = count_row(tools, name, want, server)
     setup_s = time.monotonic() - began
     names = [n for n, _, _ in rows]
     stats = summarize(time_runs(tools, ["true"] + names, rounds, key="protocols"))
