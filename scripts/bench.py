@@ -1160,7 +1160,9 @@ def focus_main(args):
 
 
 def protocols_main(args):
-    """--protocols: section 10 alone (see bench_protocols.py)."""
+    """--protocols: section 10 alone (see bench_protocols.py), of the
+    --binary only (bench.sh's glibc build is not measured here)."""
+    args.glibc_binary = None
     rounds = args.rounds or (40 if args.quick else 300)
     workers, runs = 8, 5 if args.quick else 10
     load = os.getloadavg()[0]
