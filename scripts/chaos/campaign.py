@@ -298,7 +298,8 @@ def main():
     print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), host-side faults "
           f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
           f"server-side faults "
-          f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, binary "
+          f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
+          f"workloads {'on' if workloads else 'off'}, binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
           flush=True)
