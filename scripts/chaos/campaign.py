@@ -181,6 +181,8 @@ def line(seed, r):
             f"(in/out) stale {c['stale']} (rejected {c['rejected']}) fence-back "
             f"{c['fence_back_in']}/{c['fence_back_out']} late {c['late']} exits {c['unexpected']} "
             f"outlived {c['outlived']} left {c['leftovers']} {r['elapsed']:.1f}s")
+    if p.get("workload") == "shared":
+        head += f" readers-together {c.get('readers_together', 0)}"
     if p["control"]:
         return head + (" caught" if caught(r) else " NOT CAUGHT")
     return head + (" FAIL" if failed(r) else " ok")

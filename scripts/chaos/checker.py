@@ -670,6 +670,10 @@ def check(workdir):
         r = asked.get(s["run"], {})
         s["resources"] = r.get("keys") or ["r"]
         s["mode"] = r.get("mode") or "exclusive"
+    # Readers that started while another ran (allowed; shows the workload
+    # had shared sections at once).
+    out["readers_together"] = len([s for i, s in enumerate(ordered) if s["mode"] == "shared" and any(
+        o["mode"] == "shared" and o["last"] > s["start"] for o in ordered[:i])])
     for resource in sorted({x for s in ordered for x in s["resources"]}):
         mine = [s for s in ordered if resource in s["resources"]]
         for msg, where in overlaps(plan, runs, faults, windows, mine, resource, exempt):
