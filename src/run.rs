@@ -755,6 +755,9 @@ fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child:
     ]);
     // Empty removes it: an outer run's file is not this lock's lease.
     env.push(("REDLOCK_LEASE_FILE", ""));
+    if !child::can_park() {
+        return None;
+    }
     child::become_subreaper();
     child::park(&cfg.argv, &env, &LATE, containment.take()?).ok()
 }

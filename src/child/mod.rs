@@ -35,7 +35,7 @@ mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
-pub use park::{park, Parked};
+pub use park::{park, supported as can_park, Parked};
 pub use spawn::Failed;
 
 use keeper::Keeper;
