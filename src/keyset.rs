@@ -174,6 +174,7 @@ impl Taken {
                 acquired_at: lease.acquired_at,
                 valid_until: set.valid_until.min(lease.valid_until),
                 reset: set.reset || lease.reset,
+                beside: set.beside.max(lease.beside),
             },
         });
     }

@@ -298,8 +298,7 @@ impl Waiter<'_> {
             };
             let now = Instant::now();
             if let Some(left) = info.pttl {
-                self.holder_until = Some(now + left);
-                self.longest_pttl = self.longest_pttl.max(left);
+                self.saw_holder(now + left, left);
             }
             if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
                 return Ok(Waited::Busy(info));
@@ -363,7 +362,26 @@ impl Waiter<'_> {
             Attempt::Busy(info) if info.split => self.splits + 1,
             _ => 0,
         };
+        // Granted by a majority while another node still named a holder:
+        // one we saw, if the data was lost under it (`data_was_lost`).
+        if let Attempt::Acquired(Lease {
+            beside: Some(left), ..
+        }) = &attempt
+        {
+            let left = *left;
+            let until = Instant::now() + left;
+            self.saw_holder(
+                self.holder_until.map_or(until, |seen| seen.max(until)),
+                left,
+            );
+        }
         attempt
+    }
+
+    /// A holder had the lock until `until` at least, with `left` to go.
+    fn saw_holder(&mut self, until: Instant, left: Duration) {
+        self.holder_until = Some(until);
+        self.longest_pttl = self.longest_pttl.max(left);
     }
 
     /// The first busy answer: subscribe. True: look again before
@@ -566,7 +584,10 @@ impl Waiter<'_> {
     /// We got the lock, but its fence counter was started anew while a
     /// holder we saw may still hold it: Redis lost its data (a restart
     /// without persistence, FLUSHALL) under that holder, which may still be
-    /// running until its next refresh tells it.
+    /// running until its next refresh tells it. Seen in an earlier round,
+    /// or in this one (a node that kept its data still named it: a
+    /// newcomer, or a holder that took the lock between our rounds, as in
+    /// the chaos campaign, seed 20261206 episode 788).
     fn data_was_lost(&self, lease: &Lease) -> bool {
         let now = Instant::now();
         lease.reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()

@@ -79,6 +79,8 @@ pub struct Tally {
     pub reset: bool,
     /// The first busy answer: who holds the lock.
     pub busy: Option<BusyInfo>,
+    /// The longest lease left among the busy answers.
+    pub busy_left: Option<std::time::Duration>,
     holders: Vec<Who>,
     pub mismatch: Option<u32>,
     pub errors: Vec<NodeError>,
@@ -103,6 +105,7 @@ impl Tally {
                         info.acquired_at.clone(),
                     );
                     tally.holders.push(who);
+                    tally.busy_left = tally.busy_left.max(info.pttl);
                     tally.busy.get_or_insert(*info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {

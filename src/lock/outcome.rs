@@ -16,6 +16,10 @@ pub struct Lease {
     /// seeded from its clock: the data in Redis was lost (a restart
     /// without persistence, FLUSHALL).
     pub reset: bool,
+    /// The longest lease left of another holder that a node of the same
+    /// round still named (Redlock): with `reset`, that holder's majority
+    /// was lost to the data loss, and it may run on until it finds out.
+    pub beside: Option<std::time::Duration>,
 }
 
 /// The result of one acquisition attempt.

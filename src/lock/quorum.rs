@@ -313,6 +313,7 @@ impl Quorum {
                 acquired_at: start,
                 valid_until,
                 reset: tally.reset,
+                beside: tally.busy_left,
             };
             return self.confirmed(token, lease, line.0);
         }

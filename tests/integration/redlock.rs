@@ -587,3 +587,51 @@ fn a_node_that_does_not_answer_is_not_a_node_that_does_not_hold() {
     assert_eq!(out.code, Some(75), "held: {out:?}");
     hold.go();
 }
+
+/// FLUSHALL on two of three nodes under a holder: a newcomer finds the
+/// third node still naming that holder and takes the other two, their fence
+/// counters started anew. It never runs beside the holder's job (which
+/// finds its majority gone at its next refresh, exit 70): with `-n` it is
+/// busy (its stand-in left to expire), and a waiting one runs once the
+/// holder's job is gone. On the code before
+/// the fix the newcomer ran at once, the holder's job still running (the
+/// chaos campaign, seed 20261206 episode 788, where the holder had taken
+/// the lock a moment before the flush and no waiter had seen it).
+#[test]
+fn a_newcomer_after_a_majority_lost_its_data_waits_out_the_holder_it_finds() {
+    let servers = RedisServer::many(3);
+    let dir = TestDir::new();
+    let (pid, log) = (dir.file("pid"), dir.file("log"));
+    // It refreshes every 4 s: the FLUSHALL goes unnoticed by it for seconds.
+    let slow = ["--ttl", "5s", "--refresh", "4s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 20", pid.display());
+    let mut holder = spawn_piped(&mut Job::using(nodes(&servers), "lost").args(slow).sh(&holding));
+    let holder_pid = read_pid(&dir, "pid", LONG);
+    for server in &servers[1..] {
+        let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    }
+    let busy = run_with_timeout(
+        nodes(&servers).args(["-n", "--ttl", "3s", "-k", "lost", "--", "true"]),
+        LONG,
+    );
+    assert_eq!(busy.code, Some(75), "ran beside the holder: {busy:?}");
+    assert!(busy.stderr.contains("data in Redis was lost"), "{busy:?}");
+    let newcomer = format!(
+        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{}'",
+        log.display()
+    );
+    let out = run_with_timeout(
+        &mut Job::using(nodes(&servers), "lost")
+            .args(["--ttl", "3s", "--wait", "30s"])
+            .sh(&newcomer),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(
+        out.code,
+        Some(70),
+        "the holder's majority vanished: {out:?}"
+    );
+}
