@@ -374,6 +374,7 @@ mod tests {
             line_full: None,
             place: None,
             split: false,
+            reset: false,
         }
     }
 

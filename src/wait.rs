@@ -168,6 +168,7 @@ pub fn acquire(
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
+        saw_reset: false,
         longest_pttl: Duration::ZERO,
         was_subscribed: false,
         resubscribe_at: None,
@@ -228,6 +229,9 @@ struct Waiter<'a> {
     retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
+    /// A try of ours that did not get the lock started a fence counter
+    /// anew: a later try that does finds it counting (see `data_was_lost`).
+    saw_reset: bool,
     /// The longest lease left we saw a holder have: about its TTL, which
     /// each of its refreshes renews (see [`lost_holder_until`]; a
     /// stand-in lasts at least our own TTL too).
@@ -362,6 +366,7 @@ impl Waiter<'_> {
             Attempt::Busy(info) if info.split => self.splits + 1,
             _ => 0,
         };
+        self.saw_reset |= matches!(&attempt, Attempt::Busy(info) if info.reset);
         // Granted by a majority while another node still named a holder:
         // one we saw, if the data was lost under it (`data_was_lost`).
         if let Attempt::Acquired(Lease {
@@ -584,13 +589,16 @@ impl Waiter<'_> {
     /// We got the lock, but its fence counter was started anew while a
     /// holder we saw may still hold it: Redis lost its data (a restart
     /// without persistence, FLUSHALL) under that holder, which may still be
-    /// running until its next refresh tells it. Seen in an earlier round,
-    /// or in this one (a node that kept its data still named it: a
-    /// newcomer, or a holder that took the lock between our rounds, as in
-    /// the chaos campaign, seed 20261206 episode 788).
+    /// running until its next refresh tells it. The holder seen in an
+    /// earlier round, or in this one (a node that kept its data still
+    /// named it: a newcomer, or a holder that took the lock between our
+    /// rounds, as in the chaos campaign, seed 20261206 episode 788); the
+    /// counter started anew by this try or by a failed one of ours (two
+    /// waiters split the nodes that lost their data, then one took both).
     fn data_was_lost(&self, lease: &Lease) -> bool {
         let now = Instant::now();
-        lease.reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()
+        let reset = lease.reset || self.saw_reset;
+        reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()
     }
 
     /// Wait until the lost holder's lease would have ended (by then it has
@@ -604,6 +612,8 @@ impl Waiter<'_> {
     fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> LostHolder {
         let now = Instant::now();
         let seen = self.holder_until.take();
+        // One loss, one wait.
+        self.saw_reset = false;
         // Never given back here: the next try uses the same token (a
         // waiter's place in line), and a give-back that a lossy link
         // delivers after that try deleted the lock it had just taken (the

@@ -79,7 +79,8 @@ pub struct Tally {
     pub reset: bool,
     /// The first busy answer: who holds the lock.
     pub busy: Option<BusyInfo>,
-    /// The longest lease left among the busy answers.
+    /// The longest lease left among the busy answers that name a holder
+    /// record (not a bare key set by someone else).
     pub busy_left: Option<std::time::Duration>,
     holders: Vec<Who>,
     pub mismatch: Option<u32>,
@@ -105,7 +106,10 @@ impl Tally {
                         info.acquired_at.clone(),
                     );
                     tally.holders.push(who);
-                    tally.busy_left = tally.busy_left.max(info.pttl);
+                    // A holder of ours (a record), not a bare key.
+                    if !info.acquired_at.is_empty() {
+                        tally.busy_left = tally.busy_left.max(info.pttl);
+                    }
                     tally.busy.get_or_insert(*info);
                 }
                 Ok(Acquire::Mismatch { limit }) => {

@@ -400,6 +400,7 @@ impl Quorum {
             Outcome::Busy { split } => {
                 let mut busy = tally.busy.unwrap_or_default();
                 busy.split = split;
+                busy.reset = tally.reset;
                 Attempt::Busy(Box::new(busy))
             }
         }

@@ -37,6 +37,9 @@ pub struct BusyInfo {
     /// Several nodes: this try held some of them, not a majority, and gave
     /// them back without waking anyone: try again soon.
     pub split: bool,
+    /// Several nodes: a node that granted this try (not a majority) had
+    /// its fence counter started anew (see `Lease::reset`).
+    pub reset: bool,
 }
 
 /// Where a waiter stands in line, as a queued try's busy answer says.
@@ -299,6 +302,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         line_full: None,
         place: place(items),
         split: false,
+        reset: false,
     })
 }
 
