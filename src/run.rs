@@ -742,10 +742,11 @@ const LATE: [&str; 4] = [
 /// Once the run settles down to wait: COMMAND's start made ready, up to
 /// its exec, so that the hand-over does not wait for it (see
 /// child/park.rs). Not with `--lease-file` (the file is made once the
-/// lock is ours). A start that cannot be made ready is left to the usual
-/// path, which says what is wrong.
+/// lock is ours), nor under qemu-user (see `child::can_park`). A start
+/// that cannot be made ready is left to the usual path, which says what
+/// is wrong.
 fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child::Parked> {
-    if cfg.lease_file || cfg.keys.len() > 1 {
+    if cfg.lease_file || cfg.keys.len() > 1 || !child::can_park() {
         return None;
     }
     let mut env = command_env(cfg);
@@ -755,9 +756,6 @@ fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child:
     ]);
     // Empty removes it: an outer run's file is not this lock's lease.
     env.push(("REDLOCK_LEASE_FILE", ""));
-    if !child::can_park() {
-        return None;
-    }
     child::become_subreaper();
     child::park(&cfg.argv, &env, &LATE, containment.take()?).ok()
 }
