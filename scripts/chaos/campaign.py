@@ -245,6 +245,23 @@ def preflight():
     return problems
 
 
+def named_redlock_run():
+    """The kill-both fault's `pkill -9 redlock-run` selects processes by
+    name, which is the name of the file exec'd: a binary under test called
+    anything else (a copy named after its commit) would be missed by it,
+    and its runs judged as killed though they ran on (seed 20261207
+    episode 340). Such a binary is run through a link called redlock-run."""
+    binary = os.environ.get("REDLOCK_CHAOS_BINARY", "")
+    if not binary or os.path.basename(binary) == "redlock-run":
+        return
+    named = tempfile.mkdtemp(prefix="redlock-chaos-bin-")
+    os.chmod(named, 0o755)
+    atexit.register(shutil.rmtree, named, True)
+    link = os.path.join(named, "redlock-run")
+    os.symlink(os.path.realpath(binary), link)
+    os.environ["REDLOCK_CHAOS_BINARY"] = link
+
+
 def main():
     ap = argparse.ArgumentParser(prog="scripts/chaos.sh")
     ap.add_argument("--episodes", type=int, default=60)
@@ -288,6 +305,7 @@ def main():
     host = not args.no_host
     server = host and not args.no_server
     workloads = not args.no_workloads and not args.findings
+    named_redlock_run()
     if args.findings:
         todo = findings()
         seed = "of each finding"
