@@ -168,7 +168,8 @@ pub fn acquire(
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
-        saw_reset: false,
+        reset_seen: None,
+        seen_by_reset: None,
         longest_pttl: Duration::ZERO,
         was_subscribed: false,
         resubscribe_at: None,
@@ -229,9 +230,14 @@ struct Waiter<'a> {
     retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
-    /// A try of ours that did not get the lock started a fence counter
-    /// anew: a later try that does finds it counting (see `data_was_lost`).
-    saw_reset: bool,
+    /// When a try of ours that did not get the lock last started a fence
+    /// counter anew: a later try that does finds it counting (see
+    /// `lost_lease_end`). Data lost then can have left a holder its lease
+    /// from then on, not from when we get the lock.
+    reset_seen: Option<Instant>,
+    /// Until when the holders seen by then (in that round too) could
+    /// hold the lock: one seen only later took it on data not lost.
+    seen_by_reset: Option<Instant>,
     /// The longest lease left we saw a holder have: about its TTL, which
     /// each of its refreshes renews (see [`lost_holder_until`]; a
     /// stand-in lasts at least our own TTL too).
@@ -274,7 +280,9 @@ impl Waiter<'_> {
 
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
-            let info = match self.attempt(quorum) {
+            let attempt = self.attempt(quorum);
+            let lost = self.lost_lease_end(&attempt, quorum.ttl());
+            let info = match attempt {
                 Attempt::Busy(info) if info.split => match self.pause(quorum, SPLIT_MIN, SPLIT_MAX)
                 {
                     Some(sig) => return Ok(Waited::Signaled(sig)),
@@ -285,8 +293,8 @@ impl Waiter<'_> {
                     self.renew_token(quorum);
                     info
                 }
-                Attempt::Acquired(lease) if self.data_was_lost(&lease) => {
-                    match self.wait_out_lost_holder(quorum) {
+                Attempt::Acquired(_) if lost.is_some() => {
+                    match self.wait_out_lost_holder(quorum, lost.unwrap_or_else(Instant::now)) {
                         LostHolder::Over => continue,
                         LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
                         LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
@@ -366,9 +374,15 @@ impl Waiter<'_> {
             Attempt::Busy(info) if info.split => self.splits + 1,
             _ => 0,
         };
-        self.saw_reset |= matches!(&attempt, Attempt::Busy(info) if info.reset);
+        if let Attempt::Busy(info) = &attempt {
+            if info.reset {
+                let now = Instant::now();
+                self.reset_seen = Some(now);
+                self.seen_by_reset = self.holder_until.max(info.pttl.map(|left| now + left));
+            }
+        }
         // Granted by a majority while another node still named a holder:
-        // one we saw, if the data was lost under it (`data_was_lost`).
+        // one we saw, if the data was lost under it (`lost_lease_end`).
         if let Attempt::Acquired(Lease {
             beside: Some(left), ..
         }) = &attempt
@@ -595,10 +609,28 @@ impl Waiter<'_> {
     /// rounds, as in the chaos campaign, seed 20261206 episode 788); the
     /// counter started anew by this try or by a failed one of ours (two
     /// waiters split the nodes that lost their data, then one took both).
-    fn data_was_lost(&self, lease: &Lease) -> bool {
+    ///
+    /// `Some(until)`: wait until then. A holder that lost its lock cannot
+    /// renew it after the loss, so its lease ends a whole lease after the
+    /// counter was last seen started anew at the latest, not after our
+    /// acquire: the waiters of a key's first Redlock race (which start
+    /// counters on the nodes they take) do not each wait a lease in turn
+    /// (CI, redlock::mutual_exclusion_across_five_nodes: 8 runs, more
+    /// than 120 s).
+    fn lost_lease_end(&self, attempt: &Attempt, own_ttl: Duration) -> Option<Instant> {
+        let Attempt::Acquired(lease) = attempt else {
+            return None;
+        };
         let now = Instant::now();
-        let reset = lease.reset || self.saw_reset;
-        reset && lost_holder_until(self.holder_until, self.longest_pttl, now).is_some()
+        let (found, seen) = if lease.reset {
+            (now, self.holder_until)
+        } else {
+            // Still named beside us: a holder of then, which kept a node.
+            let beside = lease.beside.map(|left| now + left);
+            (self.reset_seen?, self.seen_by_reset.max(beside))
+        };
+        let longest = stand_in_length(self.longest_pttl, own_ttl);
+        lost_holder_until(seen, longest, found).filter(|until| *until > now)
     }
 
     /// Wait until the lost holder's lease would have ended (by then it has
@@ -609,25 +641,22 @@ impl Waiter<'_> {
     /// It is never given back: when the wait is over our next try (same
     /// token) takes it as ours; after a signal or at `--wait`'s end it is
     /// left to expire then.
-    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum) -> LostHolder {
+    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum, until: Instant) -> LostHolder {
         let now = Instant::now();
-        let seen = self.holder_until.take();
         // One loss, one wait.
-        self.saw_reset = false;
+        self.holder_until = None;
+        self.reset_seen = None;
+        self.seen_by_reset = None;
         // Never given back here: the next try uses the same token (a
         // waiter's place in line), and a give-back that a lossy link
         // delivers after that try deleted the lock it had just taken (the
         // chaos campaign, seed 20261206 episode 86, as F0 and F6). The
         // stand-in lasts until `until` (or its own TTL when it could not
         // be extended), and our next try takes it as ours.
-        // At least our own TTL: the holder we saw last may not be the one
-        // that lost its lock (another took it unseen, with a whole lease:
-        // the chaos campaign, seed 20261206 episode 462), and the runs of
-        // one KEY share their TTL as a rule.
-        let longest = stand_in_length(self.longest_pttl, quorum.ttl());
-        let Some(until) = lost_holder_until(seen, longest, now) else {
-            return LostHolder::Over;
-        };
+        // At least our own TTL (see `lost_lease_end`): the holder we saw
+        // last may not be the one that lost its lock (another took it
+        // unseen, with a whole lease: the chaos campaign, seed 20261206
+        // episode 462), and the runs of one KEY share their TTL as a rule.
         let left = until.saturating_duration_since(now);
         let kept = matches!(
             quorum.extend_for(&self.token, left, None),
@@ -817,14 +846,15 @@ enum LostHolder {
 }
 
 /// Until when a holder we saw may still run after Redis lost its lock,
-/// found at `now`; `None` when we saw none. Its lease ran at least until
-/// `seen` (what its lock had left when we last looked), and it may have
-/// renewed it since, at any time up to the loss, which came before `now`:
-/// for about its TTL from then, of which the longest lease we saw it
-/// have, `longest`, is our measure. (The fence counter never expires: a
-/// counter started anew after we saw a holder is always lost data.)
-fn lost_holder_until(seen: Option<Instant>, longest: Duration, now: Instant) -> Option<Instant> {
-    seen.map(|seen| seen.max(now + longest))
+/// found at `found` (a fence counter started anew); `None` when we saw
+/// none. Its lease ran at least until `seen` (what its lock had left when
+/// we last looked), and it may have renewed it since, at any time up to
+/// the loss, which came before `found`: for about its TTL from then, of
+/// which the longest lease we saw it have, `longest`, is our measure.
+/// (The fence counter never expires: a counter started anew after we saw
+/// a holder is always lost data.)
+fn lost_holder_until(seen: Option<Instant>, longest: Duration, found: Instant) -> Option<Instant> {
+    seen.map(|seen| seen.max(found + longest))
 }
 
 /// How long a lost holder may have renewed its lease for: the longest
@@ -929,5 +959,12 @@ mod tests {
             lost_holder_until(Some(now), 9 * s, now + 60 * s),
             Some(now + 69 * s)
         );
+        // The loss found 40 s ago, a holder seen since until 5 s ago (it
+        // released): nothing left to wait for (`lost_lease_end` keeps
+        // only an end still to come).
+        let found = now.checked_sub(40 * s).unwrap_or(now);
+        let end = lost_holder_until(Some(found + 35 * s), 30 * s, found);
+        assert_eq!(end, Some(found + 35 * s));
+        assert!(end < Some(now + s / 2) || found == now);
     }
 }

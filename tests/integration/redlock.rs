@@ -635,3 +635,71 @@ fn a_newcomer_after_a_majority_lost_its_data_waits_out_the_holder_it_finds() {
         "the holder's majority vanished: {out:?}"
     );
 }
+
+/// A waiter that started a fence counter anew long ago (one node lost its
+/// data, or the key's first Redlock race) does not wait a whole lease more
+/// once the holder it saw since has released: that holder took the lock
+/// on data that was not lost, and a holder whose data was lost can have
+/// renewed only up to the loss. On the code before the fix each waiter
+/// of the first race waited a lease after its acquire, in turn (CI:
+/// mutual_exclusion_across_five_nodes, 8 runs, more than 120 s).
+#[test]
+fn a_counter_started_anew_long_ago_costs_no_wait_after_a_clean_release() {
+    let servers = RedisServer::many(5);
+    let dir = TestDir::new();
+    let ttl = ["--ttl", "1s"];
+    let mut holder = spawn_piped(
+        nodes(&servers)
+            .args(ttl)
+            .args(["-k", "anew"])
+            .args(held_until_go(&dir, "holder")),
+    );
+    assert!(wait_for_file(dir.file("started-holder"), LONG));
+    let mut waiter = spawn_piped(
+        nodes(&servers)
+            .args(ttl)
+            .args(["-k", "anew", "--wait", "60s", "--", "true"]),
+    );
+    // The waiter is in line: its wake channel is on the first node.
+    let wake = || -> Option<String> {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("redlock:{anew}:wake:*")
+            .query(&mut servers[0].conn())
+            .ok()?;
+        channels.into_iter().next()
+    };
+    assert!(
+        wait_until(LONG, || wake().is_some()),
+        "the waiter never got in line"
+    );
+    let channel = wake().unwrap_or_default();
+    // The last node loses its data; the waiter, woken, takes that node
+    // (starting its counter anew) but finds the lock busy on the others.
+    let last = &servers[4];
+    let _: () = redis::cmd("FLUSHALL").query(&mut last.conn()).unwrap();
+    for server in &servers {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg("released")
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    assert!(
+        wait_until(LONG, || get(&mut last.conn(), "redlock:{anew}:fence")
+            .is_some()),
+        "the waiter never took the node that lost its data: {}",
+        waiter.stderr_now()
+    );
+    // Well past a lease (1 s) since then, the holder ends and releases.
+    std::thread::sleep(Duration::from_secs(5));
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        !out.stderr.contains("data in Redis was lost"),
+        "waited out a lease that had long ended: {out:?}"
+    );
+}
