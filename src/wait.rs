@@ -282,6 +282,10 @@ impl Waiter<'_> {
         loop {
             let attempt = self.attempt(quorum);
             let lost = self.lost_lease_end(&attempt, quorum.ttl());
+            // A counter this try started, beside a holder: also what runs
+            // racing for a key's first lock on several nodes look like.
+            let first_use =
+                matches!(&attempt, Attempt::Acquired(lease) if lease.reset) && quorum.nodes() > 1;
             let info = match attempt {
                 Attempt::Busy(info) if info.split => match self.pause(quorum, SPLIT_MIN, SPLIT_MAX)
                 {
@@ -294,7 +298,11 @@ impl Waiter<'_> {
                     info
                 }
                 Attempt::Acquired(_) if lost.is_some() => {
-                    match self.wait_out_lost_holder(quorum, lost.unwrap_or_else(Instant::now)) {
+                    match self.wait_out_lost_holder(
+                        quorum,
+                        lost.unwrap_or_else(Instant::now),
+                        first_use,
+                    ) {
                         LostHolder::Over => continue,
                         LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
                         LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
@@ -622,12 +630,15 @@ impl Waiter<'_> {
             return None;
         };
         let now = Instant::now();
+        // Found by this try: a holder seen before or named beside us now
+        // (on a node that kept its data). Found by an earlier try: the
+        // holders seen by then, whose leases a lease after that covers; a
+        // holder named beside us now but not then took its node since
+        // (a rival's minority held over: not a holder that lost its lock).
         let (found, seen) = if lease.reset {
             (now, self.holder_until)
         } else {
-            // Still named beside us: a holder of then, which kept a node.
-            let beside = lease.beside.map(|left| now + left);
-            (self.reset_seen?, self.seen_by_reset.max(beside))
+            (self.reset_seen?, self.seen_by_reset)
         };
         let longest = stand_in_length(self.longest_pttl, own_ttl);
         lost_holder_until(seen, longest, found).filter(|until| *until > now)
@@ -641,7 +652,12 @@ impl Waiter<'_> {
     /// It is never given back: when the wait is over our next try (same
     /// token) takes it as ours; after a signal or at `--wait`'s end it is
     /// left to expire then.
-    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum, until: Instant) -> LostHolder {
+    fn wait_out_lost_holder(
+        &mut self,
+        quorum: &mut Quorum,
+        until: Instant,
+        first_use: bool,
+    ) -> LostHolder {
         let now = Instant::now();
         // One loss, one wait.
         self.holder_until = None;
@@ -662,9 +678,16 @@ impl Waiter<'_> {
             quorum.extend_for(&self.token, left, None),
             Extend::Extended(_)
         );
+        // Both look the same from here (docs/safety.md): say so.
+        let or_a_race = if first_use {
+            ", or runs raced for the lock's first use on these nodes"
+        } else {
+            ""
+        };
         self.log.warn(format!(
             "lock '{}': the data in Redis was lost (its fence counter started anew) while \
-             another holder had it; waiting {} until that holder's lease would have ended",
+             another holder had it{or_a_race}; waiting {} until that holder's lease would \
+             have ended",
             self.key,
             crate::log::show(left)
         ));
