@@ -363,8 +363,10 @@ pub fn warn_before_lease(
     let term_at = timing.term_at(valid_until);
     let refreshed =
         valid_until.checked_sub(timing.ttl.saturating_sub(timing::drift(timing.ttl)))?;
-    // The refresh is sent a period after `refreshed` (see `refresh_at`).
-    let overdue = refreshed + timing.refresh + 2 * timing.node_timeout();
+    // The refresh is sent a period after `refreshed`, or sooner (see
+    // `refresh_at`).
+    let planned = refresh_at(timing, Refresh::Confirmed(valid_until), refreshed);
+    let overdue = planned + 2 * timing.node_timeout();
     let at = term_at
         .checked_sub(before)
         .map_or(overdue, |at| at.max(overdue));
@@ -398,9 +400,24 @@ pub enum Refresh {
 /// answered, nor after the thread started: with the shortest TTLs either
 /// would come after the SIGTERM); soon after a failure (the retries fall
 /// within the lease, before its SIGTERM; see `Timing::new`).
+///
+/// Sooner where the period leaves less than two per-node timeouts before
+/// the SIGTERM (TTLs under about a second, whose per-node timeout is the
+/// 100 ms floor): a round waits out a slow node's timeout, and a dropped
+/// connection's, so a Redlock whose one node trickled or hung lost a
+/// 600 ms lease on the two healthy ones (the chaos campaign, seed
+/// 20261208 episode 197, F20). Never sooner than a quarter period.
 pub fn refresh_at(timing: &Timing, last: Refresh, now: Instant) -> Instant {
     match last {
-        Refresh::Confirmed(valid_until) => sent(timing, valid_until) + timing.refresh,
+        Refresh::Confirmed(valid_until) => {
+            let sent = sent(timing, valid_until);
+            let on_time = sent + timing.refresh;
+            let in_time = timing
+                .term_at(valid_until)
+                .checked_sub(2 * timing.node_timeout())
+                .unwrap_or(sent);
+            on_time.min(in_time.max(sent + timing.refresh / 4))
+        }
         Refresh::Failed => now + timing.retry_every(),
     }
 }
@@ -796,9 +813,11 @@ mod tests {
         for (t, least) in cases {
             let valid = timing::valid_until(t0, t.ttl);
             let term = t.term_at(valid);
-            // However late the answer came or the thread started.
+            // However late the answer came or the thread started; sooner
+            // than a period only for the shortest TTLs (see `refresh_at`).
             let first = refresh_at(&t, Refresh::Confirmed(valid), t0 + 50 * MS);
-            assert_eq!(first, t0 + t.refresh);
+            let in_time = (term - 2 * t.node_timeout()).max(t0 + t.refresh / 4);
+            assert_eq!(first, (t0 + t.refresh).min(in_time), "{t:?}");
             assert!(first < term, "{t:?}");
             let mut retries = 0;
             let mut at = refresh_at(&t, Refresh::Failed, first);
@@ -810,9 +829,39 @@ mod tests {
             let again = timing::valid_until(at, t.ttl);
             assert_eq!(
                 refresh_at(&t, Refresh::Confirmed(again), at + MS),
-                at + t.refresh
+                at + (first - t0)
             );
         }
+    }
+
+    #[test]
+    fn a_refresh_whose_round_takes_two_node_timeouts_is_in_time() {
+        let t0 = Instant::now();
+        // (TTL, the period it is refreshed at: `None`, a third of it)
+        for (ttl, period) in [
+            (30 * S, None),
+            (3 * S, None),
+            (S, None),
+            // 800 - 10 (drift) - 267 (kill) - 110 (margin) - 200.
+            (800 * MS, Some(213_333_334 * NS)),
+            // 600 - 8 - 200 - 110 - 200.
+            (600 * MS, Some(82 * MS)),
+        ] {
+            let t = timing(ttl, None, None);
+            let valid = timing::valid_until(t0, t.ttl);
+            let sent = refresh_at(&t, Refresh::Confirmed(valid), t0);
+            assert_eq!(sent - t0, period.unwrap_or(t.refresh), "{t:?}");
+            // A slow node's connection made again, then its answer: both
+            // timeouts, and still confirmed before the SIGTERM.
+            assert!(sent + 2 * t.node_timeout() <= t.term_at(valid), "{t:?}");
+        }
+        // Where even that cannot fit, a quarter period.
+        let t = timing(400 * MS, None, Some(133 * MS));
+        let valid = timing::valid_until(t0, t.ttl);
+        assert_eq!(
+            refresh_at(&t, Refresh::Confirmed(valid), t0),
+            t0 + t.refresh / 4
+        );
     }
 
     #[test]

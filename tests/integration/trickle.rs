@@ -95,3 +95,21 @@ fn a_trickling_server_cannot_hold_a_subcommand() {
     assert_eq!(out.code, Some(78), "doctor: {out:?}");
     assert!(took < BOUND, "doctor took {took:?}: {out:?}");
 }
+
+/// A Redlock holder with a short TTL whose one node of three trickles
+/// keeps its lock on the other two. Each round waits out the slow node's
+/// timeout (100 ms, a sixth of this TTL); before the fix a refresh sent a
+/// third of the TTL after the last one was confirmed after the moment
+/// COMMAND must get SIGTERM, and the run exited 70 within 0.5 s (the
+/// chaos campaign, seed 20261208 episode 197, F20).
+#[test]
+fn a_trickling_minority_costs_a_short_lease_nothing() {
+    let servers = RedisServer::many(3);
+    let proxy = Proxy::trickling(servers[2].port(), Duration::from_millis(33), false);
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let out = run_with_timeout(
+        redlock_on(&urls).args(["--ttl", "600ms", "-k", "t", "--", "sleep", "1.5"]),
+        LONG,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
