@@ -232,7 +232,7 @@ struct Waiter<'a> {
     holder_until: Option<Instant>,
     /// When a try of ours that did not get the lock last started a fence
     /// counter anew: a later try that does finds it counting (see
-    /// `lost_lease_end`). Data lost then can have left a holder its lease
+    /// `lost_lease`). Data lost then can have left a holder its lease
     /// from then on, not from when we get the lock.
     reset_seen: Option<Instant>,
     /// Until when the holders seen by then (in that round too) could
@@ -281,11 +281,13 @@ impl Waiter<'_> {
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let attempt = self.attempt(quorum);
-            let lost = self.lost_lease_end(&attempt, quorum.ttl());
-            // A counter this try started, beside a holder: also what runs
-            // racing for a key's first lock on several nodes look like.
-            let first_use =
-                matches!(&attempt, Attempt::Acquired(lease) if lease.reset) && quorum.nodes() > 1;
+            if let Some(lost) = self.lost_lease(&attempt, quorum) {
+                match self.wait_out_lost_holder(quorum, lost) {
+                    LostHolder::Over => continue,
+                    LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
+                    LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
+                }
+            }
             let info = match attempt {
                 Attempt::Busy(info) if info.split => match self.pause(quorum, SPLIT_MIN, SPLIT_MAX)
                 {
@@ -296,17 +298,6 @@ impl Waiter<'_> {
                     // A minority may have granted it and been given back.
                     self.renew_token(quorum);
                     info
-                }
-                Attempt::Acquired(_) if lost.is_some() => {
-                    match self.wait_out_lost_holder(
-                        quorum,
-                        lost.unwrap_or_else(Instant::now),
-                        first_use,
-                    ) {
-                        LostHolder::Over => continue,
-                        LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
-                        LostHolder::TimedOut(info) => return Ok(Waited::Busy(info)),
-                    }
                 }
                 other => match self.settle(other, quorum)? {
                     Next::Done(waited) => return Ok(*waited),
@@ -390,7 +381,7 @@ impl Waiter<'_> {
             }
         }
         // Granted by a majority while another node still named a holder:
-        // one we saw, if the data was lost under it (`lost_lease_end`).
+        // one we saw, if the data was lost under it (`lost_lease`).
         if let Attempt::Acquired(Lease {
             beside: Some(left), ..
         }) = &attempt
@@ -618,14 +609,14 @@ impl Waiter<'_> {
     /// counter started anew by this try or by a failed one of ours (two
     /// waiters split the nodes that lost their data, then one took both).
     ///
-    /// `Some(until)`: wait until then. A holder that lost its lock cannot
+    /// `Some`: wait until its `until`. A holder that lost its lock cannot
     /// renew it after the loss, so its lease ends a whole lease after the
     /// counter was last seen started anew at the latest, not after our
     /// acquire: the waiters of a key's first Redlock race (which start
     /// counters on the nodes they take) do not each wait a lease in turn
     /// (CI, redlock::mutual_exclusion_across_five_nodes: 8 runs, more
     /// than 120 s).
-    fn lost_lease_end(&self, attempt: &Attempt, own_ttl: Duration) -> Option<Instant> {
+    fn lost_lease(&self, attempt: &Attempt, quorum: &Quorum) -> Option<LostLease> {
         let Attempt::Acquired(lease) = attempt else {
             return None;
         };
@@ -640,8 +631,12 @@ impl Waiter<'_> {
         } else {
             (self.reset_seen?, self.seen_by_reset)
         };
-        let longest = stand_in_length(self.longest_pttl, own_ttl);
-        lost_holder_until(seen, longest, found).filter(|until| *until > now)
+        let longest = stand_in_length(self.longest_pttl, quorum.ttl());
+        let until = lost_holder_until(seen, longest, found).filter(|until| *until > now)?;
+        // A counter this try started, beside a holder: also what runs
+        // racing for a key's first lock on several nodes look like.
+        let first_use = lease.reset && quorum.nodes() > 1;
+        Some(LostLease { until, first_use })
     }
 
     /// Wait until the lost holder's lease would have ended (by then it has
@@ -652,12 +647,8 @@ impl Waiter<'_> {
     /// It is never given back: when the wait is over our next try (same
     /// token) takes it as ours; after a signal or at `--wait`'s end it is
     /// left to expire then.
-    fn wait_out_lost_holder(
-        &mut self,
-        quorum: &mut Quorum,
-        until: Instant,
-        first_use: bool,
-    ) -> LostHolder {
+    fn wait_out_lost_holder(&mut self, quorum: &mut Quorum, lost: LostLease) -> LostHolder {
+        let LostLease { until, first_use } = lost;
         let now = Instant::now();
         // One loss, one wait.
         self.holder_until = None;
@@ -669,7 +660,7 @@ impl Waiter<'_> {
         // chaos campaign, seed 20261206 episode 86, as F0 and F6). The
         // stand-in lasts until `until` (or its own TTL when it could not
         // be extended), and our next try takes it as ours.
-        // At least our own TTL (see `lost_lease_end`): the holder we saw
+        // At least our own TTL (see `lost_lease`): the holder we saw
         // last may not be the one that lost its lock (another took it
         // unseen, with a whole lease: the chaos campaign, seed 20261206
         // episode 462), and the runs of one KEY share their TTL as a rule.
@@ -886,6 +877,13 @@ fn stand_in_length(longest_seen: Duration, own_ttl: Duration) -> Duration {
     longest_seen.max(own_ttl)
 }
 
+/// A lost holder's lease, still to be waited out (see `lost_lease`).
+struct LostLease {
+    until: Instant,
+    /// It may as well be runs racing for the key's first use.
+    first_use: bool,
+}
+
 /// Why a wait ended.
 enum Woke {
     /// The lock was released (a message on its channel).
@@ -983,7 +981,7 @@ mod tests {
             Some(now + 69 * s)
         );
         // The loss found 40 s ago, a holder seen since until 5 s ago (it
-        // released): nothing left to wait for (`lost_lease_end` keeps
+        // released): nothing left to wait for (`lost_lease` keeps
         // only an end still to come).
         let found = now.checked_sub(40 * s).unwrap_or(now);
         let end = lost_holder_until(Some(found + 35 * s), 30 * s, found);
