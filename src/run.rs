@@ -35,6 +35,9 @@ const MIN_HOLD_RETRIES: [Duration; 3] = [
 
 pub fn run(conn: Conn, cfg: RunConfig, log: &Log) -> Result<Exit, Failure> {
     let log = log.for_key(&cfg.key);
+    // Before any connection: a low descriptor, for the walk of COMMAND's
+    // tree should the table be full by then (see child/reserve.rs).
+    child::keep_reserve();
     // Its thread starts before anything else does, COMMAND included.
     let mut record = Record {
         metrics: cfg.metrics.as_ref().map(|m| m.writer(&log)),

@@ -458,7 +458,15 @@ impl<'a> Supervisor<'a> {
         }
         self.stop_leftovers();
         let give_up = self.plan.give_up(Instant::now());
-        while self.job.leftovers().is_some_and(|n| n > 0) && Instant::now() < give_up {
+        loop {
+            match self.job.leftovers() {
+                Some(0) => break,
+                // They could be counted, and now cannot (out of file
+                // descriptors): that is no "nothing left".
+                None => return self.drain_blind(),
+                Some(_) if Instant::now() >= give_up => break,
+                Some(_) => {}
+            }
             self.enforce();
             self.wait(Some(LEFTOVER_POLL));
         }

@@ -31,6 +31,7 @@ use crate::exit::Exit;
 mod cgroup;
 mod keeper;
 mod park;
+mod reserve;
 mod spawn;
 mod trim;
 
@@ -527,17 +528,35 @@ fn without_sigttou(f: impl FnOnce() -> nix::Result<()>) {
 /// `/proc/self/task/*/children` (recursively): the cost grows with our own
 /// tree, not with the host's process count. Zombies among our own children
 /// (orphans handed to us that exited) are reaped on the way; the leader is
-/// reaped last, by [`Job::reap`]. `None` when /proc cannot be read.
+/// reaped last, by [`Job::reap`]. `None` when /proc cannot be read: it is
+/// missing or not ours, or a read failed for another reason than a
+/// process that exited while we looked (out of file descriptors: then the
+/// walk is made once more with the one kept in reserve, see reserve.rs).
+/// A walk that could not see never says "nothing left".
 /// `leader_gone`: the leader is known to have exited (its state need not
 /// be read).
 fn descendants(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> Option<Vec<(Pid, i32)>> {
     if !proc_is_ours() {
         return None;
     }
+    let walk = || walk(leader, keeper, leader_gone);
+    match walk() {
+        Ok(found) => Some(found),
+        Err(e) if reserve::full(&e) => reserve::spend(walk).ok(),
+        Err(_) => None,
+    }
+}
+
+/// The walk of [`descendants`], one file open at a time; an error when a
+/// file could not be read for another reason than its process's end.
+fn walk(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> io::Result<Vec<(Pid, i32)>> {
     // The walk starts at the keeper, the job's subreaper (one file: it is
     // single-threaded); if it is gone (reaped: a zombie's list is empty),
     // what it held was handed to us.
-    let from = keeper.and_then(|k| pids_in(format!("/proc/{k}/task/{k}/children")));
+    let from = match keeper {
+        Some(k) => pids_in(format!("/proc/{k}/task/{k}/children"))?,
+        None => None,
+    };
     let (root, from_keeper) = match from {
         Some(children) => (children, true),
         None => (own_children()?, false),
@@ -548,14 +567,18 @@ fn descendants(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> Option<Ve
     while let Some((parent, known)) = parents.pop() {
         // Only our own children (the keeper gone) are ours to reap.
         let ours = known.is_some() && !from_keeper;
-        let Some(children) = known.or_else(|| children_of(parent)) else {
-            // A process that exited while we looked.
-            continue;
+        let children = match known {
+            Some(children) => children,
+            // None: a process that exited while we looked.
+            None => match children_of(parent)? {
+                Some(children) => children,
+                None => continue,
+            },
         };
         for pid in children {
             let group = match leader_gone && pid == leader.as_raw() {
                 true => None,
-                false => live_group(pid),
+                false => live_group(pid)?,
             };
             let live = group.is_some();
             let skip = pid == leader.as_raw() || pid == keeper.as_raw();
@@ -570,7 +593,13 @@ fn descendants(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> Option<Ve
             }
         }
     }
-    Some(found)
+    Ok(found)
+}
+
+/// Keep a file descriptor in reserve for the walk of COMMAND's tree (see
+/// reserve.rs): once, as a run starts, while descriptors are plenty.
+pub fn keep_reserve() {
+    reserve::keep();
 }
 
 /// Whether /proc shows our own processes: not missing, and not a host's
@@ -592,7 +621,7 @@ pub fn proc_is_ours() -> bool {
 /// oldest (the kernel lists children in the order they became so, and
 /// orphans handed over later come after).
 fn first_child(pid: Pid) -> Option<Pid> {
-    let children = pids_in(format!("/proc/{pid}/task/{pid}/children"))?;
+    let children = pids_in(format!("/proc/{pid}/task/{pid}/children")).ok()??;
     children.first().map(|&p| Pid::from_raw(p))
 }
 
@@ -600,29 +629,65 @@ fn first_child(pid: Pid) -> Option<Pid> {
 /// and orphans are handed to a subreaper's first live thread, which is
 /// the main thread while we run (`find_new_reaper` in the kernel): one
 /// file to read, not a directory of threads.
-fn own_children() -> Option<Vec<i32>> {
+fn own_children() -> io::Result<Vec<i32>> {
     let pid = std::process::id();
-    pids_in(format!("/proc/{pid}/task/{pid}/children"))
+    // We are alive: our own file missing is no end of ours.
+    pids_in(format!("/proc/{pid}/task/{pid}/children"))?
+        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
 }
 
-/// The children of every thread of `pid`.
-fn children_of(pid: i32) -> Option<Vec<i32>> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut children = Vec::new();
-    for task in tasks.flatten() {
-        children.extend(pids_in(task.path().join("children")).unwrap_or_default());
+/// The children of every thread of `pid`; `None` if it is gone. The
+/// directory is read to its end and closed before any thread's file is
+/// opened: one descriptor at a time.
+fn children_of(pid: i32) -> io::Result<Option<Vec<i32>>> {
+    let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(dir) => dir,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut paths = Vec::new();
+    for task in tasks {
+        match task {
+            Ok(task) => paths.push(task.path().join("children")),
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
     }
-    Some(children)
+    let mut children = Vec::new();
+    for path in paths {
+        // A thread that ended meanwhile has no children left.
+        children.extend(pids_in(path)?.unwrap_or_default());
+    }
+    Ok(Some(children))
 }
 
-/// The pids listed in a `children` file.
-fn pids_in(path: impl AsRef<std::path::Path>) -> Option<Vec<i32>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    Some(
+/// The pids listed in a `children` file; `None` if its process is gone.
+fn pids_in(path: impl AsRef<std::path::Path>) -> io::Result<Option<Vec<i32>>> {
+    let Some(text) = read_proc(path)? else {
+        return Ok(None);
+    };
+    Ok(Some(
         text.split_whitespace()
             .filter_map(|p| p.parse().ok())
             .collect(),
-    )
+    ))
+}
+
+/// A file of a process under /proc; `None` if the process is gone (it
+/// exited while we looked), an error if it could not be read for any
+/// other reason (no descriptor left, no right to it): then it may still
+/// run, and nothing may be concluded from the silence.
+fn read_proc(path: impl AsRef<std::path::Path>) -> io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if gone(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a read of /proc failed because its process is gone.
+fn gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(nix::libc::ESRCH)
 }
 
 /// Wait until each of `pids` is stopped (or gone), for at most
@@ -654,14 +719,20 @@ fn stopped_or_gone(pid: Pid) -> bool {
     matches!(state, Some("T" | "t" | "Z" | "X") | None)
 }
 
-/// The process group of `pid`, if it is not a zombie (zombies run nothing).
-fn live_group(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// The process group of `pid`, if it is not a zombie (zombies run nothing)
+/// and not gone.
+fn live_group(pid: i32) -> io::Result<Option<i32>> {
+    let Some(stat) = read_proc(format!("/proc/{pid}/stat"))? else {
+        return Ok(None);
+    };
     // The state follows the command name, which may hold spaces and parens;
     // then the parent, then the group.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    match fields.next()? {
-        "Z" | "X" => None,
-        _ => fields.nth(1)?.parse().ok(),
-    }
+    let group = || {
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+        match fields.next()? {
+            "Z" | "X" => None,
+            _ => fields.nth(1)?.parse().ok(),
+        }
+    };
+    Ok(group())
 }

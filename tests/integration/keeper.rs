@@ -110,6 +110,81 @@ fn a_keeper_killed_alone_takes_the_job_with_it_before_the_release() {
     }
 }
 
+/// The lowest descriptor number `pid` has free: with its limit set there,
+/// every descriptor it asks for next fails with EMFILE.
+fn lowest_free_fd(pid: i32) -> usize {
+    let used: Vec<usize> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    (0..).find(|n| !used.contains(n)).unwrap()
+}
+
+/// The chaos campaign's F21: out of file descriptors, with its keeper
+/// killed and no cgroup, the wrapper walked /proc, took each failed read
+/// for a process that had exited, and said "nothing left" (or, when even
+/// its first read failed, kept the lock blind). It keeps one descriptor
+/// in reserve for that walk, so the escaped worker is named and stopped
+/// before the release.
+#[test]
+fn out_of_file_descriptors_the_keeper_killed_an_escaped_worker_still_ends_first() {
+    if !have_tool("prlimit", "util-linux") {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let key = "keeper-killed-no-fds";
+    // The job kills its keeper once the test has filled the wrapper's
+    // descriptor table.
+    let script = format!(
+        "{w} while [ ! -s '{pid}' ] || [ ! -e '{go}' ]; do sleep 0.02; done; kill -9 $PPID; sleep 30",
+        w = escaped_worker(&dir, "w"),
+        pid = dir.file("w").display(),
+        go = dir.file("go").display(),
+    );
+    let job = server.job(key).args(["-v", "--ttl", "3s"]);
+    let mut run = spawn_piped(&mut job.env("REDLOCK_CONTAIN", "keeper").sh(&script));
+    let worker = read_pid(&dir, "w", LONG);
+    // Every connection made (a refresh done): the table is filled after,
+    // and nothing but the walk asks for a descriptor.
+    assert!(
+        wait_until(LONG, || run.stderr_now().contains("refreshed lock")),
+        "no refresh: {}",
+        run.stderr_now()
+    );
+    let wrapper = run.pid();
+    let limit = lowest_free_fd(wrapper);
+    let limited = Command::new("prlimit")
+        .args([
+            "--pid",
+            &wrapper.to_string(),
+            &format!("--nofile={limit}:{limit}"),
+        ])
+        .status()
+        .unwrap();
+    assert!(limited.success(), "prlimit failed");
+    std::fs::write(dir.file("go"), "").unwrap();
+    let out = run.wait_timeout(LONG);
+    // Dead by the time the run exits: named (the walk's reserve) and
+    // stopped before the release.
+    let ran_on = process_alive(worker);
+    if ran_on {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(worker), Signal::SIGKILL);
+    }
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(out.stderr.contains("was killed"), "{}", out.stderr);
+    assert!(
+        !ran_on,
+        "the job's worker runs on after the release: {}",
+        out.stderr
+    );
+    let held: Option<String> = redis::cmd("GET")
+        .arg(format!("redlock:{{{key}}}"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(held, None, "the lock was not released");
+}
+
 #[test]
 fn pkill_patterns_for_the_wrapper_do_not_select_the_keeper() {
     let server = RedisServer::start();
