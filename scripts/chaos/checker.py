@@ -84,12 +84,7 @@ def out_of_model_windows(plan, faults, begin):
     # puts up takes one slot of N, and measures the lost holders' leases by
     # the soonest to expire (all a busy answer shows): finding F9, open;
     # out of the model (docs/safety.md, "Data lost in Redis").
-    # Shared runs waiting behind an exclusive holder whose data was lost
-    # are alike: a shared stand-in keeps no other shared waiter out, and
-    # only the waiter whose try started the counter sees the loss: F16,
-    # open; out of the model for the same reason (docs/safety.md).
-    shares = plan["limit"] > 1 or plan.get("workload") == "shared"
-    lost_semaphore = [f for f in faults if f["kind"] == "lost-under-waiters" and shares
+    lost_semaphore = [f for f in faults if f["kind"] == "lost-under-waiters" and plan["limit"] > 1
                       and not f.get("skipped") and f.get("t0") is not None]
     return [(min(f["t0"], begin + int(f["at"] * 1e9)), f["t1"] + pad, f["kind"])
             for f in faults if f.get("model") == "out" or f in lost_semaphore]
