@@ -375,6 +375,7 @@ mod tests {
             place: None,
             split: false,
             reset: false,
+            counted: true,
         }
     }
 

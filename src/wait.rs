@@ -308,8 +308,20 @@ impl Waiter<'_> {
                 },
             };
             let now = Instant::now();
-            if let Some(left) = info.pttl {
-                self.saw_holder(now + left, left);
+            match info.pttl {
+                Some(left) => self.saw_holder(now + left, left),
+                // A holder whose lease is not shown (an unknown one, on a
+                // Cluster node mid-migration: the chaos campaign, seed
+                // 20261207 episode 10; or a free lock with a waiter before
+                // us) of a lock this tool has granted is seen too: should
+                // the data be lost under it, the stand-in lasts a lease,
+                // as for one we saw (`lost_lease`).
+                None if info.counted => self.saw_holder(
+                    self.holder_until.map_or(now, |u| u.max(now)),
+                    Duration::ZERO,
+                ),
+                // Set by hand: its end is no sign of lost data.
+                None => {}
             }
             if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
                 return Ok(Waited::Busy(info));
@@ -363,7 +375,10 @@ impl Waiter<'_> {
         let quiet_splits = time_left && self.splits < SPLITS_IN_A_ROW;
         let at = self.wakeups.as_ref().and_then(Wakeups::at);
         let line = (waiting, liveness, at);
-        let tried = quorum.try_acquire(&self.token, self.holder, line, quiet_splits);
+        // A shared run that saw a holder takes a counter started anew as
+        // an exclusive stand-in (see `lost_lease`).
+        let saw = self.holder_until.is_some();
+        let tried = quorum.try_acquire(&self.token, self.holder, line, quiet_splits, saw);
         let attempt = tried.attempt;
         // Ours now: nothing held over is owed.
         self.owes = !matches!(attempt, Attempt::Acquired(_)) && (self.owes || tried.owes);
@@ -666,7 +681,7 @@ impl Waiter<'_> {
         // episode 462), and the runs of one KEY share their TTL as a rule.
         let left = until.saturating_duration_since(now);
         let kept = matches!(
-            quorum.extend_for(&self.token, left, None),
+            quorum.extend_stand_in(&self.token, left),
             Extend::Extended(_)
         );
         // Both look the same from here (docs/safety.md): say so.

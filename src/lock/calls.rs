@@ -108,6 +108,8 @@ pub(super) struct Acquire {
     pub shared: bool,
     /// An exclusive waiter without a line (see `kind::How::writer`).
     pub writer: bool,
+    /// A shared run that saw a holder (see `kind::How::stand_in`).
+    pub stand_in: bool,
 }
 
 impl Call for Acquire {
@@ -146,10 +148,11 @@ impl Call for Acquire {
             self.at.to_string(),
             self.queue_max.to_string(),
             h.hold_reason.clone(),
-            match (self.shared, self.writer) {
-                (true, _) => "1",
-                (false, true) => "2",
-                (false, false) => "0",
+            match (self.shared, self.writer, self.stand_in) {
+                (true, _, false) => "1",
+                (true, _, true) => "3",
+                (false, true, _) => "2",
+                (false, false, _) => "0",
             }
             .to_string(),
         ]
@@ -454,6 +457,7 @@ mod tests {
             queue_max: 7,
             shared: true,
             writer: false,
+            stand_in: false,
         };
         let argv = call.argv();
         let expected = [
@@ -461,6 +465,12 @@ mod tests {
             "at", "7", "", "1",
         ];
         assert_eq!(argv, expected);
+        // A shared run that saw a holder (see `scripts/shared.rs`).
+        let standing = Acquire {
+            stand_in: true,
+            ..call.clone()
+        };
+        assert_eq!(standing.argv()[19], "3");
         let slot = Acquire {
             take: Take::Slot(3),
             ..call
@@ -527,6 +537,7 @@ mod tests {
             queue_max: 0,
             shared: false,
             writer: true,
+            stand_in: false,
         };
         let extend = |slot| Extend {
             slot,

@@ -104,8 +104,18 @@ impl LockKind {
             queue_max: holder.queue_max,
             shared: self == LockKind::Shared,
             writer: how.writer,
+            stand_in: how.stand_in,
         };
         Ok((calls::command(keys, &call), Acquiring { call }))
+    }
+
+    /// What a waiter's stand-in for a lost holder is held as: a shared
+    /// run's exclusively (see `scripts/shared.rs`), a semaphore's as a slot.
+    pub fn stand_in(self) -> LockKind {
+        match self {
+            LockKind::Shared => LockKind::Plain,
+            kind => kind,
+        }
     }
 
     /// Push the expiry of our lock (or slot) to `ttl` from now; `ended`:
@@ -218,6 +228,9 @@ pub struct How<'a> {
     /// each node's line while the lock is held shared, so that shared
     /// newcomers wait behind it (see `scripts/shared.rs`).
     pub writer: bool,
+    /// A shared run that saw a holder: should its take start the fence
+    /// counter anew, it is an exclusive stand-in (see `scripts/shared.rs`).
+    pub stand_in: bool,
 }
 
 /// An acquire on its way: what reading its reply needs.

@@ -217,8 +217,9 @@ impl Quorum {
         holder: &Holder,
         (waiting, liveness, at): (LineTry, Option<Duration>, Option<&str>),
         quiet_splits: bool,
+        saw_holder: bool,
     ) -> Tried {
-        let how = self.how(waiting, liveness, at);
+        let how = self.how(waiting, liveness, at, saw_holder);
         self.marked |= how.writer;
         let (ttl, kind, keys) = (self.ttl, self.kind, &self.keys);
         let start = Instant::now();
@@ -252,6 +253,7 @@ impl Quorum {
         waiting: LineTry,
         liveness: Option<Duration>,
         at: Option<&'a str>,
+        saw_holder: bool,
     ) -> How<'a> {
         let line = self.queues_waiters();
         How {
@@ -270,6 +272,7 @@ impl Quorum {
             writer: self
                 .kind
                 .marks_place(self.nodes.len(), line, waiting == LineTry::First),
+            stand_in: saw_holder && self.kind == LockKind::Shared,
         }
     }
 
@@ -415,8 +418,7 @@ impl Quorum {
     /// saying when COMMAND `ended`, RFC 3339, in the holder record).
     pub fn extend_for(&mut self, token: &str, ttl: Duration, ended: Option<&str>) -> Extend {
         let start = Instant::now();
-        let kind = self.kind;
-        let keys = &self.keys;
+        let (kind, keys) = (self.kind, &self.keys);
         let answers = fanout::round(
             &mut self.nodes,
             |_, _| Some(Ok((kind.extending(keys, token, ttl, ended), ()))),
@@ -444,6 +446,16 @@ impl Quorum {
             Refreshed::TooLate => Extend::Failed(anyhow!("refresh confirmed too late to count")),
             Refreshed::Failed => Extend::Failed(join_node_errors(errors, self.nodes.len())),
         }
+    }
+
+    /// Make a waiter's stand-in for a lost holder (see `wait.rs`) last
+    /// `ttl` more, held as `LockKind::stand_in` says.
+    pub fn extend_stand_in(&mut self, token: &str, ttl: Duration) -> Extend {
+        let stand_in = self.kind.stand_in();
+        let kind = std::mem::replace(&mut self.kind, stand_in);
+        let extended = self.extend_for(token, ttl, None);
+        self.kind = kind;
+        extended
     }
 
     /// Whether `token` holds the lock now (on a majority of the nodes),

@@ -40,6 +40,10 @@ pub struct BusyInfo {
     /// Several nodes: a node that granted this try (not a majority) had
     /// its fence counter started anew (see `Lease::reset`).
     pub reset: bool,
+    /// The lock's fence counter existed: the holder, even one whose lease
+    /// is not shown, took a lock this tool grants (not one set by hand),
+    /// and data lost under it starts the counter anew (see `wait.rs`).
+    pub counted: bool,
 }
 
 /// Where a waiter stands in line, as a queued try's busy answer says.
@@ -194,7 +198,8 @@ pub(super) fn items(reply: Value) -> Result<Vec<Value>> {
 }
 
 /// `{1, fence, reset}`, `{0, pttl, host, pid, acquired_at, holders?,
-/// limit?, revoked?, first?, line?, ahead_ms?, seen?, user?, label?, hold_reason?}`, `{-1, limit}` or `{-2, host, pid}` (see
+/// limit?, revoked?, first?, line?, ahead_ms?, seen?, user?, label?, hold_reason?,
+/// counted?}`, `{-1, limit}` or `{-2, host, pid}` (see
 /// `scripts::ACQUIRE`).
 pub fn acquire(reply: Value) -> Result<Acquire> {
     match screened(reply)? {
@@ -296,6 +301,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         user: items.get(12).map(text).unwrap_or_default(),
         label: items.get(13).map(text).unwrap_or_default(),
         hold_reason: items.get(14).map(text).unwrap_or_default(),
+        counted: items.get(15).and_then(int) == Some(1),
         slots,
         revoked: items.get(7).and_then(int) == Some(1),
         replaced_by: None,

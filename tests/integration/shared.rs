@@ -578,3 +578,119 @@ fn wait_key_waits_for_every_shared_holder() {
     assert_eq!(waiting.wait_timeout(T).code, Some(0));
     assert_eq!(dir.read("order").as_deref(), Some("a\nb\nw\n"));
 }
+
+/// Data lost under an exclusive holder while shared runs wait (the chaos
+/// campaign's F16, seed 20261207 episode 10): the first shared waiter to
+/// find the fence counter started anew stands in for the lost lease, and
+/// holds the lock exclusively meanwhile, so that the other shared waiter,
+/// whose own try sees no loss (the counter is counting again), does not
+/// start beside the old holder's job either. Each waiter is woken by hand,
+/// as a release would: the first, then the other once the first stands in.
+#[test]
+fn data_lost_under_an_exclusive_holder_lets_no_shared_waiter_in_beside_its_job() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let key = "lost-under-shared";
+    let pid = dir.file("pid");
+    // It refreshes every 8 s: the loss goes unnoticed by it for seconds.
+    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
+    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
+    let holder_pid = read_pid(&dir, "pid", T);
+    // Each shared job says whether the holder's job still ran when it began.
+    let check = |name: &str| {
+        format!(
+            "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{}'",
+            dir.file(name).display()
+        )
+    };
+    let shared = ["-s", "--ttl", "3s", "-v"];
+    let mut a = spawn_waiting(&mut server.job(key).args(shared).sh(check("a")), T);
+    let mut b = spawn_waiting(&mut server.job(key).args(shared).sh(check("b")), T);
+    let line: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(line.len(), 2, "{line:?}");
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let wake = |token: &str| {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(format!("redlock:{{{key}}}:wake:{token}"))
+            .arg("released")
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    wake(&line[0]);
+    let lost = |run: &RunningChild| run.stderr_now().contains("data in Redis was lost");
+    assert!(
+        wait_until(T, || lost(&a) || lost(&b)),
+        "no waiter stood in: {}\n{}",
+        a.stderr_now(),
+        b.stderr_now()
+    );
+    // The other tries while the holder's job still runs.
+    assert!(process_alive(holder_pid), "the holder's job ended too soon");
+    wake(&line[1]);
+    let out = holder.wait_timeout(T);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    for (name, run) in [("a", &mut a), ("b", &mut b)] {
+        let out = run.wait_timeout(T);
+        assert_eq!(out.code, Some(0), "{name}: {out:?}");
+        assert_eq!(
+            dir.read(name).as_deref(),
+            Some("alone\n"),
+            "{name}: {out:?}"
+        );
+    }
+}
+
+/// F16's first half: the waiter whose try found the counter started anew
+/// had seen only an unknown holder with no lease shown. A holder of a lock
+/// this tool has granted (its fence counter exists) seen without a lease
+/// is seen too: the shared waiter stands in for a lease, holding the lock
+/// for its token alone. (One set by hand, with no counter, is not: see
+/// `queue::newest_wins_a_waiter_stopped_past_its_mark_does_not_replace_the_newer_one`.)
+#[test]
+fn a_shared_waiter_that_saw_a_holder_without_a_lease_stands_in_alone() {
+    let server = RedisServer::start();
+    let key = "lost-unknown-holder";
+    let lock = format!("redlock:{{{key}}}");
+    // Held with no lease and no record: "an unknown holder", of a lock
+    // granted before (fenced).
+    let _: () = redis::cmd("MSET")
+        .arg(&lock)
+        .arg("someone")
+        .arg(format!("{lock}:fence"))
+        .arg(7)
+        .query(&mut server.conn())
+        .unwrap();
+    let shared = ["-s", "--ttl", "3s", "-v"];
+    let mut a = spawn_waiting(&mut server.job(key).args(shared).sh("true"), T);
+    let line: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("{lock}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(line.len(), 1, "{line:?}");
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(format!("{lock}:wake:{}", line[0]))
+        .arg("released")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        wait_until(T, || a.stderr_now().contains("data in Redis was lost")),
+        "no stand-in: {}",
+        a.stderr_now()
+    );
+    let held: Option<String> = redis::cmd("GET")
+        .arg(&lock)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(held.as_deref(), Some(line[0].as_str()), "not held alone");
+    let out = a.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}

@@ -204,11 +204,13 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// ARGV[20] (see `shared.rs`): '1' takes the lock shared (a shared
 /// waiter's liveness hash says `mode shared`, and newest-first is
 /// oldest-first for it), '2' is an exclusive waiter without a line
-/// (Redlock) that marks its place while the lock is held shared.
+/// (Redlock) that marks its place while the lock is held shared, '3' a
+/// shared run that saw a holder (a counter started anew makes its take an
+/// exclusive stand-in, see `shared.rs`).
 /// Returns `{1, fence, reset}` when held by us now (reset 1: the fence
 /// counter was seeded, see `fence_lib`), else
 /// `{0, pttl_ms, host, pid, acquired_at, holders, of, revoked, first, line,
-/// ahead_ms, seen, user, label, hold_reason}` describing the current holder (held
+/// ahead_ms, seen, user, label, hold_reason, counted}` describing the current holder (held
 /// shared: `holders` live shared holders and `of` -1, the newest of them
 /// described; else both 0) (revoked 1: it is being
 /// force-released) and, in line, where we stand: first 1 when no live
@@ -217,7 +219,8 @@ pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
 /// the middle),
 /// ahead_ms, when the lock is free, the time left on the liveness key of
 /// the first live waiter before us (-1: none, or the lock is held), seen 1 when this server sees our subscription
-/// (0: it does not, -1: it cannot tell); `{-1, N}` when KEY is a
+/// (0: it does not, -1: it cannot tell), counted 1 when the fence counter
+/// exists (a lock this tool granted, not one set by hand); `{-1, N}` when KEY is a
 /// semaphore with `--limit N` now, or `{-2, host, pid}`; `{-5, waiting}`
 /// when queue = '1' or '2', queue_max > 0, we are not in line yet and at
 /// least queue_max live waiters are (every member looked at: all are
@@ -437,7 +440,7 @@ if string.sub(cur, 1, 8) == 'revoked:' then revoked = 1 end
 local holders, of = 0, 0
 if cur == 'shared' then holders, of = shared_holders(), -1 end
 return {0, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', holders, of, revoked,
-  first, line, ahead_ms, seen, h[4] or '', h[5] or '', h[6] or ''}
+  first, line, ahead_ms, seen, h[4] or '', h[5] or '', h[6] or '', redis.call('EXISTS', KEYS[3])}
 "#
     )
 );

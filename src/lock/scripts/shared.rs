@@ -22,13 +22,20 @@
 //! A shared waiter that takes the lock from the line wakes the next live
 //! waiter if that one is shared too, so a run of shared waiters behind a
 //! released exclusive lock all go.
+//!
+//! ARGV[20] = '3' is a shared run that saw a holder: should its take
+//! start the fence counter anew (Redis lost its data under that holder),
+//! it takes the lock exclusively, as the stand-in for the lost lease (see
+//! `wait.rs`), and its next try turns the stand-in into a shared hold.
 
 /// Lua functions for a shared acquire; after `slot_lib`, `fence_lib` and
 /// `line_lib` (whose `live` needs the waiters' liveness keys declared).
 macro_rules! shared_lib {
     () => {
         r#"
-local shared = ARGV[20] == '1'
+local shared = ARGV[20] == '1' or ARGV[20] == '3'
+-- '3': a shared waiter that saw a holder (see `take_shared`).
+local stands_in = ARGV[20] == '3'
 -- Whether a waiter in line waits for a shared lock (an older version's
 -- waiters, whose liveness key may be no hash, wait exclusively).
 local function waits_shared(w)
@@ -50,6 +57,8 @@ end
 -- not revoked from us.
 local function shared_free()
   local cur = redis.call('GET', KEYS[1])
+  -- Our own stand-in (see `take_shared`): ours to turn into a shared hold.
+  if cur == ARGV[1] then return true end
   if cur and cur ~= 'shared' then return false end
   if cur and redis.call('HMGET', KEYS[9], 'revoked')[1] == '1' then return false end
   return true
@@ -112,14 +121,30 @@ local function take_shared()
     return {1, tonumber(redis.call('HMGET', mine, 'fence')[1] or '0') or 0, 0}
   end
   local fence, reset = next_fence()
-  redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
   local fields = {'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'command', ARGV[6],
     'acquired_at', ARGV[7], 'ttl_ms', ARGV[2], 'refresh_ms', ARGV[9],
-    'kill_after_ms', ARGV[10], 'mode', 'shared'}
+    'kill_after_ms', ARGV[10]}
   if (ARGV[16] or '') ~= '' then
     fields[#fields + 1] = 'label'
     fields[#fields + 1] = ARGV[16]
   end
+  if reset == 1 and stands_in and redis.call('EXISTS', KEYS[1]) == 0 then
+    -- The counter starts anew under a waiter that saw a holder: Redis
+    -- lost its data under that holder, whose job may run on until its
+    -- next refresh. The waiter stands in for its lease (`wait.rs`), and
+    -- a shared stand-in would let every other shared waiter in beside it
+    -- (their own tries see no loss: the chaos campaign's F16). So the
+    -- lock is held by our token alone, as an exclusive holder's, until
+    -- our next try turns it into a shared hold (`shared_free`).
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[2], 'token', ARGV[1], unpack(fields))
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    return {1, fence, reset}
+  end
+  fields[#fields + 1] = 'mode'
+  fields[#fields + 1] = 'shared'
+  redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
   redis.call('DEL', mine, KEYS[2])
   redis.call('HSET', mine, 'token', ARGV[1], 'fence', fence, unpack(fields))
   redis.call('PEXPIRE', mine, ttl)
