@@ -269,6 +269,10 @@ impl Txn<'_> {
         for (name, value) in &t.record {
             hset.arg(*name).arg(value);
         }
+        // Said again by a later try of ours (`take_again`).
+        if reset == 1 {
+            hset.arg("reset").arg("1");
+        }
         writes.push(hset);
         writes.push(command(&["PEXPIRE", &k.holder, &t.ttl_ms]));
         let Some(done) = self.exec(writes)? else {
@@ -287,19 +291,26 @@ impl Txn<'_> {
         }
     }
 
-    /// The lock is ours already: push both expiries; `None` if aborted.
+    /// The lock is ours already (a try of ours took it and its answer was
+    /// lost): push both expiries, and say again whether that grant started
+    /// the fence counter (see `scripts::ACQUIRE`); `None` if aborted.
     fn take_again(&mut self, t: &Take) -> NodeResult<Option<Value>> {
         let k = self.k;
         let writes = vec![
             command(&["PEXPIRE", &k.lock, &t.ttl_ms]),
             command(&["PEXPIRE", &k.holder, &t.ttl_ms]),
             command(&["GET", &k.fence]),
+            command(&["HMGET", &k.holder, "reset"]),
         ];
         let done = self.exec(writes)?;
         // Expired since it was read: the caller reads again.
         Ok(done.filter(|d| expired_or(d, 0, 1) == 1).map(|d| {
             let fence = int(d.get(2)).unwrap_or(0);
-            Value::Array(vec![Value::Int(1), Value::Int(fence), Value::Int(0)])
+            let reset = match d.get(3) {
+                Some(Value::Array(v)) => i64::from(text(v.first()).as_deref() == Some("1")),
+                _ => 0,
+            };
+            Value::Array(vec![Value::Int(1), Value::Int(fence), Value::Int(reset)])
         }))
     }
 

@@ -613,3 +613,69 @@ fn a_stand_ins_late_give_back_never_deletes_the_lock_its_next_try_took() {
 
 /// Text that only the RELEASE script sends (`scripts::RELEASE`).
 const RELEASE_WORD: &str = "A Redlock holder's release";
+
+/// F23 (the chaos campaign, seed 20261209 episode 822): a waiter's try
+/// that took the lock after Redis lost its data, but whose answer was
+/// lost (it timed out), started the fence counter anew; the waiter's next
+/// try found the lock its own and was not told of the loss, so it ran at
+/// once beside the old holder's job. The grant's record now says it
+/// started the counter, and a try that finds the lock its own says so
+/// again. Here the answer is lost by pausing writes (CLIENT PAUSE WRITE,
+/// sent in one pipeline with the wake-up): the waiter's tries time out
+/// and are carried out once the pause ends.
+#[test]
+fn a_waiter_whose_winning_answer_was_lost_still_waits_out_the_lost_holder() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let key = "lost-answer";
+    let (pid, log) = (dir.file("pid"), dir.file("log"));
+    // It refreshes every 8 s: the loss goes unnoticed by it for seconds.
+    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
+    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
+    let holder_pid = read_pid(&dir, "pid", LONG);
+    let waiter = format!(
+        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
+        log = log.display()
+    );
+    // A 300 ms per-node timeout (a tenth of the TTL).
+    let mut waiter = spawn_waiting(
+        &mut server.job(key).args(["--ttl", "3s", "-v"]).sh(&waiter),
+        LONG,
+    );
+    // Its wake-up channel: its own in line, else (no line without
+    // scripts) the lock's.
+    let line: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    let channel = match line.first() {
+        Some(token) => format!("redlock:{{{key}}}:wake:{token}"),
+        None => format!("redlock:{{{key}}}"),
+    };
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let _: () = redis::pipe()
+        .cmd("PUBLISH")
+        .arg(channel)
+        .arg("released")
+        .ignore()
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .ignore()
+        .query(&mut server.conn())
+        .unwrap();
+    let out = holder.wait_timeout(LONG);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    let out = waiter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("timed out"),
+        "the waiter's answer was not lost: {out:?}"
+    );
+    assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");
+    assert!(out.stderr.contains("data in Redis was lost"), "{out:?}");
+}

@@ -375,13 +375,21 @@ if took then
     redis.call('HSET', KEYS[2], 'hold_reason', ARGV[19], 'hold_until',
       string.format('%.0f', ends), 'ended_at', ARGV[7])
   end
+  -- A grant that started the counter says so in its record: a try whose
+  -- answer was lost (timed out) is told again by the next (below).
+  if reset == 1 then redis.call('HSET', KEYS[2], 'reset', '1') end
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return {1, fence, reset}
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), 0}
+  -- Ours already: a try of ours took it, and its answer may have been
+  -- lost (the chaos campaign, seed 20261209 episode 822; F23). Whether
+  -- that grant started the fence counter is said again.
+  local reset = 0
+  if redis.call('HMGET', KEYS[2], 'reset')[1] == '1' then reset = 1 end
+  return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), reset}
 end
 local first, line, ahead_ms, seen = 0, 0, -1, 0
 if joining then
