@@ -694,3 +694,56 @@ fn a_shared_waiter_that_saw_a_holder_without_a_lease_stands_in_alone() {
     let out = a.wait_timeout(T);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// F23 for a shared waiter: its try that took the lock as a stand-in
+/// (exclusively) after data was lost had its answer lost (writes paused,
+/// so that it timed out and was carried out afterwards). Its next try
+/// finds its own stand-in, keeps it, and is told that the counter started
+/// anew: it waits out the lost holder's lease before its job starts.
+#[test]
+fn a_shared_waiter_whose_stand_in_answer_was_lost_still_waits_out_the_holder() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let key = "lost-shared-answer";
+    let pid = dir.file("pid");
+    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
+    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
+    let holder_pid = read_pid(&dir, "pid", T);
+    let check = format!(
+        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{}'",
+        dir.file("a").display()
+    );
+    let shared = ["-s", "--ttl", "3s", "-v"];
+    let mut a = spawn_waiting(&mut server.job(key).args(shared).sh(check), T);
+    let line: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("redlock:{{{key}}}:waiters"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(line.len(), 1, "{line:?}");
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let _: () = redis::pipe()
+        .cmd("PUBLISH")
+        .arg(format!("redlock:{{{key}}}:wake:{}", line[0]))
+        .arg("released")
+        .ignore()
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .ignore()
+        .query(&mut server.conn())
+        .unwrap();
+    let out = holder.wait_timeout(T);
+    assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
+    let out = a.wait_timeout(T);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("timed out"),
+        "no answer was lost: {out:?}"
+    );
+    assert_eq!(dir.read("a").as_deref(), Some("alone\n"), "{out:?}");
+    assert!(out.stderr.contains("data in Redis was lost"), "{out:?}");
+}

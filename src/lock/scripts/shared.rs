@@ -113,6 +113,16 @@ local function take_shared()
   local now = clock()
   local ttl = tonumber(ARGV[2])
   local mine = KEYS[9]
+  if stands_in and redis.call('GET', KEYS[1]) == ARGV[1] then
+    -- Our stand-in (below) already, and we have not waited it out: a try
+    -- of ours made it and its answer was lost (F23). It stays one, and
+    -- its record says again that its grant started the counter.
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    local reset = 0
+    if redis.call('HMGET', KEYS[2], 'reset')[1] == '1' then reset = 1 end
+    return {1, tonumber(redis.call('GET', KEYS[3]) or '0'), reset}
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
     redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
@@ -138,7 +148,7 @@ local function take_shared()
     -- our next try turns it into a shared hold (`shared_free`).
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[2], 'token', ARGV[1], unpack(fields))
+    redis.call('HSET', KEYS[2], 'token', ARGV[1], 'reset', '1', unpack(fields))
     redis.call('PEXPIRE', KEYS[2], ttl)
     return {1, fence, reset}
   end
