@@ -539,10 +539,10 @@ fn descendants(leader: Pid, keeper: Option<Pid>, leader_gone: bool) -> Option<Ve
     if !proc_is_ours() {
         return None;
     }
-    let walk = || walk(leader, keeper, leader_gone);
-    match walk() {
+    let look = || walk(leader, keeper, leader_gone);
+    match look() {
         Ok(found) => Some(found),
-        Err(e) if reserve::full(&e) => reserve::spend(walk).ok(),
+        Err(e) if reserve::full(&e) => reserve::spend(look).ok(),
         Err(_) => None,
     }
 }
