@@ -308,21 +308,7 @@ impl Waiter<'_> {
                 },
             };
             let now = Instant::now();
-            match info.pttl {
-                Some(left) => self.saw_holder(now + left, left),
-                // A holder whose lease is not shown (an unknown one, on a
-                // Cluster node mid-migration: the chaos campaign, seed
-                // 20261207 episode 10; or a free lock with a waiter before
-                // us) of a lock this tool has granted is seen too: should
-                // the data be lost under it, the stand-in lasts a lease,
-                // as for one we saw (`lost_lease`).
-                None if info.counted => self.saw_holder(
-                    self.holder_until.map_or(now, |u| u.max(now)),
-                    Duration::ZERO,
-                ),
-                // Set by hand: its end is no sign of lost data.
-                None => {}
-            }
+            self.saw_busy(&info, now);
             if self.timed_out() || info.replaced_by.is_some() || info.line_full.is_some() {
                 return Ok(Waited::Busy(info));
             }
@@ -409,6 +395,25 @@ impl Waiter<'_> {
             );
         }
         attempt
+    }
+
+    /// What a busy answer at `now` showed of its holder.
+    fn saw_busy(&mut self, info: &BusyInfo, now: Instant) {
+        match info.pttl {
+            Some(left) => self.saw_holder(now + left, left),
+            // A holder whose lease is not shown (an unknown one, on a
+            // Cluster node mid-migration: the chaos campaign, seed
+            // 20261207 episode 10; or a free lock with a waiter before us)
+            // of a lock this tool has granted is seen too: should the data
+            // be lost under it, the stand-in lasts a lease, as for one we
+            // saw (`lost_lease`).
+            None if info.counted => {
+                let until = self.holder_until.map_or(now, |u| u.max(now));
+                self.saw_holder(until, Duration::ZERO);
+            }
+            // Set by hand: its end is no sign of lost data.
+            None => {}
+        }
     }
 
     /// A holder had the lock until `until` at least, with `left` to go.

@@ -417,8 +417,19 @@ impl Quorum {
     /// Set the lock's remaining life to `ttl` (`--min-hold` re-arms it,
     /// saying when COMMAND `ended`, RFC 3339, in the holder record).
     pub fn extend_for(&mut self, token: &str, ttl: Duration, ended: Option<&str>) -> Extend {
-        let start = Instant::now();
-        let (kind, keys) = (self.kind, &self.keys);
+        self.extend_as(token, ttl, (self.kind, ended))
+    }
+
+    /// Make a waiter's stand-in for a lost holder (see `wait.rs`) last
+    /// `ttl` more, held as `LockKind::stand_in` says.
+    pub fn extend_stand_in(&mut self, token: &str, ttl: Duration) -> Extend {
+        self.extend_as(token, ttl, (self.kind.stand_in(), None))
+    }
+
+    /// [`Quorum::extend_for`] with the call of a lock of `how.0`.
+    fn extend_as(&mut self, token: &str, ttl: Duration, how: (LockKind, Option<&str>)) -> Extend {
+        let ((kind, ended), start) = (how, Instant::now());
+        let keys = &self.keys;
         let answers = fanout::round(
             &mut self.nodes,
             |_, _| Some(Ok((kind.extending(keys, token, ttl, ended), ()))),
@@ -446,16 +457,6 @@ impl Quorum {
             Refreshed::TooLate => Extend::Failed(anyhow!("refresh confirmed too late to count")),
             Refreshed::Failed => Extend::Failed(join_node_errors(errors, self.nodes.len())),
         }
-    }
-
-    /// Make a waiter's stand-in for a lost holder (see `wait.rs`) last
-    /// `ttl` more, held as `LockKind::stand_in` says.
-    pub fn extend_stand_in(&mut self, token: &str, ttl: Duration) -> Extend {
-        let stand_in = self.kind.stand_in();
-        let kind = std::mem::replace(&mut self.kind, stand_in);
-        let extended = self.extend_for(token, ttl, None);
-        self.kind = kind;
-        extended
     }
 
     /// Whether `token` holds the lock now (on a majority of the nodes),

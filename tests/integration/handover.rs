@@ -628,16 +628,8 @@ fn a_waiter_whose_winning_answer_was_lost_still_waits_out_the_lost_holder() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let key = "lost-answer";
-    let (pid, log) = (dir.file("pid"), dir.file("log"));
-    // It refreshes every 8 s: the loss goes unnoticed by it for seconds.
-    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
-    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
-    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
-    let holder_pid = read_pid(&dir, "pid", LONG);
-    let waiter = format!(
-        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{log}'",
-        log = log.display()
-    );
+    let (mut holder, holder_pid) = holder_slow_to_notice(&server, &dir, key);
+    let waiter = began_beside(holder_pid, &dir.file("log"));
     // A 300 ms per-node timeout (a tenth of the TTL).
     let mut waiter = spawn_waiting(
         &mut server.job(key).args(["--ttl", "3s", "-v"]).sh(&waiter),
@@ -645,29 +637,12 @@ fn a_waiter_whose_winning_answer_was_lost_still_waits_out_the_lost_holder() {
     );
     // Its wake-up channel: its own in line, else (no line without
     // scripts) the lock's.
-    let line: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("redlock:{{{key}}}:waiters"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut server.conn())
-        .unwrap();
-    let channel = match line.first() {
+    let channel = match line_of(&server, key).first() {
         Some(token) => format!("redlock:{{{key}}}:wake:{token}"),
         None => format!("redlock:{{{key}}}"),
     };
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
-    let _: () = redis::pipe()
-        .cmd("PUBLISH")
-        .arg(channel)
-        .arg("released")
-        .ignore()
-        .cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1500)
-        .arg("WRITE")
-        .ignore()
-        .query(&mut server.conn())
-        .unwrap();
+    wake_with_writes_paused(&server, &channel);
     let out = holder.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
     let out = waiter.wait_timeout(LONG);

@@ -591,28 +591,13 @@ fn data_lost_under_an_exclusive_holder_lets_no_shared_waiter_in_beside_its_job()
     let server = RedisServer::start();
     let dir = TestDir::new();
     let key = "lost-under-shared";
-    let pid = dir.file("pid");
-    // It refreshes every 8 s: the loss goes unnoticed by it for seconds.
-    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
-    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
-    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
-    let holder_pid = read_pid(&dir, "pid", T);
+    let (mut holder, holder_pid) = holder_slow_to_notice(&server, &dir, key);
     // Each shared job says whether the holder's job still ran when it began.
-    let check = |name: &str| {
-        format!(
-            "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{}'",
-            dir.file(name).display()
-        )
-    };
+    let check = |name: &str| began_beside(holder_pid, &dir.file(name));
     let shared = ["-s", "--ttl", "3s", "-v"];
     let mut a = spawn_waiting(&mut server.job(key).args(shared).sh(check("a")), T);
     let mut b = spawn_waiting(&mut server.job(key).args(shared).sh(check("b")), T);
-    let line: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("redlock:{{{key}}}:waiters"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut server.conn())
-        .unwrap();
+    let line = line_of(&server, key);
     assert_eq!(line.len(), 2, "{line:?}");
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     let wake = |token: &str| {
@@ -668,12 +653,7 @@ fn a_shared_waiter_that_saw_a_holder_without_a_lease_stands_in_alone() {
         .unwrap();
     let shared = ["-s", "--ttl", "3s", "-v"];
     let mut a = spawn_waiting(&mut server.job(key).args(shared).sh("true"), T);
-    let line: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("{lock}:waiters"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut server.conn())
-        .unwrap();
+    let line = line_of(&server, key);
     assert_eq!(line.len(), 1, "{line:?}");
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     let _: i64 = redis::cmd("PUBLISH")
@@ -705,37 +685,14 @@ fn a_shared_waiter_whose_stand_in_answer_was_lost_still_waits_out_the_holder() {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let key = "lost-shared-answer";
-    let pid = dir.file("pid");
-    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
-    let holding = format!("echo $$ > '{}'; sleep 30", pid.display());
-    let mut holder = spawn_piped(&mut server.job(key).args(slow).sh(&holding));
-    let holder_pid = read_pid(&dir, "pid", T);
-    let check = format!(
-        "if kill -0 {holder_pid} 2>/dev/null; then echo overlap; else echo alone; fi > '{}'",
-        dir.file("a").display()
-    );
+    let (mut holder, holder_pid) = holder_slow_to_notice(&server, &dir, key);
+    let check = began_beside(holder_pid, &dir.file("a"));
     let shared = ["-s", "--ttl", "3s", "-v"];
     let mut a = spawn_waiting(&mut server.job(key).args(shared).sh(check), T);
-    let line: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("redlock:{{{key}}}:waiters"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut server.conn())
-        .unwrap();
+    let line = line_of(&server, key);
     assert_eq!(line.len(), 1, "{line:?}");
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
-    let _: () = redis::pipe()
-        .cmd("PUBLISH")
-        .arg(format!("redlock:{{{key}}}:wake:{}", line[0]))
-        .arg("released")
-        .ignore()
-        .cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1500)
-        .arg("WRITE")
-        .ignore()
-        .query(&mut server.conn())
-        .unwrap();
+    wake_with_writes_paused(&server, &format!("redlock:{{{key}}}:wake:{}", line[0]));
     let out = holder.wait_timeout(T);
     assert_eq!(out.code, Some(70), "the holder's lock vanished: {out:?}");
     let out = a.wait_timeout(T);

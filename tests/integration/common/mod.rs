@@ -4,6 +4,7 @@
 mod contention;
 mod docs;
 mod job;
+mod loss;
 mod net;
 mod prom;
 mod proxy;
@@ -17,6 +18,7 @@ mod topology;
 pub use contention::*;
 pub use docs::*;
 pub use job::*;
+pub use loss::*;
 pub use net::*;
 pub use prom::*;
 pub use proxy::*;
