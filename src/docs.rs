@@ -441,7 +441,7 @@ fn events(r: &mut Roff) {
 /// command is needed.
 const ACL_RULES: [&str; 5] = [
     "resetkeys '~redlock:*' resetchannels '&redlock:*'",
-    "-@all +eval +get +pttl +hgetall +hmget +set +del",
+    "-@all +eval +evalsha +get +pttl +hgetall +hmget +set +del",
     "+incr +hset +pexpire +publish +subscribe +scan",
     "+zadd +zrange +zrem +exists +time +info '+pubsub|numsub'",
     "+role +wait +ping '+cluster|slots'",

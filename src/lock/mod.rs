@@ -38,6 +38,8 @@
 //! - `replicas`: `--replicas`: WAIT, and what a short WAIT means.
 //! - `timing`: the safety arithmetic of a lease (validity, stop margin).
 //! - `wakeups`: the one blocking wait on a lock's channels.
+//! - `wire`: a script's EVAL as sent: by its digest (EVALSHA), its text
+//!   only to a server that lacks it.
 //! - `scriptless`: where EVAL is denied or absent, each script's call
 //!   read back into its step, or refused (a pure decision).
 //! - `txn`: those steps made with WATCH/MULTI/EXEC and `SET ... IFEQ`,
@@ -73,6 +75,7 @@ mod sentinel;
 pub mod timing;
 mod txn;
 mod wakeups;
+mod wire;
 
 pub use channels::Wakeups;
 pub use decide::Verdict;

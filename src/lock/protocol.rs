@@ -274,22 +274,7 @@ pub fn native(ask: &mut dyn FnMut(&[&str]) -> Result<Reply, Failed>) -> (Native,
 
 /// The feature a script of this build is for, from its text.
 pub(super) fn feature_of(lua: &[u8]) -> &'static str {
-    use super::scripts as s;
-    let table: [(&str, &str); 11] = [
-        (s::ACQUIRE, "plain lock (taking it)"),
-        (s::EXTEND, "plain lock (refreshing it)"),
-        (s::RELEASE, "plain lock (releasing it)"),
-        (s::LEAVE, "line of waiters (--queue)"),
-        (s::WAITERS, "line of waiters (status)"),
-        (s::INSPECT, "status and list"),
-        (s::FORCE_RELEASE, "force-release"),
-        (s::SLOT_ACQUIRE, "semaphore (--limit)"),
-        (s::SLOT_EXTEND, "semaphore (--limit)"),
-        (s::SLOT_RELEASE, "semaphore (--limit)"),
-        (s::RAISE_FENCE, "Redlock fence (several --redis)"),
-    ];
-    table
-        .iter()
+    (super::scripts::ALL.iter())
         .find(|(text, _)| text.as_bytes() == lua)
         .map_or("lock", |(_, feature)| feature)
 }

@@ -17,6 +17,9 @@ const TOPOLOGY_ONLY: [(&str, &str); 4] = [
     ("+ping", "cluster"),
     ("+cluster|slots", "cluster"),
 ];
+/// Rights that save time, not needed for anything to work: each has a
+/// test of its own showing what it saves.
+const SPEED_ONLY: [&str; 1] = ["+evalsha"];
 const PASS: &str = "s3cret-acl";
 
 /// The rules with one permission (`+cmd`, `~keys` or `&channels`) left out.
@@ -199,6 +202,7 @@ fn every_documented_permission_is_needed() {
         .iter()
         .filter(|r| r.starts_with(['+', '~', '&']))
         .filter(|r| !TOPOLOGY_ONLY.iter().any(|(right, _)| r == right))
+        .filter(|r| !SPEED_ONLY.contains(&r.as_str()))
         .collect();
     assert!(permissions.len() > 5, "{rules:?}");
     let mut builder = RedisServer::builder().acl_user("full", PASS, &rules.join(" "));
@@ -215,6 +219,12 @@ fn every_documented_permission_is_needed() {
     );
     let mut unneeded = Vec::new();
     for p in &permissions {
+        // A server whose script cache is cold (a restart): a script the
+        // other users' runs left there would go by its digest alone.
+        let _: String = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.conn())
+            .expect("SCRIPT FLUSH");
         let steps = scenario(&server, &user_name(p), &holder);
         if steps.iter().all(Step::clean) {
             unneeded.push(format!("{p}:\n{}", describe(&steps)));
@@ -366,4 +376,52 @@ fn every_topology_permission_is_needed_and_named_by_doctor() {
 /// The documented rules without `right`, as separate rules.
 fn without_one(rules: &[String], right: &str) -> Vec<String> {
     rules.iter().filter(|r| *r != right).cloned().collect()
+}
+
+/// How many calls of `command` the server has served (INFO commandstats).
+fn calls_of(server: &RedisServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .expect("INFO commandstats");
+    let field = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&field)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `+evalsha` saves a run the scripts' text: with the documented rules a
+/// second run sends none (each script by its digest); without `+evalsha`
+/// a run still takes and frees the lock, its scripts then sent whole after
+/// the one refused EVALSHA (each run pays that round trip once per node).
+#[test]
+fn evalsha_is_documented_for_speed_and_its_lack_costs_only_time() {
+    let rules = documented_acl_rules();
+    for right in SPEED_ONLY {
+        assert!(rules.iter().any(|r| r == right), "{right} not documented");
+    }
+    let server = RedisServer::builder()
+        .acl_user("full", PASS, &rules.join(" "))
+        .acl_user("noevalsha", PASS, &without(&rules, "+evalsha"))
+        .start();
+    let run = |user: &str| {
+        let url = server.url_with(Some(user), PASS);
+        let out = run_with_timeout(redlock(&url).args(["-k", "digest", "--", "true"]), TIMEOUT);
+        assert_eq!(out.code, Some(0), "{user}: {out:?}");
+        assert!(out.stderr.is_empty(), "{user}: {out:?}");
+        assert!(!exists(&mut server.conn(), "redlock:{digest}"), "released");
+    };
+    run("full");
+    let texts = calls_of(&server, "eval");
+    run("full");
+    assert_eq!(calls_of(&server, "eval"), texts, "no text the second time");
+    for _ in 0..2 {
+        let before = calls_of(&server, "eval");
+        run("noevalsha");
+        assert_eq!(
+            calls_of(&server, "eval"),
+            before + 2,
+            "acquire and release, whole"
+        );
+    }
 }

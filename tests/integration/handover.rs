@@ -356,6 +356,8 @@ fn force_release_of_a_partitioned_holder_lets_no_waiter_in_beside_it() {
 #[test]
 fn a_late_give_back_of_an_unanswered_first_attempt_never_deletes_the_retrys_lock() {
     let server = RedisServer::start();
+    // Cached, the give-back goes by its digest, and runs when it comes.
+    server.cache_scripts();
     let proxy = Proxy::with_plan(server.port(), &["d", "l0:2500"]);
     let dir = TestDir::new();
     let started = dir.file("started");
@@ -406,6 +408,7 @@ fn a_late_give_back_of_an_unanswered_first_attempt_never_deletes_the_retrys_lock
 #[test]
 fn a_release_whose_reply_was_lost_is_not_reported_as_an_expired_lock() {
     let server = RedisServer::start();
+    server.cache_scripts();
     // The first connection: the acquire's reply, then none.
     let proxy = Proxy::with_plan(server.port(), &["r1"]);
     let out = run_with_timeout(
@@ -432,6 +435,7 @@ fn a_release_whose_reply_was_lost_is_not_reported_as_an_expired_lock() {
 #[test]
 fn a_release_whose_reply_was_lost_then_found_the_next_holder_is_no_warning() {
     let server = RedisServer::start();
+    server.cache_scripts();
     let proxy = Proxy::with_plan(server.port(), &["r1"]);
     let dir = TestDir::new();
     let (first, second) = (Hold::named(&dir, "first"), Hold::named(&dir, "second"));

@@ -436,6 +436,9 @@ fn the_fence_never_goes_back_when_the_majority_moves() {
 #[test]
 fn a_fence_not_raised_on_a_majority_is_no_lock() {
     let servers = RedisServer::many(3);
+    for s in &servers {
+        s.cache_scripts();
+    }
     // Far ahead of the others' counters, which start from their clocks.
     let _: () = redis::cmd("SET")
         .arg("redlock:{raise}:fence")
@@ -491,7 +494,9 @@ fn a_late_give_back_of_a_failed_attempt_never_deletes_a_later_lock() {
             .unwrap();
     }
     // The acquire goes through at once; the give-back after the failed
-    // attempt arrives 2.5 s after it was sent.
+    // attempt arrives 2.5 s after it was sent (by its digest: cached, it
+    // runs when it comes).
+    servers[2].cache_scripts();
     let proxy = Proxy::first_connection_late(servers[2].port(), 1, Duration::from_millis(2500));
     let urls = [servers[0].url(), servers[1].url(), proxy.url()];
     let dir = TestDir::new();

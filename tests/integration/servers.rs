@@ -300,6 +300,54 @@ fn commands_sent_to(port: u16, f: impl FnOnce()) -> Vec<String> {
         .collect()
 }
 
+/// How many calls of `command` the server has served (INFO commandstats).
+fn calls_of(server: &RedisServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .expect("INFO commandstats");
+    let field = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&field)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A script's text goes to a server once: a run sends each script by its
+/// digest (EVALSHA), and the text (EVAL) only where the server answers
+/// NOSCRIPT, its first call there. The next run sends no text; after
+/// SCRIPT FLUSH the texts go again, and every run holds and frees the lock.
+#[test]
+fn a_scripts_text_goes_to_a_server_once_then_only_its_digest() {
+    let server = RedisServer::start();
+    let run = || {
+        let out = run_with_timeout(
+            redlock(&server.url()).args(["-k", "digest", "--", "true"]),
+            LONG,
+        );
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(out.stderr.is_empty(), "{out:?}");
+        assert!(!exists(&mut server.conn(), "redlock:{digest}"), "released");
+    };
+    run();
+    // The acquire's and the release's: each by digest, then its text.
+    assert_eq!(calls_of(&server, "evalsha"), 2);
+    assert_eq!(calls_of(&server, "eval"), 2);
+    run();
+    assert_eq!(calls_of(&server, "evalsha"), 4);
+    assert_eq!(calls_of(&server, "eval"), 2, "no text the second time");
+    let _: String = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.conn())
+        .expect("SCRIPT FLUSH");
+    run();
+    assert_eq!(calls_of(&server, "evalsha"), 6);
+    assert_eq!(
+        calls_of(&server, "eval"),
+        4,
+        "the texts again after a flush"
+    );
+}
+
 /// A Redlock run asks no node `INFO` outside its scripts: each acquire
 /// says which server gave it (no round trip of its own, every run). It
 /// writes no file (`$XDG_RUNTIME_DIR` stays empty), and a node that
@@ -320,7 +368,7 @@ fn a_redlock_run_makes_no_info_round_and_writes_no_file() {
             let out = run_with_timeout(&mut run("true"), LONG);
             assert_eq!(out.code, Some(0), "{out:?}");
         });
-        assert!(sent.iter().any(|c| c == "EVAL"), "{sent:?}");
+        assert!(sent.iter().any(|c| c == "EVALSHA"), "{sent:?}");
         assert!(!sent.iter().any(|c| c == "INFO"), "an INFO round: {sent:?}");
     }
     let left: Vec<_> = std::fs::read_dir(runtime.path()).unwrap().collect();

@@ -43,6 +43,9 @@ pub struct Node {
     /// says of it, taken by [`Node::take_said`].
     protocol: Option<(super::protocol::Protocol, Option<Scripting>)>,
     said: Vec<Said>,
+    /// Scripts may go by their digest (see `wire`): false once this
+    /// node refused EVALSHA itself.
+    digests: bool,
 }
 
 /// Which protocol a node's connection got, as `-v` says it (see
@@ -79,7 +82,8 @@ enum Link {
 pub(super) enum Sent {
     /// Sent; the reply is still to be read (on a Cluster, from the
     /// primary of the slot).
-    Pending(redis::Cmd, Option<u16>),
+    /// `true`: by its digest (see `wire`).
+    Pending(redis::Cmd, Option<u16>, bool),
     /// Answered already (a Cluster's call, or a failure to send).
     Done(NodeResult<Value>),
 }
@@ -105,6 +109,7 @@ impl Node {
             notes: Vec::new(),
             protocol: None,
             said: Vec::new(),
+            digests: true,
         }
     }
 
@@ -178,14 +183,22 @@ impl Node {
         let timeout = self.timeout;
         // One deadline for the whole reply (see `deadline`); a Cluster's
         // may follow a MOVED and an ASK on the way.
+        // A script goes by its digest, its text only where the server lacks
+        // it (see `wire`): both within the one deadline.
+        let mut digests = self.digests;
         let reply = match self.connect()? {
-            Link::Plain(conn) => super::deadline::within(timeout, || cmd.query::<T>(conn)),
-            Link::Cluster(conn) => super::deadline::within(timeout * 2, || match slot {
-                Some(slot) => super::cluster::on_primary(conn, cmd, slot)
-                    .and_then(|v| T::from_redis_value(v).map_err(RedisError::from)),
-                None => cmd.query::<T>(conn.as_mut()),
+            Link::Plain(conn) => super::deadline::within(timeout, || {
+                super::wire::by_digest(cmd, &mut digests, |cmd| cmd.query::<T>(conn))
+            }),
+            Link::Cluster(conn) => super::deadline::within(timeout * 2, || {
+                super::wire::by_digest(cmd, &mut digests, |cmd| match slot {
+                    Some(slot) => super::cluster::on_primary(conn, cmd, slot)
+                        .and_then(|v| T::from_redis_value(v).map_err(RedisError::from)),
+                    None => cmd.query::<T>(conn.as_mut()),
+                })
             }),
         };
+        self.digests = digests;
         reply.map_err(Failed::Redis)
     }
 
@@ -339,17 +352,19 @@ impl Node {
         if self.scriptless_here(&cmd) {
             return Sent::Done(self.scriptless(&cmd, slot));
         }
+        let short = super::wire::short_form(&cmd).filter(|_| self.digests);
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.
-            Ok(Link::Plain(conn)) => conn
-                .send_packed_command(&cmd.get_packed_command())
-                .map_err(Failed::Redis),
+            Ok(Link::Plain(conn)) => {
+                let packed = short.as_ref().unwrap_or(&cmd).get_packed_command();
+                conn.send_packed_command(&packed).map_err(Failed::Redis)
+            }
             Ok(Link::Cluster(_)) => return Sent::Done(self.query_at(&cmd, slot)),
             Err(failed) => Err(failed),
         };
         match sent {
-            Ok(()) => Sent::Pending(cmd, slot),
+            Ok(()) => Sent::Pending(cmd, slot, short.is_some()),
             Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, slot)),
         }
     }
@@ -358,17 +373,14 @@ impl Node {
     /// under the round's deadline (`round`: its end and its length), whose
     /// timer the caller armed (see `deadline`).
     pub(super) fn finish(&mut self, sent: Sent, round: (Instant, Duration)) -> NodeResult<Value> {
-        let (cmd, slot) = match sent {
-            Sent::Pending(cmd, slot) => (cmd, slot),
+        let (cmd, slot, short) = match sent {
+            Sent::Pending(cmd, slot, short) => (cmd, slot, short),
             Sent::Done(answer) => return answer,
         };
         let reply = match self.conn.as_mut() {
-            Some(Link::Plain(conn)) => loop {
-                match conn.recv_response() {
-                    Ok(Value::Push { .. }) => continue,
-                    other => break other,
-                }
-            },
+            // Where the server wants a script's text, it follows, under
+            // the round's deadline still.
+            Some(Link::Plain(conn)) => super::wire::finish(conn, &cmd, short, &mut self.digests),
             _ => return self.query_at(&cmd, slot),
         };
         let reply = match reply {
@@ -377,8 +389,6 @@ impl Node {
             }
             other => other,
         };
-        // An error reply (a script's error, READONLY) is the answer.
-        let reply = reply.and_then(Value::extract_error);
         self.settle(reply.map_err(Failed::Redis), &cmd, slot)
     }
 

@@ -1,4 +1,5 @@
-//! The Lua scripts, sent with EVAL (one round trip, no SCRIPT LOAD dance).
+//! The Lua scripts: each call one round trip, by its digest (EVALSHA), its
+//! text (EVAL) only where the server lacks it (see `wire.rs`).
 //!
 //! Every script takes the same KEYS, and each its own ARGV: the table of
 //! both is in `calls.rs`, which builds them from named fields. Every key
@@ -160,6 +161,22 @@ mod shared;
 
 pub use line::{LEAVE, WAITERS};
 pub use slot::{SLOT_ACQUIRE, SLOT_EXTEND, SLOT_RELEASE};
+
+/// Every script of this build, with the feature it serves (named in the
+/// refusal of a server that will not run scripts).
+pub const ALL: [(&str, &str); 11] = [
+    (ACQUIRE, "plain lock (taking it)"),
+    (EXTEND, "plain lock (refreshing it)"),
+    (RELEASE, "plain lock (releasing it)"),
+    (LEAVE, "line of waiters (--queue)"),
+    (WAITERS, "line of waiters (status)"),
+    (INSPECT, "status and list"),
+    (FORCE_RELEASE, "force-release"),
+    (SLOT_ACQUIRE, "semaphore (--limit)"),
+    (SLOT_EXTEND, "semaphore (--limit)"),
+    (SLOT_RELEASE, "semaphore (--limit)"),
+    (RAISE_FENCE, "Redlock fence (several --redis)"),
+];
 
 /// Take the lock if it is free (or already ours).
 ///

@@ -349,6 +349,18 @@ impl RedisServer {
         self.config.then(|| self.dir.path().join(CONFIG_FILE))
     }
 
+    /// Have the server cache a plain run's scripts (acquire, release), as
+    /// a server any run has used does: a run then sends each by its
+    /// digest alone, one request and one reply (for tests that count the
+    /// requests a proxy lets through).
+    pub fn cache_scripts(&self) {
+        let out = super::run::run_with_timeout(
+            super::run::redlock(&self.url()).args(["-k", "scripts-cached", "--", "true"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.code, Some(0), "a run to cache the scripts: {out:?}");
+    }
+
     /// URL without credentials.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
