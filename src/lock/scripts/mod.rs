@@ -60,7 +60,10 @@ local here = nil
 local function this_server()
   if here == nil then
     local info = redis.pcall('INFO', 'server')
-    here = type(info) == 'string' and string.match(info, '\nrun_id:(%w+)') or ''
+    -- A plain search, then a match anchored there: a pattern tried at
+    -- every offset of INFO's text costs the server more than INFO itself.
+    local at = type(info) == 'string' and string.find(info, '\nrun_id:', 1, true)
+    here = at and string.match(info, '^%w+', at + 8) or ''
   end
   return here
 end
@@ -106,6 +109,12 @@ local function evicts()
   if type(info) ~= 'string' then
     if type(info) == 'table' and info.err then return {-4, info.err} end
     return {-4, 'INFO memory gave no text'}
+  end
+  -- No limit, or no eviction: plain searches first (a pattern tried at
+  -- every offset of the text costs the server more than INFO itself).
+  if string.find(info, '\nmaxmemory:0\r', 1, true)
+    or string.find(info, '\nmaxmemory_policy:noeviction\r', 1, true) then
+    return nil
   end
   local maxmemory = string.match(info, '\nmaxmemory:(%d+)')
   local policy = string.match(info, '\nmaxmemory_policy:([^\r\n]+)')
