@@ -410,7 +410,7 @@ def queue(tools, redis, section, waiters, idle, section_ms, name="redlock-run"):
         start = time.monotonic()
         time.sleep(idle * 3 / 8)
         elapsed = time.monotonic() - start
-        rates.append((redis.calls("eval") / elapsed, redis.calls() / elapsed))
+        rates.append((redis.calls(redis.SCRIPTS) / elapsed, redis.calls() / elapsed))
 
     redis.cmd("CONFIG", "RESETSTAT")
     released = time.monotonic()
@@ -419,7 +419,7 @@ def queue(tools, redis, section, waiters, idle, section_ms, name="redlock-run"):
     for pid in pids:
         tools.check("waiter", reap(pid))
     done = time.monotonic()
-    drain_rate = (redis.calls("eval") / (done - released), redis.calls() / (done - released))
+    drain_rate = (redis.calls(redis.SCRIPTS) / (done - released), redis.calls() / (done - released))
     spans, gaps, overlaps = sections(log)
     if len(spans) != waiters:
         tools.failures.append(f"queue: {len(spans)} sections of {waiters}")

@@ -217,11 +217,11 @@ def holders(tools, redis, count, window, spawn, reap):
     time.sleep(1)  # every first refresh timer armed
     cpu0 = {p: proc_cpu(p) for p in pids}
     wake0 = {p: proc_wakeups(p) for p in pids}
-    e0 = redis.calls("eval")
+    e0 = redis.calls(redis.SCRIPTS)
     n0, r0, t0 = commands_processed(redis), redis_cpu(redis), time.monotonic()
     time.sleep(window)
     n1, r1, t1 = commands_processed(redis), redis_cpu(redis), time.monotonic()
-    refreshes = redis.calls("eval") - e0
+    refreshes = redis.calls(redis.SCRIPTS) - e0
     cpu1 = {p: proc_cpu(p) for p in pids}
     wake1 = {p: proc_wakeups(p) for p in pids}
     woke = sum(wake1[p] - wake0[p] for p in pids if wake0[p] is not None and wake1[p] is not None)

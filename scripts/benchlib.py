@@ -106,15 +106,20 @@ class Redis:
             return None if n < 0 else [self._reply() for _ in range(n)]
         raise RuntimeError(f"bad reply {line!r}")
 
+    # A script's call: redlock-run sends EVALSHA, and the EVAL itself
+    # only to a server that lacks the script (its first call there).
+    SCRIPTS = ("eval", "evalsha")
+
     def calls(self, only=None):
         """Commands served since CONFIG RESETSTAT (those run by scripts
-        included), the bench's own excluded; or calls of `only`."""
+        included), the bench's own excluded; or calls of the commands in
+        `only` (a tuple of names, such as SCRIPTS)."""
         total = 0
         for line in self.cmd("INFO", "commandstats").splitlines():
             if line.startswith("cmdstat_"):
                 name, stats = line[len("cmdstat_"):].split(":", 1)
                 name = name.split("|")[0]
-                if name == only or (only is None and name not in self.NOT_COUNTED):
+                if (only is not None and name in only) or (only is None and name not in self.NOT_COUNTED):
                     total += int(stats.split(",")[0].split("=")[1])
         return total
 
@@ -242,70 +247,114 @@ def build_c(tmp: Path, name, source, *flags):
     return str(binary)
 
 
-# A TCP proxy: `delay-proxy LISTEN_FD TARGET_PORT DELAY_US`. Each accepted
-# connection gets a process of its own with a thread per direction; every
-# chunk read is sent DELAY_US after it arrived (as `tc netem delay` on an
-# interface would; this kernel has no netem). In C and in processes of its
-# own, so that five proxies do not queue behind one Python interpreter
-# lock, which would add latency to the five-node runs only.
+# A TCP proxy: `delay-proxy LISTEN_FD TARGET_PORT DELAY_US`. Every chunk
+# read from either end is sent on DELAY_US after it arrived (as `tc netem
+# delay` on an interface would; this kernel has no netem), its end too
+# (a shutdown passed on in order). One process per proxy, every connection
+# in one epoll loop with one timer (a timerfd at the first chunk due): no
+# process or thread per connection, whose start would cost CPU at each new
+# connection and so add time to the five-node runs only (five connections
+# a run where one node makes one). In C so that five proxies do not queue
+# behind one Python interpreter lock either.
 DELAY_PROXY_C = r"""
+#define _GNU_SOURCE
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
-static long delay_ns;
-struct pipe_ends { int from, to; };
-static void *pipe_one(void *arg) {
-    struct pipe_ends *p = arg;
-    char buf[65536];
-    for (;;) {
-        ssize_t n = recv(p->from, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        struct timespec due;
-        clock_gettime(CLOCK_MONOTONIC, &due);
-        due.tv_nsec += delay_ns;
-        due.tv_sec += due.tv_nsec / 1000000000L;
-        due.tv_nsec %= 1000000000L;
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) != 0) {}
-        for (ssize_t sent = 0; sent < n;) {
-            ssize_t k = send(p->to, buf + sent, n - sent, MSG_NOSIGNAL);
-            if (k <= 0) goto done;
-            sent += k;
-        }
+#define MAXFD 65536
+struct chunk { struct chunk *next; int to; long long due; size_t len; char data[]; };
+static struct chunk *head, *tail;
+/* ended[min of a pair]: how many of its two ends were passed on */
+static int peer[MAXFD], ended[MAXFD];
+static long long delay_ns;
+static int ep, tfd;
+static long long now_ns(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static void arm(void) {
+    struct itimerspec it = {0};
+    if (head) { it.it_value.tv_sec = head->due / 1000000000LL; it.it_value.tv_nsec = head->due % 1000000000LL; }
+    timerfd_settime(tfd, TFD_TIMER_ABSTIME, &it, NULL);
+}
+static void later(int to, const char *data, size_t len) {
+    struct chunk *c = malloc(sizeof *c + len);
+    c->next = NULL; c->to = to; c->due = now_ns() + delay_ns; c->len = len;
+    memcpy(c->data, data, len);
+    if (tail) tail->next = c; else { head = c; arm(); }
+    tail = c;
+}
+static void deliver(struct chunk *c) {
+    if (c->len == 0) {   /* the other side ended: pass it on, close when both have */
+        int a = c->to, b = peer[a], pair = a < b ? a : b;
+        shutdown(a, SHUT_WR);
+        if (++ended[pair] == 2) { close(a); close(b); }
+        return;
     }
-done:
-    shutdown(p->from, SHUT_RDWR);
-    shutdown(p->to, SHUT_RDWR);
-    return NULL;
+    for (size_t sent = 0; sent < c->len;) {
+        ssize_t k = send(c->to, c->data + sent, c->len - sent, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        sent += k;
+    }
 }
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int listener = atoi(argv[1]);
     struct sockaddr_in target = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[2])),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    delay_ns = atol(argv[3]) * 1000L;
-    signal(SIGCHLD, SIG_IGN);
+    delay_ns = atol(argv[3]) * 1000LL;
+    ep = epoll_create1(0);
+    tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+    struct epoll_event ev = { .events = EPOLLIN };
+    ev.data.fd = listener; epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev);
+    ev.data.fd = tfd; epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+    static char buf[65536];
     for (;;) {
-        int client = accept(listener, NULL, NULL);
-        if (client < 0) continue;
-        if (fork() != 0) { close(client); continue; }
-        close(listener);
-        int server = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(server, (struct sockaddr *)&target, sizeof target) != 0) return 1;
-        int one = 1;
-        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        struct pipe_ends up = { client, server }, down = { server, client };
-        pthread_t t;
-        pthread_create(&t, NULL, pipe_one, &up);
-        pipe_one(&down);
-        pthread_join(t, NULL);
-        return 0;
+        struct epoll_event evs[64];
+        int n = epoll_wait(ep, evs, 64, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == listener) {
+                int client = accept(listener, NULL, NULL);
+                if (client < 0 || client >= MAXFD) { if (client >= 0) close(client); continue; }
+                int server = socket(AF_INET, SOCK_STREAM, 0);
+                if (server < 0 || server >= MAXFD || connect(server, (struct sockaddr *)&target, sizeof target) != 0) {
+                    close(client); if (server >= 0) close(server); continue;
+                }
+                int one = 1;
+                setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                peer[client] = server; peer[server] = client;
+                ended[client] = ended[server] = 0;
+                ev.data.fd = client; epoll_ctl(ep, EPOLL_CTL_ADD, client, &ev);
+                ev.data.fd = server; epoll_ctl(ep, EPOLL_CTL_ADD, server, &ev);
+            } else if (fd == tfd) {
+                unsigned long long expirations;
+                if (read(tfd, &expirations, sizeof expirations) < 0) {}
+            } else {
+                ssize_t got = recv(fd, buf, sizeof buf, 0);
+                if (got > 0) { later(peer[fd], buf, (size_t)got); continue; }
+                if (got < 0 && errno == EINTR) continue;
+                epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+                later(peer[fd], buf, 0);   /* after what came before it */
+            }
+        }
+        long long now = now_ns();
+        while (head && head->due <= now) {
+            struct chunk *c = head;
+            head = c->next;
+            if (!head) tail = NULL;
+            deliver(c);
+            free(c);
+        }
+        arm();
     }
 }
 """
@@ -319,7 +368,7 @@ class DelayProxy:
     def __init__(self, port, delay, tmp: Path):
         binary = tmp / "delay-proxy"
         if not binary.exists():
-            build_c(tmp, "delay-proxy", DELAY_PROXY_C, "-pthread")
+            build_c(tmp, "delay-proxy", DELAY_PROXY_C)
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.port = free_port()
