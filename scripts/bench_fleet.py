@@ -9,7 +9,9 @@
   9. Redlock fan-out under latency: a small TCP proxy adds a delay in front
      of each node; an uncontended run and a hand-over over 5 proxied nodes
      against one proxied node, and the client's own CPU per run without
-     added latency.
+     added latency; and the floor of the five-node row: the Redis work
+     alone (FLOOR_C, a client that does nothing else) on one node and on
+     five.
 
 Only the Python standard library is used; nothing here asserts timing.
 """
@@ -17,11 +19,12 @@ Only the Python standard library is used; nothing here asserts timing.
 import os
 import resource
 import statistics
+import subprocess
 import threading
 import time
 from pathlib import Path
 
-from benchlib import DelayProxy, build_c, redis_args, start_masters
+from benchlib import CountingProxy, DelayProxy, build_c, redis_args, start_masters
 
 # Waits until its inherited pipe (fd 3) reaches end of file, then execs the
 # rest of its arguments: N processes started one by one are let go at once
@@ -271,6 +274,111 @@ def report_holders(h):
 # ---------------------------------------------------------------------------
 # Section 9: Redlock fan-out under latency
 
+# The floor of an uncontended run's Redis work over N nodes:
+# `floor ACQUIRE_FILE RELEASE_FILE RUNS PORT...` connects to every port (one
+# after another, each sent its acquire at once, as redlock-run does), reads
+# every reply, sends every release, reads every reply and closes, RUNS
+# times; prints the median in microseconds. The two files hold the very
+# requests (RESP) a five-node redlock-run sent, so the servers do the same
+# work; the client does nothing else.
+FLOOR_C = r"""
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static char acq[65536], rel[65536];
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+static int reply(int fd) { char b[4096]; return recv(fd, b, sizeof b, 0) > 0; }
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static size_t load(const char *path, char *buf) {
+    FILE *f = fopen(path, "rb");
+    if (!f) exit(2);
+    size_t n = fread(buf, 1, 65536, f);
+    fclose(f);
+    return n;
+}
+int main(int argc, char **argv) {
+    if (argc < 5 || argc > 4 + 16) return 2;
+    size_t na = load(argv[1], acq), nr = load(argv[2], rel);
+    int runs = atoi(argv[3]), n = argc - 4, fd[16], one = 1;
+    double *took = malloc(sizeof(double) * runs);
+    for (int r = 0; r < runs; r++) {
+        double start = now();
+        for (int i = 0; i < n; i++) {
+            struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[4 + i])),
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+            fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+            setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (connect(fd[i], (struct sockaddr *)&a, sizeof a) != 0) return 1;
+            if (send(fd[i], acq, na, 0) != (ssize_t)na) return 1;
+        }
+        for (int i = 0; i < n; i++) if (!reply(fd[i])) return 1;
+        for (int i = 0; i < n; i++) if (send(fd[i], rel, nr, 0) != (ssize_t)nr) return 1;
+        for (int i = 0; i < n; i++) if (!reply(fd[i])) return 1;
+        for (int i = 0; i < n; i++) close(fd[i]);
+        took[r] = now() - start;
+    }
+    qsort(took, runs, sizeof(double), cmp);
+    printf("%.1f\n", took[runs / 2]);
+    return 0;
+}
+"""
+
+
+def resp(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a.encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def floor(tools, nodes, rounds):
+    """The Redis work of an uncontended five-node run, alone: the acquire
+    and the release one such run sent (by digest; captured through a
+    CountingProxy in front of the first node, after a run that cached the
+    scripts), replayed by FLOOR_C on the first node and on all five,
+    interleaved. Medians in seconds: {"1 node": s, "5 nodes": s}."""
+    proxy = CountingProxy(nodes[0].port)
+    try:
+        tools.variants["floor capture"] = redis_args([proxy.port] + [n.port for n in nodes[1:]])
+        for _ in range(2):
+            proxy.trips.clear()
+            tools.run("floor capture", "fanout-floor", ["/bin/true"])
+        calls = [c for t in proxy.trips for c in t["commands"] if c and c[0].upper() == "EVALSHA"]
+    finally:
+        proxy.close()
+        tools.variants.pop("floor capture", None)
+    if len(calls) != 2:
+        tools.failures.append(f"floor: {len(calls)} EVALSHA calls captured, not 2 (acquire, release)")
+        return None
+    files = []
+    for name, call in zip(("acquire", "release"), calls):
+        path = tools.tmp / f"floor-{name}.resp"
+        path.write_bytes(resp(call))
+        files.append(str(path))
+    binary = build_c(tools.tmp, "floor", FLOOR_C)
+    ports = [str(n.port) for n in nodes]
+    times = {"1 node": [], "5 nodes": []}
+    for _ in range(max(3, rounds // 50)):
+        for name, some in (("1 node", ports[:1]), ("5 nodes", ports)):
+            out = subprocess.run([binary, *files, "50", *some], capture_output=True, text=True)
+            if out.returncode != 0:
+                tools.failures.append(f"floor: the client exited {out.returncode}")
+                return None
+            times[name].append(float(out.stdout) / 1e6)
+    return {name: statistics.median(xs) for name, xs in times.items()}
+
 
 def fanout(tools, servers, section, rounds, workers, runs, delay, _free_port, time_runs,
            summarize, contended):
@@ -292,10 +400,11 @@ def fanout(tools, servers, section, rounds, workers, runs, delay, _free_port, ti
         hand = contended(tools, section, workers, runs, 10, names=delayed + ["1 node", "5 nodes"],
                          tag="fanout")
         cpu = {name: run_cpu(tools, name, rounds) for name in ("1 node", "5 nodes")}
+        redis_work = floor(tools, nodes, rounds)
     finally:
         for p in proxies:
             p.close()
-    return dict(delay=delay, stats=stats, hand=hand, cpu=cpu)
+    return dict(delay=delay, stats=stats, hand=hand, cpu=cpu, floor=redis_work)
 
 
 def run_cpu(tools, name, rounds):
@@ -323,6 +432,11 @@ def report_fanout(f):
     one, five = h["1 node"]["median"], h["5 nodes"]["median"]
     print(f"   hand-over median, no delay: 1 node {one * 1000:.2f} ms, 5 nodes {five * 1000:.2f} ms "
           f"({five / max(one, 1e-9):.2f}x)")
+    fl = f.get("floor")
+    if fl:
+        print(f"   the Redis work alone (a C client replaying a five-node run's acquire and release,\n"
+              f"   connecting to each node), no delay: 1 node {fl['1 node'] * 1000:.2f} ms, "
+              f"5 nodes {fl['5 nodes'] * 1000:.2f} ms ({(fl['5 nodes'] - fl['1 node']) * 1000:+.2f} ms)")
     print()
 
 
