@@ -343,12 +343,13 @@ def resp(args):
     return out
 
 
-def floor(tools, nodes, rounds):
+def floor(tools, nodes, proxies, rounds):
     """The Redis work of an uncontended five-node run, alone: the acquire
     and the release one such run sent (by digest; captured through a
     CountingProxy in front of the first node, after a run that cached the
     scripts), replayed by FLOOR_C on the first node and on all five,
-    interleaved. Medians in seconds: {"1 node": s, "5 nodes": s}."""
+    straight and through the delay proxies, interleaved. Medians in
+    seconds, by row: "1 node", "5 nodes", "1 node +delay", "5 nodes +delay"."""
     proxy = CountingProxy(nodes[0].port)
     try:
         tools.variants["floor capture"] = redis_args([proxy.port] + [n.port for n in nodes[1:]])
@@ -369,10 +370,13 @@ def floor(tools, nodes, rounds):
         files.append(str(path))
     binary = build_c(tools.tmp, "floor", FLOOR_C)
     ports = [str(n.port) for n in nodes]
-    times = {"1 node": [], "5 nodes": []}
+    delayed = [str(p.port) for p in proxies]
+    rows = {"1 node": ports[:1], "5 nodes": ports, "1 node +delay": delayed[:1], "5 nodes +delay": delayed}
+    times = {name: [] for name in rows}
     for _ in range(max(3, rounds // 50)):
-        for name, some in (("1 node", ports[:1]), ("5 nodes", ports)):
-            out = subprocess.run([binary, *files, "50", *some], capture_output=True, text=True)
+        for name, some in rows.items():
+            count = "10" if name.endswith("+delay") else "50"
+            out = subprocess.run([binary, *files, count, *some], capture_output=True, text=True)
             if out.returncode != 0:
                 tools.failures.append(f"floor: the client exited {out.returncode}")
                 return None
@@ -400,7 +404,7 @@ def fanout(tools, servers, section, rounds, workers, runs, delay, _free_port, ti
         hand = contended(tools, section, workers, runs, 10, names=delayed + ["1 node", "5 nodes"],
                          tag="fanout")
         cpu = {name: run_cpu(tools, name, rounds) for name in ("1 node", "5 nodes")}
-        redis_work = floor(tools, nodes, rounds)
+        redis_work = floor(tools, nodes, proxies, rounds)
     finally:
         for p in proxies:
             p.close()
@@ -436,7 +440,9 @@ def report_fanout(f):
     if fl:
         print(f"   the Redis work alone (a C client replaying a five-node run's acquire and release,\n"
               f"   connecting to each node), no delay: 1 node {fl['1 node'] * 1000:.2f} ms, "
-              f"5 nodes {fl['5 nodes'] * 1000:.2f} ms ({(fl['5 nodes'] - fl['1 node']) * 1000:+.2f} ms)")
+              f"5 nodes {fl['5 nodes'] * 1000:.2f} ms ({(fl['5 nodes'] - fl['1 node']) * 1000:+.2f} ms); "
+              f"+delay: 1 node {fl['1 node +delay'] * 1000:.2f} ms, 5 nodes {fl['5 nodes +delay'] * 1000:.2f} ms "
+              f"({(fl['5 nodes +delay'] - fl['1 node +delay']) * 1000:+.2f} ms)")
     print()
 
 
@@ -469,6 +475,11 @@ def fleet_targets(w, herd_r, hold, fan):
         five = s["5 nodes +delay"][0] - s["true"][0]
         out.append((f"Redlock 5 nodes under latency <= 1.1x one node's run ({five * 1000:.2f} vs {one * 1000:.2f} ms = "
                     f"{five / max(one, 1e-9):.2f}x)", five <= 1.1 * one))
+        fl = fan.get("floor")
+        if fl:
+            extra = fl["5 nodes +delay"] - fl["1 node +delay"]
+            out.append((f"the Redis work alone of four more nodes under latency ({extra * 1000:+.2f} ms) puts the floor "
+                        f"of that ratio at {(one + extra) / max(one, 1e-9):.2f}x on this machine", "info"))
         h1, h5 = h["1 node +delay"]["median"], h["5 nodes +delay"]["median"]
         out.append((f"Redlock 5 nodes hand-over under latency <= 1.2x one node's ({h5 * 1000:.2f} vs {h1 * 1000:.2f} ms = "
                     f"{h5 / max(h1, 1e-9):.2f}x)", h5 <= 1.2 * h1))

@@ -241,11 +241,12 @@ fn sweep(parent: &Path) {
             .file_name()
             .to_str()
             .is_some_and(|n| n.starts_with(PREFIX));
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE));
-        if ours && old {
+        // Only ours are looked at (an lstat each): not the parent's files.
+        let old = || {
+            (entry.metadata().and_then(|m| m.modified()))
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE))
+        };
+        if ours && old() {
             let _ = fs::remove_dir(entry.path());
         }
     }
