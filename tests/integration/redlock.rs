@@ -708,3 +708,68 @@ fn a_counter_started_anew_long_ago_costs_no_wait_after_a_clean_release() {
         "waited out a lease that had long ended: {out:?}"
     );
 }
+
+/// F25 (docs/chaos.md), not fixed yet: data lost on two of three nodes
+/// under a holder slow to notice; other runs' tries start the lost
+/// nodes' counters anew and give them back (busy: the holder keeps a
+/// majority until the second node goes); then the waiter, which saw the
+/// holder, takes those two nodes beside the holder still named on the
+/// third, while the holder is stopped (as the campaign's wrapper-stop
+/// did). No answer it got said "counter started anew", so today it does
+/// not stand in and its job begins beside the holder's ("overlap"; the
+/// binaries of 81e88d9 and of this stop alike). Run it with `--ignored`.
+#[test]
+#[ignore = "F25 (docs/chaos.md): fails until a grant beside the holder we saw stands in"]
+fn a_waiter_granted_beside_the_holder_it_saw_stands_in_though_others_remade_the_counters() {
+    let servers = RedisServer::many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let dir = TestDir::new();
+    let key = "remade";
+    let lock = format!("redlock:{{{key}}}");
+    let slow = ["--ttl", "10s", "--refresh", "8s", "--kill-after", "300ms"];
+    let holding = format!("echo $$ > '{}'; sleep 30", dir.file("pid").display());
+    let job = || Job::using(redlock_on(&urls), key);
+    let mut holder = spawn_piped(&mut job().args(slow).sh(&holding));
+    let pid = read_pid(&dir, "pid", LONG);
+    let log = dir.file("log");
+    let mut waiter = spawn_waiting(
+        &mut job()
+            .args(["--ttl", "3s", "-v"])
+            .sh(began_beside(pid, &log)),
+        LONG,
+    );
+    let on = |i: usize, cmd: &mut redis::Cmd| {
+        let _: redis::Value = cmd.query(&mut servers[i].conn()).unwrap();
+    };
+    // Stopped while the others try: the give-backs wake it (on node 0),
+    // and a try of its own would find a counter started anew.
+    waiter.signal(nix::sys::signal::Signal::SIGSTOP);
+    // A try that starts a lost node's counter, finds the holder's
+    // majority elsewhere and gives the node back.
+    let busy_run = || {
+        let out = run_with_timeout(&mut job().args(["-n"]).sh("true"), LONG);
+        assert_eq!(out.code, Some(75), "{out:?}");
+    };
+    on(0, &mut redis::cmd("FLUSHALL"));
+    busy_run();
+    on(1, &mut redis::cmd("FLUSHALL"));
+    on(
+        0,
+        redis::cmd("SET")
+            .arg(&lock)
+            .arg("by-hand")
+            .arg("PX")
+            .arg(5000),
+    );
+    busy_run();
+    on(0, redis::cmd("DEL").arg(&lock));
+    // The holder cannot learn of the loss before the waiter acts (its
+    // keeper still ends the job when the lease runs out).
+    holder.signal(nix::sys::signal::Signal::SIGSTOP);
+    waiter.signal(nix::sys::signal::Signal::SIGCONT);
+    on(0, redis::cmd("PUBLISH").arg(&lock).arg("released"));
+    let out = waiter.wait_timeout(LONG);
+    holder.signal(nix::sys::signal::Signal::SIGCONT);
+    holder.wait_timeout(LONG);
+    assert_eq!(dir.read("log").as_deref(), Some("alone\n"), "{out:?}");
+}
