@@ -732,12 +732,15 @@ fn a_waiter_granted_beside_the_holder_it_saw_stands_in_though_others_remade_the_
     let mut holder = spawn_piped(&mut job().args(slow).sh(&holding));
     let pid = read_pid(&dir, "pid", LONG);
     let log = dir.file("log");
-    let mut waiter = spawn_waiting(
-        &mut job()
-            .args(["--ttl", "3s", "-v"])
-            .sh(began_beside(pid, &log)),
-        LONG,
+    // Running, not a zombie: the holder's keeper kills the job when its
+    // lease runs out, and reaps it only once its wrapper (stopped below)
+    // is back.
+    let beside = format!(
+        "s=$(sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -c1); \
+         if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo overlap; else echo alone; fi > '{}'",
+        log.display()
     );
+    let mut waiter = spawn_waiting(&mut job().args(["--ttl", "3s", "-v"]).sh(&beside), LONG);
     let on = |i: usize, cmd: &mut redis::Cmd| {
         let _: redis::Value = cmd.query(&mut servers[i].conn()).unwrap();
     };
