@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import CountingProxy, DelayProxy, build_c, redis_args, start_masters
+from benchlib import CountingProxy, DelayProxy, build_c, redis_args, request, start_masters
 
 # Waits until its inherited pipe (fd 3) reaches end of file, then execs the
 # rest of its arguments: N processes started one by one are let go at once
@@ -335,14 +335,6 @@ int main(int argc, char **argv) {
 """
 
 
-def resp(args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a.encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
-
-
 def floor(tools, nodes, proxies, rounds):
     """The Redis work of an uncontended five-node run, alone: the acquire
     and the release one such run sent (by digest; captured through a
@@ -366,7 +358,7 @@ def floor(tools, nodes, proxies, rounds):
     files = []
     for name, call in zip(("acquire", "release"), calls):
         path = tools.tmp / f"floor-{name}.resp"
-        path.write_bytes(resp(call))
+        path.write_bytes(request(call))
         files.append(str(path))
     binary = build_c(tools.tmp, "floor", FLOOR_C)
     ports = [str(n.port) for n in nodes]

@@ -79,11 +79,7 @@ class Redis:
         return False
 
     def cmd(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
+        self.sock.sendall(request(args))
         return self._reply()
 
     def _reply(self):
@@ -160,6 +156,15 @@ class Servers:
         for server in reversed(self.all):
             server.stop()
         self.all = []
+
+
+def request(args):
+    """A command (its arguments, each str()'d) as RESP bytes."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
 
 
 def free_port():

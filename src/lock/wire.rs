@@ -55,7 +55,7 @@ pub(super) fn by_digest<T>(
     allowed: &mut bool,
     mut send: impl FnMut(&Cmd) -> Result<T, RedisError>,
 ) -> Result<T, RedisError> {
-    if let Some(short) = short_form(cmd).filter(|_| *allowed) {
+    if let Some(short) = allowed.then(|| short_form(cmd)).flatten() {
         match send(&short) {
             Err(e) => match whole_after(&e) {
                 Some(refused) => *allowed &= !refused,

@@ -378,18 +378,6 @@ fn without_one(rules: &[String], right: &str) -> Vec<String> {
     rules.iter().filter(|r| *r != right).cloned().collect()
 }
 
-/// How many calls of `command` the server has served (INFO commandstats).
-fn calls_of(server: &RedisServer, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.conn())
-        .expect("INFO commandstats");
-    let field = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&field)?.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// `+evalsha` saves a run the scripts' text: with the documented rules a
 /// second run sends none (each script by its digest); without `+evalsha`
 /// a run still takes and frees the lock, its scripts then sent whole after
@@ -412,14 +400,14 @@ fn evalsha_is_documented_for_speed_and_its_lack_costs_only_time() {
         assert!(!exists(&mut server.conn(), "redlock:{digest}"), "released");
     };
     run("full");
-    let texts = calls_of(&server, "eval");
+    let texts = server.calls_of("eval");
     run("full");
-    assert_eq!(calls_of(&server, "eval"), texts, "no text the second time");
+    assert_eq!(server.calls_of("eval"), texts, "no text the second time");
     for _ in 0..2 {
-        let before = calls_of(&server, "eval");
+        let before = server.calls_of("eval");
         run("noevalsha");
         assert_eq!(
-            calls_of(&server, "eval"),
+            server.calls_of("eval"),
             before + 2,
             "acquire and release, whole"
         );

@@ -96,26 +96,7 @@ fn only_a_lost_majority_is_warned_of_at_release() {
 /// The scripts the nodes of `servers` have run so far (INFO
 /// commandstats: EVAL and EVALSHA calls), summed.
 fn scripts_run(servers: &[RedisServer]) -> u64 {
-    servers
-        .iter()
-        .map(|s| {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut s.conn())
-                .unwrap();
-            info.lines()
-                .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-                .filter_map(|l| {
-                    l.split("calls=")
-                        .nth(1)?
-                        .split(',')
-                        .next()?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .sum::<u64>()
-        })
-        .sum()
+    servers.iter().map(RedisServer::script_calls).sum()
 }
 
 /// A holder without the first node (it was down at the acquire, or lost

@@ -300,18 +300,6 @@ fn commands_sent_to(port: u16, f: impl FnOnce()) -> Vec<String> {
         .collect()
 }
 
-/// How many calls of `command` the server has served (INFO commandstats).
-fn calls_of(server: &RedisServer, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.conn())
-        .expect("INFO commandstats");
-    let field = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&field)?.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A script's text goes to a server once: a run sends each script by its
 /// digest (EVALSHA), and the text (EVAL) only where the server answers
 /// NOSCRIPT, its first call there. The next run sends no text; after
@@ -330,22 +318,18 @@ fn a_scripts_text_goes_to_a_server_once_then_only_its_digest() {
     };
     run();
     // The acquire's and the release's: each by digest, then its text.
-    assert_eq!(calls_of(&server, "evalsha"), 2);
-    assert_eq!(calls_of(&server, "eval"), 2);
+    assert_eq!(server.calls_of("evalsha"), 2);
+    assert_eq!(server.calls_of("eval"), 2);
     run();
-    assert_eq!(calls_of(&server, "evalsha"), 4);
-    assert_eq!(calls_of(&server, "eval"), 2, "no text the second time");
+    assert_eq!(server.calls_of("evalsha"), 4);
+    assert_eq!(server.calls_of("eval"), 2, "no text the second time");
     let _: String = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query(&mut server.conn())
         .expect("SCRIPT FLUSH");
     run();
-    assert_eq!(calls_of(&server, "evalsha"), 6);
-    assert_eq!(
-        calls_of(&server, "eval"),
-        4,
-        "the texts again after a flush"
-    );
+    assert_eq!(server.calls_of("evalsha"), 6);
+    assert_eq!(server.calls_of("eval"), 4, "the texts again after a flush");
 }
 
 /// A Redlock run asks no node `INFO` outside its scripts: each acquire

@@ -43,19 +43,6 @@ fn subscribers(conn: &mut redis::Connection, channel: &str) -> i64 {
     reply.1
 }
 
-/// Calls of one command since the last CONFIG RESETSTAT.
-fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(conn)
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("calls is a number"))
-}
-
 #[test]
 fn waiter_runs_after_the_holder_releases() {
     let server = RedisServer::start();
@@ -170,7 +157,7 @@ fn waiting_does_not_hammer_redis() {
     assert_eq!(out.code, Some(75), "stderr: {}", out.stderr);
     // Polling every 100 ms would be about 30 tries; a subscribed waiter
     // tries on arrival, after subscribing, and on a slow fallback timer.
-    let tries = calls(&mut conn, "eval");
+    let tries = server.script_calls();
     assert!(tries <= 15, "{tries} EVALs in 3 s of waiting");
 
     Hold::new(&dir).go();
@@ -284,7 +271,7 @@ fn waiters_in_line_cost_redis_nothing_while_the_holder_lives() {
     // A window of waiting, not a state: retrying every 0.5-1 s, five
     // waiters would try 20-40 times in it.
     std::thread::sleep(Duration::from_secs(4));
-    let tries = calls(&mut conn, "eval");
+    let tries = server.script_calls();
     assert!(tries <= 2, "{tries} EVALs in 4 s of five waiters waiting");
     // Still in line, in order, and woken by the release.
     Hold::new(&dir).go();

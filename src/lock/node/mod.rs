@@ -352,7 +352,10 @@ impl Node {
         if self.scriptless_here(&cmd) {
             return Sent::Done(self.scriptless(&cmd, slot));
         }
-        let short = super::wire::short_form(&cmd).filter(|_| self.digests);
+        let short = self
+            .digests
+            .then(|| super::wire::short_form(&cmd))
+            .flatten();
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.

@@ -361,6 +361,25 @@ impl RedisServer {
         assert_eq!(out.code, Some(0), "a run to cache the scripts: {out:?}");
     }
 
+    /// How many calls of `command` the server has served (INFO
+    /// commandstats; 0 for one it never ran).
+    pub fn calls_of(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .expect("INFO commandstats");
+        let field = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&field)?.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The scripts the server has run: a run sends each by its digest
+    /// (EVALSHA), its text (EVAL) only where the server lacks it.
+    pub fn script_calls(&self) -> u64 {
+        self.calls_of("eval") + self.calls_of("evalsha")
+    }
+
     /// URL without credentials.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
