@@ -376,6 +376,7 @@ mod tests {
             split: false,
             reset: false,
             counted: true,
+            held_by: None,
         }
     }
 

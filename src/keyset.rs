@@ -175,6 +175,10 @@ impl Taken {
                 valid_until: set.valid_until.min(lease.valid_until),
                 reset: set.reset || lease.reset,
                 beside: set.beside.max(lease.beside),
+                beside_holder: match set.beside >= lease.beside {
+                    true => set.beside_holder,
+                    false => lease.beside_holder,
+                },
             },
         });
     }

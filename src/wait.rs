@@ -110,6 +110,11 @@ const RESUBSCRIBE: Duration = Duration::from_secs(1);
 const POLL_MIN: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_millis(250);
 
+/// How long tries granted beside the holder we saw look again before
+/// standing in for it (see `Waiter::look_again`), and their first pause.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+const LOOK_AGAIN_FIRST: Duration = Duration::from_millis(5);
+
 /// Retry delays after Redis, having answered once, stopped answering.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(500);
@@ -168,6 +173,8 @@ pub fn acquire(
         warned_unreachable: false,
         retried_unreached: false,
         holder_until: None,
+        seen_holder: None,
+        looking_since: None,
         reset_seen: None,
         seen_by_reset: None,
         longest_pttl: Duration::ZERO,
@@ -230,6 +237,11 @@ struct Waiter<'a> {
     retried_unreached: bool,
     /// Until when the last holder we saw could still hold the lock.
     holder_until: Option<Instant>,
+    /// Which holder we saw last (see `BusyInfo::holder_id`).
+    seen_holder: Option<std::num::NonZeroU64>,
+    /// Since when our tries, granted beside the holder we saw, look
+    /// again before standing in for it (see `look_again`).
+    looking_since: Option<Instant>,
     /// When a try of ours that did not get the lock last started a fence
     /// counter anew: a later try that does finds it counting (see
     /// `lost_lease`). Data lost then can have left a holder its lease
@@ -281,7 +293,14 @@ impl Waiter<'_> {
     fn wait_in_line(&mut self, quorum: &mut Quorum) -> Result<Waited, Failure> {
         loop {
             let attempt = self.attempt(quorum);
-            if let Some(lost) = self.lost_lease(&attempt, quorum) {
+            let lost = self.lost_lease(&attempt, quorum);
+            if let Some(pause) = self.look_again(lost.as_ref()) {
+                if let Some(sig) = self.signals.sleep(pause) {
+                    return Ok(Waited::Signaled(sig));
+                }
+                continue;
+            }
+            if let Some(lost) = lost {
                 match self.wait_out_lost_holder(quorum, lost) {
                     LostHolder::Over => continue,
                     LostHolder::Signaled(sig) => return Ok(Waited::Signaled(sig)),
@@ -400,7 +419,10 @@ impl Waiter<'_> {
     /// What a busy answer at `now` showed of its holder.
     fn saw_busy(&mut self, info: &BusyInfo, now: Instant) {
         match info.pttl {
-            Some(left) => self.saw_holder(now + left, left),
+            Some(left) => {
+                self.seen_holder = info.held_by.or(self.seen_holder);
+                self.saw_holder(now + left, left)
+            }
             // A holder whose lease is not shown (an unknown one, on a
             // Cluster node mid-migration: the chaos campaign, seed
             // 20261207 episode 10; or a free lock with a waiter before us)
@@ -646,7 +668,13 @@ impl Waiter<'_> {
         // holders seen by then, whose leases a lease after that covers; a
         // holder named beside us now but not then took its node since
         // (a rival's minority held over: not a holder that lost its lock).
-        let (found, seen) = if lease.reset {
+        // Granted beside the very holder we saw, still named on another
+        // node with a lease: it lost its majority (data lost on the nodes
+        // we took), whatever their counters say: other runs' tries may
+        // have started them anew and given them back (the chaos campaign,
+        // seed 20261211 episode 528, F25).
+        let beside_seen = lease.beside_holder.is_some() && lease.beside_holder == self.seen_holder;
+        let (found, seen) = if lease.reset || beside_seen {
             (now, self.holder_until)
         } else {
             (self.reset_seen?, self.seen_by_reset)
@@ -656,7 +684,41 @@ impl Waiter<'_> {
         // A counter this try started, beside a holder: also what runs
         // racing for a key's first lock on several nodes look like.
         let first_use = lease.reset && quorum.nodes() > 1;
-        Some(LostLease { until, first_use })
+        let counter = lease.reset || !beside_seen;
+        Some(LostLease {
+            until,
+            first_use,
+            counter,
+        })
+    }
+
+    /// Only the holder we saw, still named beside our grant, says that it
+    /// lost its majority; but so does a holder whose release (or a
+    /// rival's give-back) has reached some nodes and not yet the rest: it
+    /// sends to one node after another, and a loaded machine can stop it
+    /// in between while two of our tries run (5 nodes, 8 runs racing for
+    /// 40 sections on 2 cores: a whole lease stood in, in 3 runs of 6,
+    /// when one more try was all we looked). So our tries (same token:
+    /// they keep what we took) look again, at growing pauses, for up to
+    /// `LOOK_AGAIN`: a release is over by then, and a holder that lost its
+    /// majority is still named. A signal meanwhile leaves what we took to
+    /// expire, as a stand-in's would. The pause before the next look, or
+    /// `None` to go on with this attempt.
+    fn look_again(&mut self, lost: Option<&LostLease>) -> Option<Duration> {
+        if lost.is_none_or(|lost| lost.counter) {
+            self.looking_since = None;
+            return None;
+        }
+        let now = Instant::now();
+        let spent = now - *self.looking_since.get_or_insert(now);
+        if spent >= LOOK_AGAIN {
+            self.looking_since = None;
+            return None;
+        }
+        Some(match spent.is_zero() {
+            true => Duration::ZERO,
+            false => spent.max(LOOK_AGAIN_FIRST).min(LOOK_AGAIN - spent),
+        })
     }
 
     /// Wait until the lost holder's lease would have ended (by then it has
@@ -668,10 +730,21 @@ impl Waiter<'_> {
     /// token) takes it as ours; after a signal or at `--wait`'s end it is
     /// left to expire then.
     fn wait_out_lost_holder(&mut self, quorum: &mut Quorum, lost: LostLease) -> LostHolder {
-        let LostLease { until, first_use } = lost;
+        let LostLease {
+            until,
+            first_use,
+            counter,
+        } = lost;
+        let how = match counter {
+            true => "its fence counter started anew",
+            false => {
+                "a majority of the nodes no longer have the lock that holder keeps on the rest"
+            }
+        };
         let now = Instant::now();
         // One loss, one wait.
         self.holder_until = None;
+        self.seen_holder = None;
         self.reset_seen = None;
         self.seen_by_reset = None;
         // Never given back here: the next try uses the same token (a
@@ -696,9 +769,8 @@ impl Waiter<'_> {
             ""
         };
         self.log.warn(format!(
-            "lock '{}': the data in Redis was lost (its fence counter started anew) while \
-             another holder had it{or_a_race}; waiting {} until that holder's lease would \
-             have ended",
+            "lock '{}': the data in Redis was lost ({how}) while another holder had \
+             it{or_a_race}; waiting {} until that holder's lease would have ended",
             self.key,
             crate::log::show(left)
         ));
@@ -902,6 +974,9 @@ struct LostLease {
     until: Instant,
     /// It may as well be runs racing for the key's first use.
     first_use: bool,
+    /// What said so: a fence counter started anew, or else the holder we
+    /// saw still named beside a majority that no longer has it.
+    counter: bool,
 }
 
 /// Why a wait ended.

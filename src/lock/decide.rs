@@ -82,6 +82,8 @@ pub struct Tally {
     /// The longest lease left among the busy answers that name a holder
     /// record (not a bare key set by someone else).
     pub busy_left: Option<std::time::Duration>,
+    /// Which holder that longest lease is (see `BusyInfo::holder_id`).
+    pub busy_left_holder: Option<std::num::NonZeroU64>,
     holders: Vec<Who>,
     pub mismatch: Option<u32>,
     pub errors: Vec<NodeError>,
@@ -107,8 +109,9 @@ impl Tally {
                     );
                     tally.holders.push(who);
                     // A holder of ours (a record), not a bare key.
-                    if !info.acquired_at.is_empty() {
-                        tally.busy_left = tally.busy_left.max(info.pttl);
+                    if !info.acquired_at.is_empty() && info.pttl > tally.busy_left {
+                        tally.busy_left = info.pttl;
+                        tally.busy_left_holder = info.holder_id();
                     }
                     tally.busy.get_or_insert(*info);
                 }
@@ -134,6 +137,14 @@ impl Tally {
             .copied()
             .max()
             .unwrap_or_default()
+    }
+
+    /// The holder (see `reply::holder_id`) that `needed` of the busy
+    /// nodes name, if one does.
+    pub fn majority_holder(&self, needed: usize) -> Option<std::num::NonZeroU64> {
+        let holds = |h: &Who| self.holders.iter().filter(|o| *o == h).count();
+        let (host, pid, at) = self.holders.iter().find(|h| holds(h) >= needed)?;
+        super::reply::holder_id(host, pid, at)
     }
 
     /// Whether one holder has `needed` of the busy nodes.
@@ -447,6 +458,41 @@ mod tests {
             };
             let found = not_acquired(&tally, shape);
             assert_eq!(found, (give_back, outcome), "{letters} {shape:?}");
+        }
+    }
+
+    /// F25 (docs/chaos.md): a waiter stands in for the holder it saw when
+    /// granted beside it, so that holder must be one that held the lock
+    /// (named by a majority of all nodes), not a rival's minority.
+    #[test]
+    fn the_holder_a_waiter_saw_is_the_one_a_majority_names() {
+        let record = |c: char| BusyInfo {
+            host: c.to_string(),
+            pid: "1".into(),
+            acquired_at: "2026-12-05T00:00:00.000Z".into(),
+            ..BusyInfo::default()
+        };
+        let id = |c: char| record(c).holder_id();
+        // (answers, nodes, the holder a majority names)
+        let cases = [
+            ("aaa", 3, id('a')),
+            ("Haa", 3, id('a')),
+            ("HHa", 3, None),
+            ("Hab", 3, None),
+            ("aabbH", 5, None),
+            ("aaabb", 5, id('a')),
+            ("a", 1, id('a')),
+            // A bare key (no record) is no holder of ours.
+            ("xxx", 3, None),
+        ];
+        for (letters, nodes, want) in cases {
+            let answers = letters.chars().map(|c| match c {
+                'H' => held(1),
+                'x' => busy("x"),
+                c => Ok(Acquire::Busy(Box::new(record(c)))),
+            });
+            let tally = Tally::of(answers.collect());
+            assert_eq!(tally.majority_holder(majority(nodes)), want, "{letters}");
         }
     }
 

@@ -20,6 +20,8 @@ pub struct Lease {
     /// round still named (Redlock): with `reset`, that holder's majority
     /// was lost to the data loss, and it may run on until it finds out.
     pub beside: Option<std::time::Duration>,
+    /// Which holder that is (see `BusyInfo::holder_id`).
+    pub beside_holder: Option<std::num::NonZeroU64>,
 }
 
 /// The result of one acquisition attempt.

@@ -317,6 +317,7 @@ impl Quorum {
                 valid_until,
                 reset: tally.reset,
                 beside: tally.busy_left,
+                beside_holder: tally.busy_left_holder,
             };
             return self.confirmed(token, lease, line.0);
         }
@@ -392,6 +393,7 @@ impl Quorum {
 
     /// What a failed attempt comes to.
     fn failed(&self, tally: Tally, outcome: Outcome) -> Attempt {
+        let held_by = tally.majority_holder(decide::majority(self.nodes.len()));
         let error = || join_node_errors(tally.errors, self.nodes.len());
         match outcome {
             // Not a matter of waiting: the holders use another --limit.
@@ -404,6 +406,7 @@ impl Quorum {
                 let mut busy = tally.busy.unwrap_or_default();
                 busy.split = split;
                 busy.reset = tally.reset;
+                busy.held_by = held_by;
                 Attempt::Busy(Box::new(busy))
             }
         }

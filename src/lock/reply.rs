@@ -44,6 +44,29 @@ pub struct BusyInfo {
     /// is not shown, took a lock this tool grants (not one set by hand),
     /// and data lost under it starts the counter anew (see `wait.rs`).
     pub counted: bool,
+    /// Several nodes: the holder that a majority of them named, so that
+    /// it held the lock (see [`holder_id`]); not a rival's minority.
+    pub held_by: Option<std::num::NonZeroU64>,
+}
+
+impl BusyInfo {
+    /// Which grant of a holder this is (see [`holder_id`]).
+    pub fn holder_id(&self) -> Option<std::num::NonZeroU64> {
+        holder_id(&self.host, &self.pid, &self.acquired_at)
+    }
+}
+
+/// Which grant of a holder a record names (its host, pid and acquired-at),
+/// to tell the holder we saw from one that took a node since; `None` for
+/// a lock without a record.
+pub fn holder_id(host: &str, pid: &str, acquired_at: &str) -> Option<std::num::NonZeroU64> {
+    use std::hash::{Hash, Hasher};
+    if acquired_at.is_empty() {
+        return None;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (host, pid, acquired_at).hash(&mut h);
+    std::num::NonZeroU64::new(h.finish() | 1)
 }
 
 /// Where a waiter stands in line, as a queued try's busy answer says.
@@ -309,6 +332,7 @@ fn busy(items: &[Value]) -> Result<BusyInfo> {
         place: place(items),
         split: false,
         reset: false,
+        held_by: None,
     })
 }
 
