@@ -310,7 +310,16 @@ fn mutual_exclusion_across_five_nodes() {
     let dir = TestDir::new();
     let log = dir.file("log");
     let script = section_script(&log, "0.01");
-    contend_silently(8, 5, || Job::using(nodes(&servers), "m5").sh(&script));
+    // A key's first use: runs racing for it start the nodes' fence
+    // counters anew, which looks like data lost under a holder, and one
+    // of them may stand in (docs/safety.md). Nothing else is said: not
+    // F25's sign (a holder it saw, named beside its grant), which a
+    // release on its way through the nodes would give if the waiter did
+    // not look again.
+    let first_use = ["(its fence counter started anew)"];
+    contend_saying_only(8, 5, &first_use, || {
+        Job::using(nodes(&servers), "m5").sh(&script)
+    });
     assert_eq!(
         sections_in(&log),
         (40, 1),
