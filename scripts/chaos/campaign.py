@@ -60,7 +60,7 @@ def on_signal(signum, _frame):
 
 
 def findings():
-    """(seed, episode, host, server) of every finding, from
+    """(seed, episode, host, server, workloads) of every finding, from
     scripts/chaos/findings.txt."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.txt")
     todo = []
@@ -70,9 +70,10 @@ def findings():
             if fields:
                 # "+host" after the episode: found with the host-side
                 # faults, replayed with them; "+server": and the
-                # server-side ones.
+                # server-side ones; "+workloads" (after those): and the
+                # workloads (shared, two keys, script-free servers...).
                 todo.append((fields[0], int(fields[1]), "+host" in fields[2:4] or "+server" in fields[2:4],
-                             "+server" in fields[2:4]))
+                             "+server" in fields[2:4], "+workloads" in fields[2:5]))
     return todo
 
 
@@ -310,23 +311,23 @@ def main():
         todo = findings()
         seed = "of each finding"
     elif args.episode is not None:
-        todo = [(seed, args.episode, host, server)]
+        todo = [(seed, args.episode, host, server, workloads)]
     else:
         controls = args.controls if args.controls is not None else max(1, args.episodes // 100)
-        todo = [(seed, f"{c}-{i}", host, server) for i in range(controls) for c in CONTROLS]
-        todo += [(seed, k, host, server) for k in range(args.episodes)]
+        todo = [(seed, f"{c}-{i}", host, server, workloads) for i in range(controls) for c in CONTROLS]
+        todo += [(seed, k, host, server, workloads) for k in range(args.episodes)]
     print(f"chaos: seed {seed}, {len(todo)} episodes ({args.jobs} at a time), host-side faults "
           f"{'on' if host and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
           f"server-side faults "
           f"{'on' if server and not args.findings else 'off' if not args.findings else 'as each finding had them'}, "
-          f"workloads {'on' if workloads else 'off'}, binary "
+          f"workloads {'on' if workloads else 'off' if not args.findings else 'as each finding had them'}, binary "
           f"{os.environ.get('REDLOCK_CHAOS_BINARY')}, clock jumps "
           f"{'with ' + os.environ['REDLOCK_CHAOS_VALKEY'] if episode_mod.valkey_server() else 'SKIPPED (no valkey-server with libfaketime)'}",
           flush=True)
     started = time.monotonic()
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h, v, workloads)) for s, k, h, v in todo]
+        futures = [(s, pool.submit(run_episode, s, k, base, args.keep, h, v, w)) for s, k, h, v, w in todo]
         for s, fut in futures:
             r = fut.result()
             results.append(r)
