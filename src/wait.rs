@@ -730,17 +730,10 @@ impl Waiter<'_> {
     /// token) takes it as ours; after a signal or at `--wait`'s end it is
     /// left to expire then.
     fn wait_out_lost_holder(&mut self, quorum: &mut Quorum, lost: LostLease) -> LostHolder {
+        let how = lost.sign();
         let LostLease {
-            until,
-            first_use,
-            counter,
+            until, first_use, ..
         } = lost;
-        let how = match counter {
-            true => "its fence counter started anew",
-            false => {
-                "a majority of the nodes no longer have the lock that holder keeps on the rest"
-            }
-        };
         let now = Instant::now();
         // One loss, one wait.
         self.holder_until = None;
@@ -977,6 +970,18 @@ struct LostLease {
     /// What said so: a fence counter started anew, or else the holder we
     /// saw still named beside a majority that no longer has it.
     counter: bool,
+}
+
+impl LostLease {
+    /// What said so, as the warning puts it.
+    fn sign(&self) -> &'static str {
+        match self.counter {
+            true => "its fence counter started anew",
+            false => {
+                "a majority of the nodes no longer have the lock that holder keeps on the rest"
+            }
+        }
+    }
 }
 
 /// Why a wait ended.

@@ -139,18 +139,22 @@ impl Tally {
             .unwrap_or_default()
     }
 
-    /// The holder (see `reply::holder_id`) that `needed` of the busy
-    /// nodes name, if one does.
-    pub fn majority_holder(&self, needed: usize) -> Option<std::num::NonZeroU64> {
+    /// The holder that `needed` of the busy nodes name, if one does.
+    fn named_by(&self, needed: usize) -> Option<&Who> {
         let holds = |h: &Who| self.holders.iter().filter(|o| *o == h).count();
-        let (host, pid, at) = self.holders.iter().find(|h| holds(h) >= needed)?;
+        self.holders.iter().find(|h| holds(h) >= needed)
+    }
+
+    /// Which holder (see `reply::holder_id`) `needed` of the busy nodes
+    /// name, if one with a record does.
+    pub fn majority_holder(&self, needed: usize) -> Option<std::num::NonZeroU64> {
+        let (host, pid, at) = self.named_by(needed)?;
         super::reply::holder_id(host, pid, at)
     }
 
     /// Whether one holder has `needed` of the busy nodes.
     fn majority_held(&self, needed: usize) -> bool {
-        let holds = |h: &Who| self.holders.iter().filter(|o| *o == h).count();
-        self.holders.iter().any(|h| holds(h) >= needed)
+        self.named_by(needed).is_some()
     }
 }
 
