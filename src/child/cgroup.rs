@@ -1,14 +1,15 @@
 //! A cgroup (v2) of the job's own: the kernel's list of every process of
 //! the job, and its way to kill them all at once.
 //!
-//! COMMAND's first process joins the cgroup before it execs; whatever it
-//! starts stays in it, whatever it does (`setsid`, a double fork, a
-//! leader that changes its process group), and a zombie leaves it. So
-//! "is anything of the job left" is the kernel's `populated` flag, with no
-//! snapshot to race and no /proc to trust, and one write to `cgroup.kill`
-//! SIGKILLs the whole tree, nested cgroups included, with no fork between
-//! the listing and the kill. The job cannot see it (its pid, its parent
-//! and its session are what they would be without it).
+//! COMMAND's first process is made in the cgroup (`clone3`, see
+//! clone3.rs), or joins it before it execs where that call is refused;
+//! whatever it starts stays in it, whatever it does (`setsid`, a double
+//! fork, a leader that changes its process group), and a zombie leaves
+//! it. So "is anything of the job left" is the kernel's `populated`
+//! flag, with no snapshot to race and no /proc to trust, and one write to
+//! `cgroup.kill` SIGKILLs the whole tree, nested cgroups included, with
+//! no fork between the listing and the kill. The job cannot see it (its
+//! pid, its parent and its session are what they would be without it).
 //!
 //! Made where the process may: cgroup v2 mounted (`/sys/fs/cgroup`, or
 //! `/sys/fs/cgroup/unified` on a hybrid host) with `cgroup.kill` (Linux
@@ -39,6 +40,9 @@ const PREFIX: &str = "redlock-run.";
 /// calls then).
 pub struct Cgroup {
     dir: PathBuf,
+    /// The directory itself, open: COMMAND's child is made in it (see
+    /// clone3.rs).
+    dir_fd: OwnedFd,
     /// `cgroup.procs`, for writing: COMMAND's child writes "0" to join.
     join: OwnedFd,
     /// `cgroup.kill`, for writing "1".
@@ -50,6 +54,7 @@ pub struct Cgroup {
 /// The raw descriptors the keeper and COMMAND's child get (-1: none).
 #[derive(Clone, Copy)]
 pub struct Fds {
+    pub dir: RawFd,
     pub join: RawFd,
     pub kill: RawFd,
     pub events: RawFd,
@@ -57,6 +62,7 @@ pub struct Fds {
 
 impl Fds {
     pub const NONE: Fds = Fds {
+        dir: -1,
         join: -1,
         kill: -1,
         events: -1,
@@ -85,6 +91,7 @@ impl Cgroup {
         };
         let made = (|| {
             Ok::<_, String>(Cgroup {
+                dir_fd: open(".", libc::O_RDONLY | libc::O_DIRECTORY)?,
                 join: open("cgroup.procs", libc::O_WRONLY)?,
                 // Missing before Linux 5.14: the keeper alone then.
                 kill: open("cgroup.kill", libc::O_WRONLY)?,
@@ -100,6 +107,7 @@ impl Cgroup {
 
     pub fn fds(&self) -> Fds {
         Fds {
+            dir: self.dir_fd.as_raw_fd(),
             join: self.join.as_raw_fd(),
             kill: self.kill.as_raw_fd(),
             events: self.events.as_raw_fd(),

@@ -343,13 +343,18 @@ pub(super) struct Start {
     /// `clone`'s entry point and its argument (the prepared exec).
     pub entry: extern "C" fn(*mut libc::c_void) -> c_int,
     pub arg: *mut libc::c_void,
-    /// Top of the stack COMMAND's child runs on until it execs.
+    /// Top of the stack COMMAND's child runs on until it execs (16-byte
+    /// aligned), and how many bytes lie below it.
     pub stack_top: *mut libc::c_void,
+    pub stack_len: usize,
     /// Where the child leaves the `errno` of a failed exec (0: none).
     pub failed: *const std::sync::atomic::AtomicI32,
     /// Where the child leaves the `errno` of a failed join of the
     /// job's cgroup (0: none; then it does not exec).
     pub join_failed: *const std::sync::atomic::AtomicI32,
+    /// Set by the keeper while the child is made in the job's cgroup
+    /// (see clone3.rs): then it does not join by a write.
+    pub in_cgroup: *const std::sync::atomic::AtomicI32,
     /// Set by the child just before its `execve`: 0 when the keeper
     /// resumes means it was parked and never told to go (or was killed).
     pub went: *const std::sync::atomic::AtomicI32,
@@ -455,12 +460,31 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
 /// # Safety
 /// As [`run`]: in the keeper only, before anything else runs below it.
 unsafe fn clone_child(start: &Start) -> c_int {
-    let mut flags = libc::CLONE_VM | libc::SIGCHLD;
+    use std::sync::atomic::Ordering;
+    let mut flags = libc::CLONE_VM;
     let mut exec = [-1; 2];
     if start.go.is_null() || libc::pipe2(exec.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
         flags |= libc::CLONE_VFORK;
     }
-    let leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    let mut leader = -1;
+    if start.cgroup.dir >= 0 {
+        // Made in the cgroup, without a move's wait (see clone3.rs); else
+        // as before, and the child joins by a write.
+        (*start.in_cgroup).store(1, Ordering::Release);
+        let (top, len, dir) = (start.stack_top, start.stack_len, start.cgroup.dir);
+        leader = super::clone3::clone_into(start.entry, top, len, flags, start.arg, dir);
+        if leader < 0 {
+            (*start.in_cgroup).store(0, Ordering::Release);
+        }
+    }
+    if leader < 0 {
+        leader = libc::clone(
+            start.entry,
+            start.stack_top,
+            flags | libc::SIGCHLD,
+            start.arg,
+        );
+    }
     if exec[1] >= 0 {
         libc::close(exec[1]);
         let mut byte = 0u8;

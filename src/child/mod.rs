@@ -29,6 +29,7 @@ use crate::cli::Contain;
 use crate::exit::Exit;
 
 mod cgroup;
+mod clone3;
 mod keeper;
 mod park;
 mod reserve;

@@ -131,6 +131,7 @@ fn prepared<T>(
         setup,
         failed: AtomicI32::new(0),
         join_failed: AtomicI32::new(0),
+        in_cgroup: AtomicI32::new(0),
         went: AtomicI32::new(0),
         go: go.map_or(-1, |(r, _)| r.as_raw_fd()),
         go_w: go.map_or(-1, |(_, w)| w.as_raw_fd()),
@@ -163,7 +164,7 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<Keeper, Failed> {
         let end = stack.as_mut_ptr().add(stack.len());
         end.sub(end.addr() % 16)
     };
-    let start = start_for(exec, top);
+    let start = start_for(exec, top, top.addr() - stack.as_ptr().addr());
     let pid_namespace = exec.setup.pid_namespace;
     let [ctl_r, ctl_w, st_r, st_w] = keeper::pipes().map_err(Failed::Start)?;
     let raw = [&ctl_r, &ctl_w, &st_r, &st_w].map(|fd| fd.as_raw_fd());
@@ -202,16 +203,19 @@ fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<Keeper, Failed> {
 
 /// What the keeper is given: `exec` to clone COMMAND's child with, on the
 /// stack whose top is `top`, and what it must know of its own.
-fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
+fn start_for(exec: &Exec, top: *mut u8, stack_len: usize) -> keeper::Start {
     let lease_end = exec.setup.lease_end.map_or(0, keeper::deadline_ns);
     // In a PID namespace of its own, the keeper sees the host's /proc.
     let pid_namespace = exec.setup.pid_namespace;
+    let proc_is_ours = super::proc_is_ours();
     keeper::Start {
         entry: enter,
         arg: (exec as *const Exec).cast_mut().cast(),
         stack_top: top.cast(),
+        stack_len,
         failed: &exec.failed,
         join_failed: &exec.join_failed,
+        in_cgroup: &exec.in_cgroup,
         went: &exec.went,
         parent: &exec.parent,
         lease_end,
@@ -221,8 +225,8 @@ fn start_for(exec: &Exec, top: *mut u8) -> keeper::Start {
             _ => exec.message.cast_const(),
         },
         cgroup: exec.setup.cgroup,
-        proc_ok: super::proc_is_ours() && !pid_namespace,
-        title: match super::proc_is_ours() {
+        proc_ok: proc_is_ours && !pid_namespace,
+        title: match proc_is_ours {
             true => command_line(),
             false => (ptr::null_mut(), 0),
         },
@@ -355,6 +359,8 @@ struct Exec<'a> {
     failed: AtomicI32,
     /// The `errno` of a failed join of the job's cgroup.
     join_failed: AtomicI32,
+    /// Made in the job's cgroup by the keeper's clone: no join to make.
+    in_cgroup: AtomicI32,
     /// Set just before `execve`: the child was told to go (or was never
     /// parked). Still 0 when the keeper resumes: nothing ran.
     went: AtomicI32,
@@ -374,7 +380,10 @@ impl Exec<'_> {
         unsafe {
             default_handlers(self.setup.caught, self.setup.sigpipe_ignored);
             libc::setpgid(0, 0);
-            let join = self.setup.cgroup.join;
+            let join = match self.in_cgroup.load(Ordering::Acquire) {
+                0 => self.setup.cgroup.join,
+                _ => -1,
+            };
             if join >= 0 && libc::write(join, b"0".as_ptr().cast(), 1) != 1 {
                 // Never run outside the cgroup the tree's end relies on.
                 self.join_failed.store(errno(), Ordering::Release);

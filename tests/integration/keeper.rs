@@ -709,3 +709,51 @@ fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
         );
     }
 }
+
+/// The cgroup a job's `sh` reported in `file`, or on its stdout.
+const OWN_CGROUP: &str = "sed -n 's/^0:://p' /proc/self/cgroup";
+
+/// COMMAND runs in its run's own cgroup from its start, made there by
+/// `clone3` where the kernel allows (else moved before its exec), both
+/// when it starts at once and when a waiter's parked start goes.
+#[test]
+fn the_job_runs_in_its_runs_own_cgroup_started_at_once_or_parked() {
+    if !cgroups_here() {
+        assert!(!tools_required(), "no cgroup v2 for root here");
+        eprintln!(
+            "\n!!!!! SKIPPED: no cgroup v2 for root here: the job's cgroup is NOT tested !!!!!\n"
+        );
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut run = spawn_piped(&mut server.job("own-cg").sh(OWN_CGROUP));
+    let ours = format!("/redlock-run.{}.", run.pid());
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(&ours), "not in {ours}: {out:?}");
+
+    let hold = Hold::new(&dir);
+    let mut held = hold.spawn(&mut server.job("own-cg").sh(hold.script("true")), LONG);
+    let file = dir.file("cgroup");
+    let job = format!("{OWN_CGROUP} > '{}'", file.display());
+    let mut run = spawn_waiting(&mut server.job("own-cg").sh(job), LONG);
+    let parked = wait_until(LONG, || {
+        children(run.pid())
+            .into_iter()
+            .filter_map(|keeper| children(keeper).first().copied())
+            .any(|child| process_state(child) == Some('S'))
+    });
+    assert!(
+        parked,
+        "the waiter never parked a start: {}",
+        run.stderr_now()
+    );
+    hold.go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let seen = std::fs::read_to_string(&file).unwrap_or_default();
+    let ours = format!("/redlock-run.{}.", run.pid());
+    assert!(seen.contains(&ours), "not in {ours}: {seen:?} {out:?}");
+}
