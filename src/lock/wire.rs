@@ -43,8 +43,21 @@ pub(super) fn short_form(cmd: &Cmd) -> Option<Cmd> {
 
 /// The digest of `text` when it is one of this build's scripts.
 fn digest_of(text: &[u8]) -> Option<&'static str> {
-    let i = (scripts::ALL.iter()).position(|(script, _)| script.as_bytes() == text)?;
+    let i = (scripts::ALL.iter()).position(|(script, _)| same(script.as_bytes(), text))?;
     DIGESTS.get(i).copied()
+}
+
+/// `a == b`, eight bytes at a time: the static build's `memcmp` (musl's)
+/// goes a byte at a time, and the acquire's text is 20 KB, compared at
+/// every acquire (callgrind: 0.19 of a run's 2.65 million instructions).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (words_a, words_b) = (a.chunks_exact(8), b.chunks_exact(8));
+    let rest = words_a.remainder() == words_b.remainder();
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap_or_default());
+    rest && words_a.zip(words_b).all(|(x, y)| word(x) == word(y))
 }
 
 /// `send` of `cmd`'s short form when it has one (and `allowed`: this
@@ -181,6 +194,21 @@ mod tests {
         ] {
             assert_eq!(whole_after(&error(answer)), None, "{answer}");
         }
+    }
+
+    #[test]
+    fn a_text_one_byte_off_a_script_has_no_digest() {
+        let acquire = scripts::ALL[0].0.as_bytes();
+        assert!(digest_of(acquire).is_some());
+        // The first byte, one in the words, each of the last eight (the
+        // remainder of the eight-byte words, whatever the length).
+        let n = acquire.len();
+        for at in [0, n / 2].into_iter().chain(n - 8..n) {
+            let mut text = acquire.to_vec();
+            text[at] ^= 1;
+            assert!(digest_of(&text).is_none(), "byte {at} of {n}");
+        }
+        assert!(digest_of(&acquire[..n - 1]).is_none());
     }
 
     #[test]
