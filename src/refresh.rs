@@ -220,6 +220,13 @@ fn refresh(
                 next = plan::refresh_at(&timing, Refresh::Confirmed(until), Instant::now());
                 let refreshed = format!("refreshed lock '{key}'");
                 log.emit(Ev::Refreshed, refreshed, &[ms("ttl_ms", timing.ttl)]);
+                // The round mapped the binary's pages again: let them go
+                // now, not when the main thread next wakes (it may sleep
+                // until the lease's end; see child/trim.rs). Not once the
+                // run is stopping: its release would fault them back in.
+                if !lease.stopping.load(Ordering::SeqCst) {
+                    crate::child::trim();
+                }
                 if watch.is_none() {
                     watch = locks.watch().ok();
                 }

@@ -39,6 +39,7 @@ mod trim;
 pub use cgroup::Cgroup;
 pub use park::{park, supported as can_park, Parked};
 pub use spawn::Failed;
+pub use trim::trim;
 
 use keeper::Keeper;
 
