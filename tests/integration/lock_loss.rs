@@ -181,12 +181,16 @@ fn a_holder_notices_a_restart_without_persistence_at_once() {
     let (mut run, child) = long_holder(&server, &dir, "restarted");
     let started = Instant::now();
     server.restart();
+    let restarted = started.elapsed();
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");
     assert!(!process_alive(child));
+    // What it said, and how long the restart took: seen once at 9.99 s,
+    // just under the 10 s refresh, in a script-free CI leg beside the
+    // chaos campaign, and not again in 14 runs.
     assert!(
         started.elapsed() < Duration::from_secs(8),
-        "{:?}",
+        "{:?} (the restart took {restarted:?}): {out:?}",
         started.elapsed()
     );
 }
