@@ -233,22 +233,25 @@ fn refresh(
             }
             Extend::Lost(why) => return lost(locks, lease, why, log),
             Extend::Failed(e) => {
-                // Said only while a retry can still matter: not once the
-                // run stopped refreshing (COMMAND has exited), nor once
-                // the lease has run out (the main thread tells that loss,
-                // once, and stops COMMAND).
-                let news =
-                    !lease.stopping.load(Ordering::SeqCst) && Instant::now() < lease.valid_until();
-                if news {
-                    log.emit(
-                        Ev::RefreshFailed,
-                        format!("refresh of lock '{key}' failed, retrying: {e:#}"),
-                        &[field("error", format!("{e:#}"))],
-                    );
-                }
+                failed(lease, key, log, &e);
                 next = plan::refresh_at(&timing, Refresh::Failed, Instant::now());
             }
         }
+    }
+}
+
+/// A refresh that failed, said only while a retry can still matter: not
+/// once the run stopped refreshing (COMMAND has exited), nor once the
+/// lease has run out (the main thread tells that loss, once, and stops
+/// COMMAND).
+fn failed(lease: &SharedLease, key: &str, log: &Log, e: &anyhow::Error) {
+    let news = !lease.stopping.load(Ordering::SeqCst) && Instant::now() < lease.valid_until();
+    if news {
+        log.emit(
+            Ev::RefreshFailed,
+            format!("refresh of lock '{key}' failed, retrying: {e:#}"),
+            &[field("error", format!("{e:#}"))],
+        );
     }
 }
 

@@ -550,6 +550,17 @@ fn cgroups_here() -> bool {
     root && v2
 }
 
+/// Without cgroups here: true, after saying loudly that `untested` is
+/// not tested (a failure instead where tools are required, as in CI).
+fn skipped_without_cgroups(untested: &str) -> bool {
+    if cgroups_here() {
+        return false;
+    }
+    assert!(!tools_required(), "no cgroup v2 for root here");
+    eprintln!("\n!!!!! SKIPPED: no cgroup v2 for root here: {untested} is NOT tested !!!!!\n");
+    true
+}
+
 #[test]
 fn verbose_runs_and_doctor_say_how_the_tree_is_held() {
     let server = RedisServer::start();
@@ -665,11 +676,7 @@ fn cgroups_of(pid: i32) -> Vec<String> {
 
 #[test]
 fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
-    if !cgroups_here() {
-        assert!(!tools_required(), "no cgroup v2 for root here");
-        eprintln!(
-            "\n!!!!! SKIPPED: no cgroup v2 for root here: cgroup clean-up is NOT tested !!!!!\n"
-        );
+    if skipped_without_cgroups("cgroup clean-up") {
         return;
     }
     let server = RedisServer::start();
@@ -710,7 +717,7 @@ fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
     }
 }
 
-/// The cgroup a job's `sh` reported in `file`, or on its stdout.
+/// A shell command that prints the cgroup (v2) it runs in.
 const OWN_CGROUP: &str = "sed -n 's/^0:://p' /proc/self/cgroup";
 
 /// COMMAND runs in its run's own cgroup from its start, made there by
@@ -718,11 +725,7 @@ const OWN_CGROUP: &str = "sed -n 's/^0:://p' /proc/self/cgroup";
 /// when it starts at once and when a waiter's parked start goes.
 #[test]
 fn the_job_runs_in_its_runs_own_cgroup_started_at_once_or_parked() {
-    if !cgroups_here() {
-        assert!(!tools_required(), "no cgroup v2 for root here");
-        eprintln!(
-            "\n!!!!! SKIPPED: no cgroup v2 for root here: the job's cgroup is NOT tested !!!!!\n"
-        );
+    if skipped_without_cgroups("the job's cgroup") {
         return;
     }
     let server = RedisServer::start();
