@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::lock::timing::Timing;
-use crate::lock::{listen, Extend, Heard, Interrupts, Locks, Ownership, Wakeups};
+use crate::lock::{listen, Extend, Fault, Heard, Interrupts, Locks, NodeError, Ownership, Wakeups};
 use crate::log::{field, ms, Ev, Log};
 pub use crate::plan::Loss;
 use crate::plan::{self, Refresh};
@@ -198,7 +198,11 @@ fn refresh(
     let Holding { key, log } = holding;
     let confirmed = Refresh::Confirmed(lease.valid_until());
     let mut next = plan::refresh_at(&timing, confirmed, Instant::now());
-    let mut watch = locks.watch().ok();
+    let mut watch = None;
+    let mut unheard = Unheard::default();
+    if let Some(soon) = unheard.subscribe(locks, &mut watch, timing.retry_every()) {
+        next = next.min(soon);
+    }
     loop {
         if !wait_for(next, &mut watch, stopped) {
             return;
@@ -227,8 +231,8 @@ fn refresh(
                 if !lease.stopping.load(Ordering::SeqCst) {
                     crate::child::trim();
                 }
-                if watch.is_none() {
-                    watch = locks.watch().ok();
+                if let Some(soon) = unheard.subscribe(locks, &mut watch, timing.retry_every()) {
+                    next = next.min(soon);
                 }
             }
             Extend::Lost(why) => return lost(locks, lease, why, log),
@@ -238,6 +242,56 @@ fn refresh(
             }
         }
     }
+}
+
+/// The refresher's subscription to the lock's channels, made after the
+/// lock was confirmed (at the start, and again after a refresh once one
+/// dropped).
+#[derive(Default)]
+struct Unheard {
+    /// A subscription could not be made since the last that was, and a
+    /// refresh was brought forward for it already.
+    forward: bool,
+}
+
+impl Unheard {
+    /// Subscribe if `watch` has no subscription. One that the server
+    /// broke while it was being made (killed, restarted: the `SUBSCRIBE`
+    /// was taken and its confirmation never came) is one that dropped: a
+    /// restart may have lost the lock unheard, so the next refresh is due
+    /// within `soon` (returned), not at the plan's time, up to a refresh
+    /// period later. Once per run of such failures: a server that keeps
+    /// breaking subscriptions while it confirms refreshes costs one
+    /// refresh, not one every `soon`. A refused one (NOPERM) is no news.
+    fn subscribe(
+        &mut self,
+        locks: &Locks,
+        watch: &mut Option<Wakeups>,
+        soon: Duration,
+    ) -> Option<Instant> {
+        if watch.is_some() {
+            return None;
+        }
+        match locks.watch() {
+            Ok(subscribed) => {
+                *watch = Some(subscribed);
+                self.forward = false;
+                None
+            }
+            Err(e) if broken(&e) && !self.forward => {
+                self.forward = true;
+                Some(Instant::now() + soon)
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Whether a subscription failed because the server went away or broke
+/// the connection, rather than refused it.
+fn broken(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<NodeError>()
+        .is_some_and(|e| matches!(e.fault, Fault::Unreachable | Fault::Dropped))
 }
 
 /// A refresh that failed, said only while a retry can still matter: not
