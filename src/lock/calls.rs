@@ -324,11 +324,37 @@ fn asked(keys: &LockKeys) -> Vec<String> {
 }
 
 fn remember(keys: &LockKeys, names: &[String]) {
+    remember_for(&keys.lock, names.to_vec());
+}
+
+fn remember_for(lock: &str, names: Vec<String>) {
     let mut known = ASKED.lock().unwrap_or_else(PoisonError::into_inner);
     if known.len() > 64 {
         known.clear();
     }
-    known.insert(keys.lock.clone(), names.to_vec());
+    known.insert(lock.to_string(), names);
+}
+
+/// A wake-up that names the line's keys (`released NAME...`, from
+/// RELEASE): remembered as if a script had asked for them, so that the
+/// woken waiter's acquire declares them at once. Returns the message
+/// without them. Only this lock's keys are taken (anyone may publish),
+/// and at most as many as a script would ask for.
+pub(super) fn heard(lock: &str, payload: String) -> String {
+    let Some(names) = payload.strip_prefix("released ") else {
+        return payload;
+    };
+    let own = format!("{lock}:");
+    let names: Vec<String> = names
+        .split(' ')
+        .filter(|name| name.starts_with(&own))
+        .take(1000)
+        .map(str::to_string)
+        .collect();
+    if !names.is_empty() {
+        remember_for(lock, names);
+    }
+    "released".to_string()
 }
 
 /// The EVAL of `call`, with the other clients' keys its script last asked
@@ -423,6 +449,26 @@ fn asking(keys: &LockKeys, reply: &Value) -> anyhow::Result<Option<Vec<String>>>
 mod tests {
     use super::*;
     use crate::queue::Queue;
+
+    #[test]
+    fn a_wake_up_gives_the_next_acquire_this_locks_keys_only() {
+        let keys = LockKeys::new("redlock:", "heard");
+        assert_eq!(heard(&keys.lock, "next".into()), "next");
+        assert_eq!(heard(&keys.lock, "released".into()), "released");
+        assert!(asked(&keys).is_empty());
+        // Anyone may publish: another lock's keys, or a longer name that
+        // only starts like this lock's, are not given to its scripts.
+        let payload = "released redlock:{heard}:waiters:a redlock:{other}:waiters:b \
+                       redlock:{heard}x redlock:{heard}:waiters:c";
+        assert_eq!(heard(&keys.lock, payload.into()), "released");
+        assert_eq!(
+            asked(&keys),
+            ["redlock:{heard}:waiters:a", "redlock:{heard}:waiters:c"]
+        );
+        // Nothing of this lock's: what was known stays.
+        assert_eq!(heard(&keys.lock, "released x y".into()), "released");
+        assert_eq!(asked(&keys).len(), 2);
+    }
 
     fn holder() -> Holder {
         Holder {

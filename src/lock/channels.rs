@@ -14,20 +14,39 @@ pub struct Wakeups {
     /// The per-node timeout: how long a message may take to come whole
     /// once the wait for one is over.
     timeout: Duration,
+    /// Where the wake-ups come from, boxed: a waiter's answer carries
+    /// its `Wakeups` (see `wait::Waited`).
+    source: Box<Source>,
+}
+
+struct Source {
     /// The `run_id` of the server subscribed on, behind sentinels and on
     /// a Cluster (see `Node::subscribe`).
     at: Option<Box<str>>,
+    /// The lock's key (`LockKeys::lock`): a wake-up may name its line's
+    /// keys (see `calls::heard`).
+    lock: Box<str>,
 }
 
 impl Wakeups {
-    pub(super) fn new(conn: Connection, timeout: Duration, at: Option<Box<str>>) -> Wakeups {
-        Wakeups { conn, timeout, at }
+    pub(super) fn new(
+        conn: Connection,
+        timeout: Duration,
+        at: Option<Box<str>>,
+        lock: &str,
+    ) -> Wakeups {
+        let lock = lock.into();
+        Wakeups {
+            conn,
+            timeout,
+            source: Box::new(Source { at, lock }),
+        }
     }
 
     /// The `run_id` of the server these wake-ups come from, where the
     /// lock's keys may move to another server (Sentinel, Cluster).
     pub fn at(&self) -> Option<&str> {
-        self.at.as_deref()
+        self.source.at.as_deref()
     }
 
     /// Block up to `d` (not zero) for a message: `Ok(Some(payload))` if one
@@ -47,7 +66,10 @@ impl Wakeups {
         // Nothing leaks: its queue only fills while a command awaits a reply.
         std::mem::forget(pubsub);
         match got {
-            Ok(msg) => Ok(Some(msg.get_payload::<String>().unwrap_or_default())),
+            Ok(msg) => {
+                let payload = msg.get_payload::<String>().unwrap_or_default();
+                Ok(Some(super::calls::heard(&self.source.lock, payload)))
+            }
             // Cut in the middle of a message: the connection is no use.
             Err(_) if overrun => Err(describe(super::deadline::overrun(d + self.timeout))),
             Err(e) if e.is_timeout() => Ok(None),

@@ -514,3 +514,73 @@ fn shared_over_redlock() {
         ok(all().args(["force-release", "rs"]), 1);
     });
 }
+
+/// The release tells the waiter it wakes the line's keys (`released
+/// NAME...`), which that waiter's acquire must declare: it takes the lock
+/// in one call, not one that is asked for them and a second that gives
+/// them (a round trip on every hand-over with a line behind the waiter).
+/// The waiters join right before the release, so the first in line never
+/// saw the second.
+#[test]
+fn a_woken_waiter_is_told_the_lines_keys_and_takes_the_lock_in_one_call() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let hold = Hold::new(&dir);
+    let mut held = hold.spawn(&mut server.job("told").sh(hold.script("true")), LONG);
+    let monitor = Monitor::start(&server);
+    let mut first = spawn_piped(&mut server.job("told").exec(["true"]));
+    assert!(wait_until(LONG, || queued(&server, "told") == 1));
+    let mut second = spawn_piped(&mut server.job("told").exec(["true"]));
+    assert!(wait_until(LONG, || queued(&server, "told") == 2));
+    hold.go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    assert_eq!(first.wait_timeout(LONG).code, Some(0));
+    assert_eq!(second.wait_timeout(LONG).code, Some(0));
+    let lines: Vec<(String, Vec<String>)> = monitor
+        .seen(&server)
+        .iter()
+        .filter_map(|l| monitor_args(l))
+        .collect();
+    let lua = |(client, _): &(String, Vec<String>)| client.ends_with(" lua");
+    // The release's wake-up of the first waiter, naming both waiters.
+    let woken = lines
+        .iter()
+        .position(|(client, args)| {
+            client.ends_with(" lua")
+                && args[0] == "PUBLISH"
+                && args[1].contains(":wake:")
+                && args[2].starts_with("released")
+        })
+        .unwrap_or_else(|| panic!("no wake-up: {lines:#?}"));
+    let wake = &lines[woken].1;
+    let token = wake[1].rsplit(":wake:").next().unwrap().to_string();
+    let named: Vec<&str> = wake[2].split(' ').skip(1).collect();
+    assert_eq!(named.len(), 2, "both waiters' keys: {wake:?}");
+    assert!(named
+        .iter()
+        .all(|n| n.starts_with("redlock:{told}:waiters:")));
+    // The first waiter's acquire: the script that takes it off the line.
+    let took = lines[woken..]
+        .iter()
+        .position(|(client, args)| {
+            client.ends_with(" lua") && args[0] == "ZREM" && args.get(2) == Some(&token)
+        })
+        .map(|i| woken + i)
+        .unwrap_or_else(|| panic!("the first waiter never took the lock: {lines:#?}"));
+    let caller = lines[..took]
+        .iter()
+        .rev()
+        .find(|l| !lua(l))
+        .map(|(client, _)| client.clone())
+        .expect("a client's call before the script");
+    let calls: Vec<&Vec<String>> = lines[woken..took]
+        .iter()
+        .filter(|(client, _)| *client == caller)
+        .map(|(_, args)| args)
+        .collect();
+    assert_eq!(
+        calls.len(),
+        1,
+        "the woken waiter's calls until it held the lock: {calls:#?}"
+    );
+}

@@ -606,7 +606,7 @@ impl Node {
         // reads the first confirmation; `get_message` skips the others.
         other.query::<Value>(redis::cmd("SUBSCRIBE").arg(channels))?;
         match other.conn.take() {
-            Some(Link::Plain(conn)) => Ok(Wakeups::new(conn, self.timeout, at)),
+            Some(Link::Plain(conn)) => Ok(Wakeups::new(conn, self.timeout, at, &keys.lock)),
             _ => Err(NodeError {
                 fault: Fault::Dropped,
                 error: anyhow!("{}: not connected", self.shown()),

@@ -502,7 +502,9 @@ if cur then return 0 end
 return -1
 "#;
 
-/// Delete a lock we hold and wake the next waiter (see the module doc);
+/// Delete a lock we hold and wake the next waiter (see the module doc),
+/// telling it the line's keys (`released NAME...`: its acquire declares
+/// them, see `channels.rs`);
 /// with waiters in line, also say so on `P{K}:free` for `wait KEY`, and
 /// tell the second live waiter that it is next (it looks again soon, in
 /// case the first does not come: stopped, or just killed).
@@ -525,7 +527,8 @@ if (cur == ARGV[1] or cur == 'revoked:' .. ARGV[1]) and ARGV[2] == '1' then
 end
 if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   local channel, next_up = KEYS[1], nil
-  for _, waiter in ipairs(redis.call('ZRANGE', KEYS[6], 0, 99)) do
+  local line = redis.call('ZRANGE', KEYS[6], 0, 99)
+  for _, waiter in ipairs(line) do
     if live(waiter) then
       if channel ~= KEYS[1] then
         next_up = KEYS[1] .. ':wake:' .. waiter
@@ -540,7 +543,15 @@ if cur == ARGV[1] or cur == 'revoked:' .. ARGV[1] then
   end
   -- Publish first: a user without +publish then fails with NOPERM before
   -- anything is deleted. Waiters cannot act before this script ends.
-  redis.call('PUBLISH', channel, 'released')
+  if channel == KEYS[1] then
+    redis.call('PUBLISH', channel, 'released')
+  else
+    -- The waiter woken gets the line's keys, which its acquire declares
+    -- (see `declare_lib`): no round trip to be asked for them.
+    local names = {'released'}
+    for i, waiter in ipairs(line) do names[i + 1] = KEYS[6] .. ':' .. waiter end
+    redis.call('PUBLISH', channel, table.concat(names, ' '))
+  end
   -- `wait KEY` listens on P{K}, which a waiter's wake-up skips.
   if channel ~= KEYS[1] then redis.call('PUBLISH', KEYS[1] .. ':free', 'released') end
   if next_up then redis.call('PUBLISH', next_up, 'next') end
