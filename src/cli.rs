@@ -125,7 +125,15 @@ fn hang(first: &str, rest: &str, text: &str, width: usize) -> String {
 /// Parse the process's arguments.
 pub fn parse() -> Result<Cli, clap::Error> {
     let args: Vec<OsString> = std::env::args_os().collect();
-    // A run, an admin command: the derived command alone. What `command`
+    // A run: its own options alone, without the subcommands' (two
+    // thirds of the derived command). Only a run parses with them (every
+    // word before `--` is an option or its value; a subcommand's name
+    // there is an error), and anything else (an error, help, a
+    // subcommand) goes on below and is parsed, or refused, as before.
+    if let Ok(matches) = run_command().try_get_matches_from(&args) {
+        return run_of(&matches);
+    }
+    // An admin command: the derived command alone. What `command`
     // adds changes only help, errors and `generate`, and building it (the
     // whole tree, to rebuild `generate`) was a fifth of a run's
     // instructions (callgrind: 0.45 of 2.65 million); those go the long
@@ -139,6 +147,22 @@ pub fn parse() -> Result<Cli, clap::Error> {
         .try_get_matches_from(&args)
         .map_err(|e| forgotten_dashes(e, &args))?;
     Cli::from_arg_matches(&matches)
+}
+
+/// The command a run parses with: the derived command's own options,
+/// without its subcommands (see [`parse`]).
+fn run_command() -> clap::Command {
+    let cmd = clap::Command::new("redlock-run").version(env!("CARGO_PKG_VERSION"));
+    RunArgs::augment_args(ConnArgs::augment_args(cmd))
+}
+
+/// A run, from the matches of [`run_command`].
+fn run_of(matches: &clap::ArgMatches) -> Result<Cli, clap::Error> {
+    Ok(Cli {
+        conn: ConnArgs::from_arg_matches(matches)?,
+        run: RunArgs::from_arg_matches(matches)?,
+        cmd: None,
+    })
 }
 
 /// `redlock-run -k x echo hi`: COMMAND without its `--`. flock needs none,
@@ -880,6 +904,81 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         command().debug_assert();
+        run_command().debug_assert();
+    }
+
+    /// What the whole command makes of `line`, and what a run's own
+    /// options make of it: the same run, or both refuse it.
+    fn parsed_both_ways(line: &[&str]) -> (Option<String>, Option<String>) {
+        let full = command()
+            .try_get_matches_from(line)
+            .ok()
+            .and_then(|m| Cli::from_arg_matches(&m).ok())
+            .filter(|cli| cli.cmd.is_none());
+        let fast = run_command()
+            .try_get_matches_from(line)
+            .ok()
+            .and_then(|m| run_of(&m).ok());
+        (
+            full.map(|c| format!("{c:?}")),
+            fast.map(|c| format!("{c:?}")),
+        )
+    }
+
+    #[test]
+    fn a_run_parses_alike_with_its_own_options_alone() {
+        // Every option of a run, alone and with each of these values,
+        // before and after --key; each line a run or refused both ways.
+        let values = [
+            "",
+            "1",
+            "30s",
+            "k",
+            "status",
+            "redis://127.0.0.1:1",
+            "/tmp/x",
+            "TERM",
+        ];
+        let mut runs = 0;
+        for arg in run_command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let option = format!("--{long}");
+            let takes_value = arg.get_action().takes_values();
+            for value in values.iter().filter(|v| takes_value || v.is_empty()) {
+                let with: Vec<&str> = match value.is_empty() {
+                    true => vec![&option],
+                    false => vec![&option, value],
+                };
+                let mut before = vec!["redlock-run"];
+                before.extend(&with);
+                before.extend(["-k", "key", "--", "true", "-x"]);
+                let mut after = vec!["redlock-run", "-k", "key"];
+                after.extend(&with);
+                after.extend(["-c", "echo hi"]);
+                for line in [before, after] {
+                    let (full, fast) = parsed_both_ways(&line);
+                    assert_eq!(full, fast, "{line:?}");
+                    runs += usize::from(full.is_some());
+                }
+            }
+        }
+        assert!(runs > 100, "only {runs} of the lines were runs");
+        // Not runs: a run's own options refuse them (the whole command
+        // then parses or refuses them, as it did).
+        for line in [
+            &["redlock-run", "status", "k"][..],
+            &["redlock-run", "-k", "k", "echo", "hi"],
+            &["redlock-run", "--help"],
+            &["redlock-run", "-h"],
+            &["redlock-run", "--version"],
+            &["redlock-run", "--redis", "redis://127.0.0.1:1", "doctor"],
+            &["redlock-run", "generate", "man"],
+        ] {
+            assert!(
+                run_command().try_get_matches_from(line).is_err(),
+                "{line:?}"
+            );
+        }
     }
 
     #[test]
