@@ -963,6 +963,28 @@ mod tests {
             }
         }
         assert!(runs > 100, "only {runs} of the lines were runs");
+        for line in [
+            &["redlock-run"][..],
+            &["redlock-run", "--", "true"],
+            &["redlock-run", "-c", "true"],
+            &[
+                "redlock-run",
+                "-k",
+                "a",
+                "--key",
+                "b",
+                "-n",
+                "--",
+                "sh",
+                "--",
+                "x",
+            ],
+            &["redlock-run", "-k=a", "-w5", "-E0", "--", "true"],
+            &["redlock-run", "-k", "a", "--", "--help"],
+        ] {
+            let (full, fast) = parsed_both_ways(line);
+            assert_eq!(full, fast, "{line:?}");
+        }
         // Not runs: a run's own options refuse them (the whole command
         // then parses or refuses them, as it did).
         for line in [
