@@ -608,10 +608,19 @@ def overlaps(plan, runs, faults, windows, ordered, resource, exempt):
     return found
 
 
-def fences_back(ordered, resource, windows):
+def fences_back(ordered, resource, windows, jumped=None):
     """(message, "in"|"out") for each section of `resource` whose fence is
     not above every earlier section's it may not run beside (readers at
-    once may start in any order of their fences)."""
+    once may start in any order of their fences).
+
+    `jumped`: when a server's clock first jumped ahead (clock-jump), if
+    one did. A counter seeded after that (a node that lost its data, or a
+    key's first use) starts from a clock that runs ahead, and its fences
+    stay ahead once the jump's window is over; a majority that then
+    loses its data seeds anew from clocks that are right, below them
+    (docs/safety.md, "Clock jumps on Redis"). So a fence back below a
+    fence handed out after the jump is out of the model, whenever it
+    comes (seed 20261214, episode 325)."""
     found = []
     best = {"all": None, "exclusive": None}
     for s in ordered:
@@ -621,12 +630,14 @@ def fences_back(ordered, resource, windows):
         top = best["exclusive" if s["mode"] == "shared" else "all"]
         if top is not None and f <= top[0]:
             where, why = classify(s["start"], windows)
+            if where == "in" and jumped is not None and top[2] >= jumped:
+                where, why = "out", f"{top[1]}'s fence was handed out after a clock jump (clock-jump)"
             label = "" if resource == "r" else f"[{resource}] "
             found.append((f"fence back ({where} model{', ' + why if why else ''}): {label}{s['run']} got "
                           f"{f} after {top[1]} got {top[0]}", where))
         for kind in ("all", "exclusive") if s["mode"] != "shared" else ("all",):
             if best[kind] is None or f > best[kind][0]:
-                best[kind] = (f, s["run"])
+                best[kind] = (f, s["run"], s["start"])
     return found
 
 
@@ -661,6 +672,9 @@ def check(workdir):
            "skipped_kinds": [f["kind"] for f in faults if f.get("skipped") or f.get("strike_skipped")]}
     d = out["details"]
     windows = out_of_model_windows(plan, faults, begin)
+    jumps = [f["t0"] for f in faults if f["kind"] == "clock-jump" and not f.get("skipped")
+             and f.get("t0") is not None]
+    jumped = min(jumps, default=None)
     limit = plan["limit"]
     ordered = sorted(sections.values(), key=lambda s: s["start"])
 
@@ -685,7 +699,7 @@ def check(workdir):
             out[f"overlaps_{where}"] += 1
             d.append(msg)
         if limit == 1:
-            for msg, where in fences_back(mine, resource, windows):
+            for msg, where in fences_back(mine, resource, windows, jumped):
                 out[f"fence_back_{where}"] += 1
                 d.append(msg)
 

@@ -17,20 +17,25 @@ PLAN = {"seed": "x", "episode": 0, "control": None, "topology": "single", "nodes
         "kill_after_ms": 200, "timeout_ms": 100}
 
 
-def episode(workload, runs, writes=()):
-    """runs: (run, start ms, end ms, rc, extra run fields, extra S fields)."""
+def episode(workload, runs, writes=(), faults=()):
+    """runs: (run, start ms, end ms, rc, extra run fields, extra S fields);
+    faults: (kind, at ms) applied at once, out of the model."""
     d = tempfile.mkdtemp(prefix="chaos-selfcheck-")
     with open(os.path.join(d, "events.jsonl"), "w") as f:
         f.write(json.dumps({"ev": "episode", "plan": dict(PLAN, workload=workload)}) + "\n")
         f.write(json.dumps({"ev": "begin", "t": 0}) + "\n")
         for run, a, b, rc, fields, _ in runs:
+            fields = {k: v for k, v in fields.items() if k != "fence"}
             f.write(json.dumps({"ev": "run", "run": run, "worker": int(run[1]), "t0": a * MS - 5 * MS,
                                 "t1": b * MS + 5 * MS, "rc": rc, "job_exit": 0, "hung": False,
                                 "env": "host", **fields}) + "\n")
+        for kind, at in faults:
+            f.write(json.dumps({"ev": "fault", "kind": kind, "model": "out", "at": at / 1000,
+                                "length": 0, "nodes": [0], "t0": at * MS, "t1": at * MS}) + "\n")
         f.write(json.dumps({"ev": "leftovers", "items": []}) + "\n")
     with open(os.path.join(d, "sections.log"), "w") as f:
-        for run, a, b, _, _, extra in runs:
-            f.write(f"S {a * MS} {run} {a} tok {extra}\nE {b * MS} {run}\n")
+        for run, a, b, _, fields, extra in runs:
+            f.write(f"S {a * MS} {run} {fields.get('fence', a)} tok {extra}\nE {b * MS} {run}\n")
     with open(os.path.join(d, "store.log"), "w") as f:
         f.writelines(f"{t * MS} {run} {key} {fence} ACC\n" for t, run, key, fence in writes)
     try:
@@ -40,6 +45,12 @@ def episode(workload, runs, writes=()):
 
 
 EXCL, SHARED = {"mode": "exclusive"}, {"mode": "shared"}
+# A fence above a later one, handed out after a server's clock jumped
+# ahead (its counter seeded from that clock): out of the model however
+# long after the jump's window (seed 20261214, episode 325); before any
+# jump, in it.
+JUMPED = [("w0r0", 100, 200, 0, dict(EXCL, fence=900), "M:exclusive"),
+          ("w1r0", 5000, 5100, 0, dict(EXCL, fence=500), "M:exclusive")]
 CASES = [
     # shared: readers together are fine; a writer beside a reader or a writer is not
     ("two readers at once", "shared", [("w0r0", 100, 300, 0, SHARED, "M:shared"),
@@ -73,10 +84,19 @@ CASES = [
 ]
 
 
+FAULTED = [
+    ("a fence back long after a clock jump", "mutex", JUMPED, [("clock-jump", 50)], "fence_back_in", 0),
+    ("... is counted out of the model", "mutex", JUMPED, [("clock-jump", 50)], "fence_back_out", 1),
+    ("a fence back before a clock jump", "mutex", JUMPED, [("clock-jump", 150)], "fence_back_in", 1),
+    ("a fence back without one", "mutex", JUMPED, [], "fence_back_in", 1),
+]
+
+
 def main():
     bad = 0
-    for name, workload, runs, count, want in CASES:
-        got = episode(workload, runs)
+    cases = [c + ([],) for c in CASES] + [(n, w, r, c, want, f) for n, w, r, f, c, want in FAULTED]
+    for name, workload, runs, count, want, faults in cases:
+        got = episode(workload, runs, faults=faults)
         ok = got[count] == want
         bad += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {count} {got[count]} (want {want})"
