@@ -963,6 +963,10 @@ mod tests {
             }
         }
         assert!(runs > 100, "only {runs} of the lines were runs");
+    }
+
+    #[test]
+    fn hand_picked_runs_parse_alike_both_ways() {
         for line in [
             &["redlock-run"][..],
             &["redlock-run", "--", "true"],
@@ -985,8 +989,12 @@ mod tests {
             let (full, fast) = parsed_both_ways(line);
             assert_eq!(full, fast, "{line:?}");
         }
-        // Not runs: a run's own options refuse them (the whole command
-        // then parses or refuses them, as it did).
+    }
+
+    /// Not runs: a run's own options refuse them (the whole command then
+    /// parses or refuses them, as it did).
+    #[test]
+    fn what_is_not_a_run_fails_the_runs_own_parse() {
         for line in [
             &["redlock-run", "status", "k"][..],
             &["redlock-run", "-k", "k", "echo", "hi"],
