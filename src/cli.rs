@@ -130,8 +130,14 @@ pub fn parse() -> Result<Cli, clap::Error> {
     // word before `--` is an option or its value; a subcommand's name
     // there is an error), and anything else (an error, help, a
     // subcommand) goes on below and is parsed, or refused, as before.
-    if let Ok(matches) = run_command().try_get_matches_from(&args) {
-        return run_of(&matches);
+    let mut run = run_command();
+    if let Ok(matches) = run.try_get_matches_from_mut(&args) {
+        let cli = run_of(&matches);
+        // The process ends with the run: freeing the command and its
+        // matches piece by piece was 0.12 million of a run's 1.56 million
+        // instructions (callgrind).
+        std::mem::forget((run, matches, args));
+        return cli;
     }
     // An admin command: the derived command alone. What `command`
     // adds changes only help, errors and `generate`, and building it (the

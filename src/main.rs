@@ -1,6 +1,8 @@
 //! redlock-run: run a command while holding a Redis distributed lock.
 
 mod admin;
+#[cfg_attr(not(target_env = "musl"), allow(dead_code))]
+mod alloc;
 mod child;
 mod cli;
 mod config;
@@ -30,12 +32,11 @@ use crate::cli::{Cli, Cmd};
 use crate::exit::{Exit, Failure};
 use crate::log::{Ev, Format, Log, Verbosity};
 
-/// The static (musl) build: musl's own malloc maps and unmaps pages on
-/// nearly every allocation, a tenth of a short run's time (0.23 ms of
-/// 2.2; see the README's Benchmarks). glibc builds keep glibc's malloc.
+/// The static (musl) build: dlmalloc (see alloc.rs). glibc builds keep
+/// glibc's malloc.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOC: alloc::Alloc = alloc::Alloc::new();
 
 fn main() -> ExitCode {
     let exit = match cli::parse() {

@@ -113,8 +113,12 @@ fn run_recorded(
     log: &Log,
     record: &mut Record,
 ) -> Result<Exit, Failure> {
-    let signals =
-        Signals::start().map_err(|e| Failure::local(e, "cannot set up signal handling"))?;
+    // Kept to the process's end: taking the handlers down one by one was
+    // 0.09 million of a run's 1.56 million instructions (callgrind), and
+    // the process exits after the run.
+    let signals = std::mem::ManuallyDrop::new(
+        Signals::start().map_err(|e| Failure::local(e, "cannot set up signal handling"))?,
+    );
     let quorum = |key: &str| quorum_for(conn, cfg, key);
     if let Outer::Nested = keyset::outer(cfg, |key, token| quorum(key).holds(token))? {
         return run_nested(cfg, &signals, log);
