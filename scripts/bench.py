@@ -130,7 +130,7 @@ class Stop(Exception):
 # Redis servers and topologies: scripts/benchlib.py
 
 from benchlib import (  # noqa: E402
-    Redis, SetupError, Servers, free_port, start_cluster, start_quorum, start_sentinel,
+    Redis, SetupError, Servers, build_c, free_port, start_cluster, start_quorum, start_sentinel,
     start_without_scripts, wait_for,
 )
 
@@ -209,6 +209,8 @@ class Tools:
             self.wrapper.write_text(REDIS_CLI_WRAPPER.replace("@PORT@", str(redis.port)))
             self.wrapper.chmod(0o755)
         self.flock = shutil.which("flock")
+        # --focus: [FLOOR_C's binary, port, cgroup parent or "-"].
+        self.floor = None
 
     def names(self, with_true=False, with_glibc=False):
         names = ["true"] if with_true else []
@@ -223,6 +225,9 @@ class Tools:
             return [self.flock, str(self.tmp / f"{key}.flock")] + command
         if name == "redis-cli":
             return [str(self.wrapper), f"cli:{key}"] + command
+        if name == focus.FLOOR:
+            binary, port, parent = self.floor
+            return [binary, port, key, parent] + command
         binary = self.glibc if name == GLIBC else self.others.get(name, self.binary)
         return [binary, *self.variants[name], "--key", key, "--"] + command
 
@@ -1142,6 +1147,21 @@ def smoke(tools):
             sys.exit(f"bench: `{name} -- true` exited {code}; not measuring")
 
 
+def floor_tool(tools):
+    """The floor row's argv head: FLOOR_C built static, as redlock-run is
+    (dynamic, and said so, without static libraries), this bench's Redis,
+    and the cgroup parent a run of ours would use."""
+    try:
+        binary = build_c(tools.tmp, "floor", focus.FLOOR_C, "-static")
+    except subprocess.CalledProcessError:
+        print("bench: FLOOR_C did not link statically; built dynamic", file=sys.stderr)
+        binary = build_c(tools.tmp, "floor", focus.FLOOR_C)
+    parent = focus.cgroup_parent()
+    if parent is None:
+        print("bench: no writable cgroup v2 here: the floor row runs without one", file=sys.stderr)
+    return [binary, tools.url.rsplit(":", 1)[1], parent or "-"]
+
+
 def focus_main(args):
     """--focus N: issue 39's figures, N rounds (see bench_focus.py)."""
     params = (args.focus, 20 if args.quick else 100, 8, 5 if args.quick else 10)
@@ -1156,13 +1176,14 @@ def focus_main(args):
             if args.before:
                 tools.others[focus.BEFORE] = installed(tools.tmp, args.before, "redlock-run-before")
                 tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
+            tools.floor = floor_tool(tools)
             smoke(tools)
             got = [focus.one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, contended)
                    for i in range(n)]
             tools.failures += tools.release_warnings()
         finally:
             servers.stop()
-    s = {n: focus.summary(got, n) for n in got[0]["overhead_ms"] if n != "flock"}
+    s = {n: focus.summary(got, n) for n in got[0]["overhead_ms"] if n not in ("flock", focus.FLOOR)}
     print(f"redlock-run bench (focus), {time.strftime('%Y-%m-%d')}: {machine()}")
     print(f"(load average {os.getloadavg()[0]:.2f} at the end)")
     print(binaries_header(args))

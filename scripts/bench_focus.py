@@ -4,7 +4,8 @@ hand-over and total of the contended test, and a holder's memory (the
 wrapper and its keeper together). Each round measures every row; the
 report gives, per figure, the median of the rounds' ratios against flock
 in the same round (the machine's drift hits both rows of a round alike),
-and each target [met]/[MISSED]. `--json FILE` keeps the raw figures; see
+and each target [met]/[MISSED]. A row of FLOOR_C, a C program that does
+only what the design must (see below), says where the floor is. `--json FILE` keeps the raw figures; see
 scripts/bench_render.py for the tables docs/benchmarks.md is made from.
 """
 
@@ -15,6 +16,9 @@ from pathlib import Path
 
 # The row of an earlier build (--before), measured in the same rounds.
 BEFORE = "before"
+
+# The row of FLOOR_C below (uncontended and contended), in the same rounds.
+FLOOR = "floor"
 
 # Issue 39's targets: ratios against flock in the same run, and memory.
 TARGETS = dict(overhead=1.15, handover=1.2, total=1.03, memory_mb=2.5)
@@ -80,6 +84,157 @@ def holder_memory(tools, name, settle=2.5):
     return got
 
 
+# The floor of the design (the "floor" row): what any wrapper that keeps
+# issue 1's promises must do on one Redis, and nothing else, in C, static.
+# `floor PORT KEY CGROUP_PARENT|- COMMAND...`: connect to 127.0.0.1:PORT,
+# SET KEY with a random token NX PX; while it is held, wait for a wake-up
+# (BLPOP on KEY:wake, which wakes one waiter per release; 1 s at most)
+# and try again; make a cgroup under CGROUP_PARENT; fork a keeper that
+# clones COMMAND into it (clone3, CLONE_INTO_CGROUP), which execs once
+# the lock is ours; the keeper waits for it, reads `cgroup.events` (the
+# tree's end) and reports the status on a pipe;
+# release by compare-and-delete and wake the next waiter (one EVAL);
+# wait for the keeper; remove the cgroup; exit with COMMAND's status.
+# While it waits it makes the cgroup, the keeper and COMMAND's first
+# process, parked on a pipe, as redlock-run does. No fence, holder record,
+# fair line, refresh, events or configuration.
+FLOOR_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char RELEASE[] =
+    "if redis.call('get',KEYS[1])~=ARGV[1] then return 0 end redis.call('del',KEYS[1]) "
+    "if redis.call('llen',KEYS[2])==0 then redis.call('rpush',KEYS[2],'1') "
+    "redis.call('pexpire',KEYS[2],1000) end return 1";
+
+static int ask(int fd, const char *cmd, int len, char *reply, int size) {
+    if (send(fd, cmd, len, MSG_NOSIGNAL) != len) return -1;
+    int n = recv(fd, reply, size - 1, 0);
+    if (n <= 0) return -1;
+    reply[n] = 0;
+    return n;
+}
+
+/* The cgroup, the keeper and COMMAND's first process, parked on a pipe
+   until `go` is written: made while waiting, as redlock-run does. */
+static int report[2], go[2], events = -1, dirfd = -1;
+static char cg[512];
+static pid_t keeper;
+static int prepare(const char *parent, char **command) {
+    if (strcmp(parent, "-") != 0) {
+        snprintf(cg, sizeof cg, "%s/floor.%d", parent, getpid());
+        if (mkdir(cg, 0755) != 0) return -1;
+        dirfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char path[600];
+        snprintf(path, sizeof path, "%s/cgroup.events", cg);
+        events = open(path, O_RDONLY | O_CLOEXEC);
+        if (dirfd < 0 || events < 0) return -1;
+    }
+    if (pipe2(report, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) return -1;
+    keeper = fork();
+    if (keeper == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        struct clone_args ca;
+        memset(&ca, 0, sizeof ca);
+        ca.flags = dirfd >= 0 ? CLONE_INTO_CGROUP : 0;
+        ca.exit_signal = SIGCHLD;
+        ca.cgroup = dirfd >= 0 ? dirfd : 0;
+        pid_t child = syscall(SYS_clone3, &ca, sizeof ca);
+        if (child == 0) {
+            char c;
+            if (read(go[0], &c, 1) != 1) _exit(127);
+            execvp(command[0], command);
+            _exit(127);
+        }
+        char buf[128];
+        int status = 0;
+        waitpid(child, &status, 0);
+        if (events >= 0 && pread(events, buf, sizeof buf - 1, 0) <= 0) _exit(1);
+        if (write(report[1], &status, sizeof status) != sizeof status) _exit(1);
+        _exit(0);
+    }
+    close(report[1]);
+    close(go[0]);
+    return keeper > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) return 2;
+    const char *key = argv[2], *parent = argv[3];
+    unsigned char raw[16];
+    char token[33], cmd[1024], reply[512];
+    if (getrandom(raw, sizeof raw, 0) != sizeof raw) return 1;
+    for (int i = 0; i < 16; i++) sprintf(token + 2 * i, "%02x", raw[i]);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[1])),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, prepared = 0;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return 1;
+    int n = snprintf(cmd, sizeof cmd,
+                     "*6\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$32\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n",
+                     strlen(key), key, token);
+    char wake[1024];
+    int w = snprintf(wake, sizeof wake, "*3\r\n$5\r\nBLPOP\r\n$%zu\r\n%s:wake\r\n$1\r\n1\r\n",
+                     strlen(key) + 5, key);
+    for (;;) {
+        if (ask(fd, cmd, n, reply, sizeof reply) < 0) return 1;
+        if (reply[0] == '+') break;
+        if (reply[0] != '$') return 1;
+        if (!prepared++ && prepare(parent, argv + 4) != 0) return 1;
+        int got = ask(fd, wake, w, reply, sizeof reply);
+        if (got < 0) return 1;
+        /* Woken ("*2 ... $1 1"; a reply may come in two reads) or timed out ("*-1"). */
+        while (strncmp(reply, "*-1", 3) != 0 && !strstr(reply, "\r\n$1\r\n1\r\n")) {
+            int more = recv(fd, reply + got, sizeof reply - 1 - got, 0);
+            if (more <= 0) return 1;
+            reply[got += more] = 0;
+        }
+    }
+    if (!prepared && prepare(parent, argv + 4) != 0) return 1;
+    if (write(go[1], "g", 1) != 1) return 1;
+    int status = 0;
+    if (read(report[0], &status, sizeof status) != sizeof status) return 1;
+    n = snprintf(cmd, sizeof cmd,
+                 "*6\r\n$4\r\nEVAL\r\n$%zu\r\n%s\r\n$1\r\n2\r\n$%zu\r\n%s\r\n$%zu\r\n%s:wake\r\n$32\r\n%s\r\n",
+                 strlen(RELEASE), RELEASE, strlen(key), key, strlen(key) + 5, key, token);
+    if (ask(fd, cmd, n, reply, sizeof reply) < 0 || strncmp(reply, ":1", 2) != 0) return 1;
+    waitpid(keeper, NULL, 0);
+    if (dirfd >= 0 && rmdir(cg) != 0) return 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+"""
+
+
+def cgroup_parent():
+    """Where a run of ours makes its cgroup: its own cgroup v2 directory,
+    if writable; None otherwise (the floor row then goes without one, and
+    says so)."""
+    try:
+        own = next(line[3:].strip() for line in open("/proc/self/cgroup") if line.startswith("0::"))
+        mounts = [line.split()[1] for line in open("/proc/self/mounts") if line.split()[2] == "cgroup2"]
+    except (OSError, StopIteration, IndexError):
+        return None
+    for mount in mounts:
+        path = mount + own.rstrip("/")
+        if os.access(path, os.W_OK):
+            return path
+    return None
+
+
 def spawn(argv, stderr_path):
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
@@ -94,15 +249,16 @@ def one_round(tools, section, rounds, workers, runs, i, time_runs, summarize, co
     ours = ["redlock-run"] + [n for n in tools.variants if n == BEFORE]
     pair = ["flock"] + ours
     pair = pair[i % len(pair):] + pair[:i % len(pair)]
-    u = summarize(time_runs(tools, ["true"] + pair, rounds, key=f"focus{i}"))
-    c = contended(tools, section, workers, runs, 10, pair, tag=f"focus{i}")
+    floor = [FLOOR] if tools.floor else []
+    u = summarize(time_runs(tools, ["true"] + pair + floor, rounds, key=f"focus{i}"))
+    c = contended(tools, section, workers, runs, 10, pair + floor, tag=f"focus{i}")
     mem = {n: holder_memory(tools, n) for n in pair}
-    over = {n: u[n][0] - u["true"][0] for n in pair}
+    over = {n: u[n][0] - u["true"][0] for n in pair + floor}
     return dict(
-        overhead_ms={n: over[n] * 1000 for n in pair},
-        handover_ms={n: c[n]["median"] * 1000 for n in pair},
-        handover_p99_ms={n: c[n]["p99"] * 1000 for n in pair},
-        total_s={n: c[n]["total"] for n in pair},
+        overhead_ms={n: over[n] * 1000 for n in pair + floor},
+        handover_ms={n: c[n]["median"] * 1000 for n in pair + floor},
+        handover_p99_ms={n: c[n]["p99"] * 1000 for n in pair + floor},
+        total_s={n: c[n]["total"] for n in pair + floor},
         memory_kb=mem,
     )
 
@@ -121,6 +277,12 @@ def summary(rounds_, ours="redlock-run"):
     for fig in ("overhead_ms", "handover_ms", "handover_p99_ms", "total_s"):
         out[fig] = {n: med(lambda r, n=n, fig=fig: r[fig][n]) for n in ("flock", ours)}
         out[fig]["ratio"] = med(lambda r, fig=fig: r[fig][ours] / max(r[fig]["flock"], 1e-9))
+    if FLOOR in rounds_[0]["overhead_ms"]:
+        out["floor"] = {
+            fig: dict(value=med(lambda r, fig=fig: r[fig][FLOOR]),
+                      ratio=med(lambda r, fig=fig: r[fig][FLOOR] / max(r[fig]["flock"], 1e-9)))
+            for fig in ("overhead_ms", "handover_ms", "total_s")
+        }
     mem = [r["memory_kb"][ours] for r in rounds_]
     out["memory"] = dict(
         holder_mb=statistics.median(holder_kb(m) for m in mem) / 1024,
@@ -163,6 +325,13 @@ def report(rounds_, params):
             mem = holder_kb(r["memory_kb"][name]) / 1024
             print(f"   {i + 1:<6} {name:<12} {ratio('overhead_ms'):>10.3f}x {ratio('handover_ms'):>11.3f}x "
                   f"{ratio('total_s'):>7.3f}x {hand:>21} {mem:>10.2f}")
+    floor = summary(rounds_).get("floor")
+    if floor:
+        o, h, t = floor["overhead_ms"], floor["handover_ms"], floor["total_s"]
+        print(f"The design's floor (FLOOR_C: SET NX PX, a wake-up list, keeper, cgroup, release), "
+              f"medians of the rounds' ratios against flock: uncontended overhead {o['value']:.2f} ms "
+              f"= {o['ratio']:.3f}x, hand-over {h['value']:.2f} ms = {h['ratio']:.3f}x, "
+              f"contended total {t['value']:.2f} s = {t['ratio']:.3f}x")
     for name in rows:
         label = "this build" if name == "redlock-run" else "the --before build"
         print(f"Targets (issue 39), {label}, medians of the rounds' ratios against flock:")

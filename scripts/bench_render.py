@@ -41,6 +41,10 @@ def figure_rows(results, targets):
             cells.append(f"{s[n][fig][n]:.2f} {unit} ({s[n][fig]['ratio']:.2f}x)")
         want = f"<= {targets[target]}x" if target else ""
         yield [label] + cells + [want]
+        floor = s[names[0]].get("floor", {}).get(fig)
+        if floor:
+            yield (["... the design's floor (FLOOR_C)", cells[0],
+                    f"{floor['value']:.2f} {unit} ({floor['ratio']:.2f}x)"] + [""] * len(names))
 
 
 def memory_rows(results, targets):
