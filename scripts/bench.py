@@ -209,7 +209,7 @@ class Tools:
             self.wrapper.write_text(REDIS_CLI_WRAPPER.replace("@PORT@", str(redis.port)))
             self.wrapper.chmod(0o755)
         self.flock = shutil.which("flock")
-        # --focus: [FLOOR_C's binary, port, cgroup parent or "-"].
+        # --focus: [DESIGN_FLOOR_C's binary, port, cgroup parent or "-"].
         self.floor = None
 
     def names(self, with_true=False, with_glibc=False):
@@ -1148,14 +1148,14 @@ def smoke(tools):
 
 
 def floor_tool(tools):
-    """The floor row's argv head: FLOOR_C built static, as redlock-run is
+    """The floor row's argv head: DESIGN_FLOOR_C built static, as redlock-run is
     (dynamic, and said so, without static libraries), this bench's Redis,
     and the cgroup parent a run of ours would use."""
     try:
-        binary = build_c(tools.tmp, "floor", focus.FLOOR_C, "-static")
+        binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C, "-static")
     except subprocess.CalledProcessError:
-        print("bench: FLOOR_C did not link statically; built dynamic", file=sys.stderr)
-        binary = build_c(tools.tmp, "floor", focus.FLOOR_C)
+        print("bench: DESIGN_FLOOR_C did not link statically; built dynamic", file=sys.stderr)
+        binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C)
     parent = focus.cgroup_parent()
     if parent is None:
         print("bench: no writable cgroup v2 here: the floor row runs without one", file=sys.stderr)

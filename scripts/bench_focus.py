@@ -4,9 +4,10 @@ hand-over and total of the contended test, and a holder's memory (the
 wrapper and its keeper together). Each round measures every row; the
 report gives, per figure, the median of the rounds' ratios against flock
 in the same round (the machine's drift hits both rows of a round alike),
-and each target [met]/[MISSED]. A row of FLOOR_C, a C program that does
-only what the design must (see below), says where the floor is. `--json FILE` keeps the raw figures; see
-scripts/bench_render.py for the tables docs/benchmarks.md is made from.
+and each target [met]/[MISSED]. A row of DESIGN_FLOOR_C, a C program
+that does only what the design must (see below), says where the floor
+is. `--json FILE` keeps the raw figures; see scripts/bench_render.py for
+the tables docs/benchmarks.md is made from.
 """
 
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 # The row of an earlier build (--before), measured in the same rounds.
 BEFORE = "before"
 
-# The row of FLOOR_C below (uncontended and contended), in the same rounds.
+# The row of DESIGN_FLOOR_C below (uncontended and contended), in the same rounds.
 FLOOR = "floor"
 
 # Issue 39's targets: ratios against flock in the same run, and memory.
@@ -98,7 +99,7 @@ def holder_memory(tools, name, settle=2.5):
 # While it waits it makes the cgroup, the keeper and COMMAND's first
 # process, parked on a pipe, as redlock-run does. No fence, holder record,
 # fair line, refresh, events or configuration.
-FLOOR_C = r"""
+DESIGN_FLOOR_C = r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -328,7 +329,7 @@ def report(rounds_, params):
     floor = summary(rounds_).get("floor")
     if floor:
         o, h, t = floor["overhead_ms"], floor["handover_ms"], floor["total_s"]
-        print(f"The design's floor (FLOOR_C: SET NX PX, a wake-up list, keeper, cgroup, release), "
+        print(f"The design's floor (DESIGN_FLOOR_C: SET NX PX, a wake-up list, keeper, cgroup, release), "
               f"medians of the rounds' ratios against flock: uncontended overhead {o['value']:.2f} ms "
               f"= {o['ratio']:.3f}x, hand-over {h['value']:.2f} ms = {h['ratio']:.3f}x, "
               f"contended total {t['value']:.2f} s = {t['ratio']:.3f}x")

@@ -43,7 +43,7 @@ def figure_rows(results, targets):
         yield [label] + cells + [want]
         floor = s[names[0]].get("floor", {}).get(fig)
         if floor:
-            yield (["... the design's floor (FLOOR_C)", cells[0],
+            yield (["... the design's floor (DESIGN_FLOOR_C)", cells[0],
                     f"{floor['value']:.2f} {unit} ({floor['ratio']:.2f}x)"] + [""] * len(names))
 
 
