@@ -610,13 +610,17 @@ pub fn keep_reserve() {
 pub fn proc_is_ours() -> bool {
     static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OURS.get_or_init(|| {
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        let pid = stat
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse::<u32>().ok());
+        let pid = (self_stat().split_whitespace().next()).and_then(|p| p.parse::<u32>().ok());
         pid == Some(std::process::id())
     })
+}
+
+/// `/proc/self/stat` as the wrapper first read it ("" when unreadable):
+/// read once, for [`proc_is_ours`] and the keeper's name (`spawn.rs`);
+/// the fields they use never change.
+fn self_stat() -> &'static str {
+    static STAT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STAT.get_or_init(|| std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
 }
 
 /// The first child of `pid` (its only thread's), from /proc: the

@@ -21,6 +21,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -84,14 +85,16 @@ pub fn park(
 
 /// Everything COMMAND's child reads, prepared, handed to `fork` (with the
 /// stack the child runs on) while it lives: the keeper's copy of it is
-/// made by the fork, and the caller's is dropped afterwards.
+/// made by the fork. The caller's copy is left as it is, not freed: after
+/// the fork each page a `free` writes would first be copied for us (a
+/// page fault each), and a run prepares once.
 fn prepared<T>(
     argv: &[OsString],
     env: &[(&str, &str)],
     late: &[&str],
     setup: &Setup,
     go: Option<(&OwnedFd, &OwnedFd)>,
-    fork: impl FnOnce(&Exec, &mut [u8]) -> Result<T, Failed>,
+    fork: impl FnOnce(&Exec, &mut [MaybeUninit<u8>]) -> Result<T, Failed>,
 ) -> Result<T, Failed> {
     let program = argv
         .first()
@@ -137,8 +140,13 @@ fn prepared<T>(
         go_w: go.map_or(-1, |(_, w)| w.as_raw_fd()),
         message: base,
     };
-    let mut stack = vec![0u8; 32 * 1024];
-    fork(&exec, &mut stack)
+    // Not zeroed: only the pages the child's frames reach are ever
+    // touched, in the keeper (zeroing touched all 8 here).
+    let mut stack = Box::<[u8]>::new_uninit_slice(32 * 1024);
+    let forked = fork(&exec, &mut stack);
+    std::mem::forget((stack, message, candidates, args, envs));
+    std::mem::forget((arg_ptrs, env_ptrs, sh_argv, overridden));
+    forked
 }
 
 /// The size of the "go" message (see [`park`]): the lease's end (an
@@ -158,10 +166,10 @@ pub fn slot(i: usize) -> std::ops::Range<usize> {
 /// Fork the keeper, which clones COMMAND's child onto `stack` to run
 /// `exec`. The caller keeps `exec` and `stack` (and all they point to)
 /// until this returns: the fork copies them for the keeper.
-fn fork_keeper(exec: &Exec, stack: &mut [u8]) -> Result<Keeper, Failed> {
+fn fork_keeper(exec: &Exec, stack: &mut [MaybeUninit<u8>]) -> Result<Keeper, Failed> {
     // SAFETY: one past the end of `stack`, rounded down to 16 bytes.
     let top = unsafe {
-        let end = stack.as_mut_ptr().add(stack.len());
+        let end = stack.as_mut_ptr().cast::<u8>().add(stack.len());
         end.sub(end.addr() % 16)
     };
     let start = start_for(exec, top, top.addr() - stack.as_ptr().addr());
@@ -264,9 +272,7 @@ pub fn started(mut keeper: Keeper, pid_namespace: bool) -> Result<(Pid, Keeper),
 /// its own name there. Null when unknown.
 fn command_line() -> (*mut u8, usize) {
     let none = (ptr::null_mut(), 0);
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return none;
-    };
+    let stat = super::self_stat();
     // Fields after the command name (which may hold spaces): the state is
     // field 3, so arg_start (48) is the 46th from there.
     let Some((_, rest)) = stat.rsplit_once(')') else {
