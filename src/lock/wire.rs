@@ -30,8 +30,11 @@ pub(super) fn short_form(cmd: &Cmd) -> Option<Cmd> {
         return None;
     }
     let digest = digest_of(text)?;
-    let mut short = redis::cmd("EVALSHA");
-    short.arg(digest);
+    let rest = args
+        .clone()
+        .map(|a| if let Arg::Simple(b) = a { b.len() } else { 0 });
+    let mut short = Cmd::with_capacity(2 + rest.clone().count(), 48 + rest.sum::<usize>());
+    short.arg("EVALSHA").arg(digest);
     for arg in args {
         match arg {
             Arg::Simple(bytes) => short.arg(bytes),
