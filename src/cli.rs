@@ -16,6 +16,8 @@ use crate::lock::Replicas;
 use crate::log::Format;
 use crate::queue::Queue;
 
+mod quick;
+
 /// The examples of the long help (wrapped by [`after_long_help`]).
 const EXAMPLES: &str = "  # a nightly job that never overlaps itself across the fleet
   redlock-run --key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql
@@ -125,6 +127,10 @@ fn hang(first: &str, rest: &str, text: &str, width: usize) -> String {
 /// Parse the process's arguments.
 pub fn parse() -> Result<Cli, clap::Error> {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // The usual run, read without clap (see quick.rs).
+    if let Some(cli) = quick::run(&args) {
+        return Ok(cli);
+    }
     // A run: its own options alone, without the subcommands' (two
     // thirds of the derived command). Only a run parses with them (every
     // word before `--` is an option or its value; a subcommand's name
@@ -925,10 +931,125 @@ mod tests {
             .try_get_matches_from(line)
             .ok()
             .and_then(|m| run_of(&m).ok());
-        (
+        let (full, fast) = (
             full.map(|c| format!("{c:?}")),
             fast.map(|c| format!("{c:?}")),
-        )
+        );
+        // What quick.rs reads, it reads as clap does.
+        if let Some(quick) = quick_run(line) {
+            assert_eq!(Some(quick), fast, "quick.rs read {line:?} otherwise");
+        }
+        (full, fast)
+    }
+
+    fn quick_run(line: &[&str]) -> Option<String> {
+        let args: Vec<OsString> = line.iter().map(OsString::from).collect();
+        quick::run(&args).map(|c| format!("{c:?}"))
+    }
+
+    /// The lines quick.rs reads: each of its options alone, in pairs and
+    /// with `-c`, with good values and bad; whatever it reads, clap reads
+    /// alike (see `parsed_both_ways`), and it reads the usual lines.
+    #[test]
+    fn the_quick_reading_of_a_run_is_claps() {
+        let options: &[(&[&str], &[&str])] = &[
+            (
+                &["-k", "--key"],
+                &["k", "", "a b", "status", "-x", "--", "k\u{1}"],
+            ),
+            (&["-t", "--ttl"], &["30s", "0", "10", "1.5", "", "x", "-1"]),
+            (
+                &["-w", "--wait", "--timeout"],
+                &["0", "forever", "5m", "x", "-1"],
+            ),
+            (&["-n", "--no-wait", "--nb", "--nonblock"], &[]),
+            (&["--period"], &["5m", "0", "x"]),
+            (
+                &["-E", "--conflict-exit-code"],
+                &["0", "75", "255", "256", "+1", "-1", "x"],
+            ),
+            (&["-c", "--command"], &["echo hi", "", "-x"]),
+            (&["-q", "--quiet"], &[]),
+            (&["-v", "--verbose"], &[]),
+            (&["--redis"], &["redis://127.0.0.1:1", "", "-x"]),
+        ];
+        let mut given: Vec<Vec<&str>> = Vec::new();
+        for (names, values) in options {
+            for name in *names {
+                match values.is_empty() {
+                    true => given.push(vec![name]),
+                    false => given.extend(values.iter().map(|v| vec![*name, *v])),
+                }
+            }
+        }
+        let mut read = 0;
+        let tails: [&[&str]; 5] = [
+            &["--", "true"],
+            &["--", "sh", "--", "-x"],
+            &["--"],
+            &[],
+            &["true"],
+        ];
+        for (i, a) in given.iter().enumerate() {
+            for b in given.iter().skip(i % 3).step_by(3).chain([&vec![]]) {
+                for tail in tails {
+                    let mut line = vec!["redlock-run"];
+                    line.extend(a);
+                    line.extend(b);
+                    line.extend(tail);
+                    parsed_both_ways(&line);
+                    read += usize::from(quick_run(&line).is_some());
+                }
+            }
+        }
+        assert!(read > 1000, "quick.rs read only {read} lines");
+        for line in [
+            &[
+                "redlock-run",
+                "--key",
+                "nightly-backup",
+                "--ttl",
+                "30s",
+                "--",
+                "pg_dump",
+            ][..],
+            &[
+                "redlock-run",
+                "-k",
+                "report",
+                "--period",
+                "5m",
+                "-n",
+                "-E",
+                "0",
+                "-q",
+                "--",
+                "make-report",
+            ],
+            &[
+                "redlock-run",
+                "-k",
+                "ci-deploy",
+                "-w",
+                "10m",
+                "-c",
+                "make deploy",
+            ],
+            &[
+                "redlock-run",
+                "--redis",
+                "redis://a:1",
+                "--redis",
+                "redis://b:1",
+                "-k",
+                "k",
+                "--",
+                "true",
+            ],
+        ] {
+            assert!(quick_run(line).is_some(), "quick.rs left {line:?} to clap");
+            assert!(parsed_both_ways(line).1.is_some(), "{line:?}");
+        }
     }
 
     #[test]
