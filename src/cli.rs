@@ -947,34 +947,47 @@ mod tests {
         quick::run(&args).map(|c| format!("{c:?}"))
     }
 
-    /// The lines quick.rs reads: each of its options alone, in pairs and
-    /// with `-c`, with good values and bad; whatever it reads, clap reads
-    /// alike (see `parsed_both_ways`), and it reads the usual lines.
+    /// The options quick.rs reads, with good values and bad.
+    const QUICK: &[(&[&str], &[&str])] = &[
+        (
+            &["-k", "--key"],
+            &["k", "", "a b", "status", "-x", "--", "k\u{1}"],
+        ),
+        (&["-t", "--ttl"], &["30s", "0", "10", "1.5", "", "x", "-1"]),
+        (
+            &["-w", "--wait", "--timeout"],
+            &["0", "forever", "5m", "x", "-1"],
+        ),
+        (&["-n", "--no-wait", "--nb", "--nonblock"], &[]),
+        (&["--period"], &["5m", "0", "x"]),
+        (
+            &["-E", "--conflict-exit-code"],
+            &["0", "75", "255", "256", "+1", "-1", "x"],
+        ),
+        (&["-c", "--command"], &["echo hi", "", "-x"]),
+        (&["-q", "--quiet"], &[]),
+        (&["-v", "--verbose"], &[]),
+        (&["--redis"], &["redis://127.0.0.1:1", "", "-x"]),
+    ];
+
+    /// Lines the README shows (and one with a Redlock quorum): quick.rs
+    /// must read them.
+    const USUAL: &[&str] = &[
+        "--key nightly-backup --ttl 30s -- pg_dump -f /backup/db.sql",
+        "-k nightly-backup -v -- job-A",
+        "-k report --period 5m -n -E 0 -q -- /usr/local/bin/make-report",
+        "-k env-demo -c echo",
+        "-k deploy-prod --wait 20m -- ./deploy.sh",
+        "--redis redis://a:1 --redis redis://b:1 -k k -- true",
+    ];
+
+    /// Each option quick.rs reads, alone and in pairs, before five
+    /// tails: whatever it reads, clap reads alike (see
+    /// `parsed_both_ways`), and it reads the usual lines.
     #[test]
     fn the_quick_reading_of_a_run_is_claps() {
-        let options: &[(&[&str], &[&str])] = &[
-            (
-                &["-k", "--key"],
-                &["k", "", "a b", "status", "-x", "--", "k\u{1}"],
-            ),
-            (&["-t", "--ttl"], &["30s", "0", "10", "1.5", "", "x", "-1"]),
-            (
-                &["-w", "--wait", "--timeout"],
-                &["0", "forever", "5m", "x", "-1"],
-            ),
-            (&["-n", "--no-wait", "--nb", "--nonblock"], &[]),
-            (&["--period"], &["5m", "0", "x"]),
-            (
-                &["-E", "--conflict-exit-code"],
-                &["0", "75", "255", "256", "+1", "-1", "x"],
-            ),
-            (&["-c", "--command"], &["echo hi", "", "-x"]),
-            (&["-q", "--quiet"], &[]),
-            (&["-v", "--verbose"], &[]),
-            (&["--redis"], &["redis://127.0.0.1:1", "", "-x"]),
-        ];
         let mut given: Vec<Vec<&str>> = Vec::new();
-        for (names, values) in options {
+        for (names, values) in QUICK {
             for name in *names {
                 match values.is_empty() {
                     true => given.push(vec![name]),
@@ -982,7 +995,6 @@ mod tests {
                 }
             }
         }
-        let mut read = 0;
         let tails: [&[&str]; 5] = [
             &["--", "true"],
             &["--", "sh", "--", "-x"],
@@ -990,65 +1002,29 @@ mod tests {
             &[],
             &["true"],
         ];
+        let mut read = 0;
         for (i, a) in given.iter().enumerate() {
             for b in given.iter().skip(i % 3).step_by(3).chain([&vec![]]) {
                 for tail in tails {
-                    let mut line = vec!["redlock-run"];
-                    line.extend(a);
-                    line.extend(b);
-                    line.extend(tail);
+                    let line: Vec<&str> = ["redlock-run"]
+                        .iter()
+                        .chain(a)
+                        .chain(b)
+                        .chain(tail)
+                        .copied()
+                        .collect();
                     parsed_both_ways(&line);
                     read += usize::from(quick_run(&line).is_some());
                 }
             }
         }
         assert!(read > 1000, "quick.rs read only {read} lines");
-        for line in [
-            &[
-                "redlock-run",
-                "--key",
-                "nightly-backup",
-                "--ttl",
-                "30s",
-                "--",
-                "pg_dump",
-            ][..],
-            &[
-                "redlock-run",
-                "-k",
-                "report",
-                "--period",
-                "5m",
-                "-n",
-                "-E",
-                "0",
-                "-q",
-                "--",
-                "make-report",
-            ],
-            &[
-                "redlock-run",
-                "-k",
-                "ci-deploy",
-                "-w",
-                "10m",
-                "-c",
-                "make deploy",
-            ],
-            &[
-                "redlock-run",
-                "--redis",
-                "redis://a:1",
-                "--redis",
-                "redis://b:1",
-                "-k",
-                "k",
-                "--",
-                "true",
-            ],
-        ] {
-            assert!(quick_run(line).is_some(), "quick.rs left {line:?} to clap");
-            assert!(parsed_both_ways(line).1.is_some(), "{line:?}");
+        for usual in USUAL {
+            let line: Vec<&str> = std::iter::once("redlock-run")
+                .chain(usual.split(' '))
+                .collect();
+            assert!(quick_run(&line).is_some(), "quick.rs left {line:?} to clap");
+            assert!(parsed_both_ways(&line).1.is_some(), "{line:?}");
         }
     }
 

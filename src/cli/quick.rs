@@ -2,8 +2,9 @@
 //! without clap: `-k KEY [-t TTL] [-w WAIT | -n] [--period P] [-E N]
 //! [-q | -v] [--redis URL].. -- COMMAND..` or `-c LINE`. Building clap's
 //! command and parsing with it was the largest part of a run's start
-//! (0.43 of its 1.03 million instructions, callgrind, and 45 of its 137
-//! page faults), in every run, for lines that are nearly always these.
+//! (0.43 of its 1.03 million instructions, callgrind, and about 40 of
+//! its 137 page faults), in every run, for lines that are nearly always
+//! these.
 //!
 //! Anything else (another option, `--key=K`, `-nq`, a value that starts
 //! with `-` or is not UTF-8, an option given twice that clap would
@@ -15,7 +16,6 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::time::Duration;
 
 use super::{
     parse_key, parse_positive_duration, parse_progress, parse_wait, Cli, ConnArgs, OnUnavailable,
@@ -31,71 +31,86 @@ pub(super) fn run(args: &[OsString]) -> Option<Cli> {
         cmd: None,
     };
     let mut words = args.iter().skip(1);
-    // The options clap takes once (a second is its error): one bit each.
+    // The options clap takes once (a second is its error) given so far.
     let mut once = 0u8;
-    let mut take = |bit: u8| {
-        let first = once & bit == 0;
-        once |= bit;
-        first.then_some(())
-    };
-    let (run, conn) = (&mut cli.run, &mut cli.conn);
     while let Some(word) = words.next() {
         if word == "--" {
-            run.args = words.cloned().collect();
+            cli.run.args = words.cloned().collect();
             // COMMAND is one word at least, and `-c` is instead of it.
-            let whole = !run.args.is_empty() && run.command_line.is_none();
+            let whole = !cli.run.args.is_empty() && cli.run.command_line.is_none();
             return (whole && !conflicting(once)).then_some(cli);
         }
-        let mut value = || words.next().filter(|v| v.as_bytes().first() != Some(&b'-'));
-        let mut text = || value()?.to_str();
-        match word.to_str()? {
-            "-k" | "--key" => run.key.push(parse_key(text()?).ok()?),
-            "-t" | "--ttl" => {
-                take(1)?;
-                run.ttl = parse_positive_duration(text()?).ok()?;
-            }
-            "-w" | "--wait" | "--timeout" => {
-                take(2)?;
-                run.wait = parse_wait(text()?).ok()?;
-            }
-            "-n" | "--no-wait" | "--nb" | "--nonblock" => run.no_wait = true,
-            "--period" => {
-                take(4)?;
-                run.period = Some(parse_positive_duration(text()?).ok()?);
-            }
-            "-E" | "--conflict-exit-code" => {
-                take(8)?;
-                let n = text()?;
-                run.conflict_exit_code = match n.bytes().all(|b| b.is_ascii_digit()) {
-                    true => n.parse().ok()?,
-                    false => return None,
-                };
-            }
-            "-c" | "--command" => {
-                take(16)?;
-                run.command_line = Some(text()?.to_string());
-            }
-            "-q" | "--quiet" => {
-                take(32)?;
-                conn.quiet = true;
-            }
-            "-v" | "--verbose" => {
-                take(64)?;
-                conn.verbose = true;
-            }
-            "--redis" => conn.redis.push(value()?.clone()),
-            _ => return None,
-        }
+        once |= option(word.to_str()?, &mut words, &mut cli, once)?;
     }
     // No `--`: a run of `-c LINE`, else clap's error.
-    (run.command_line.is_some() && !conflicting(once)).then_some(cli)
+    (cli.run.command_line.is_some() && !conflicting(once)).then_some(cli)
 }
 
-/// Whether options given (`once`'s bits) conflict in clap's definition:
+/// `word`, an option, read into `cli` with its value (the next of
+/// `words`): the bit of an option clap takes once, 0 for another; `None`
+/// for clap to read (see the module doc).
+fn option<'a>(
+    word: &str,
+    words: &mut impl Iterator<Item = &'a OsString>,
+    cli: &mut Cli,
+    once: u8,
+) -> Option<u8> {
+    let (run, conn) = (&mut cli.run, &mut cli.conn);
+    let first = |bit: u8| (once & bit == 0).then_some(bit);
+    let mut value = || words.next().filter(|v| v.as_bytes().first() != Some(&b'-'));
+    let mut text = || value()?.to_str();
+    match word {
+        "-k" | "--key" => run.key.push(parse_key(text()?).ok()?),
+        "-n" | "--no-wait" | "--nb" | "--nonblock" => run.no_wait = true,
+        "--redis" => conn.redis.push(value()?.clone()),
+        "-t" | "--ttl" => {
+            run.ttl = parse_positive_duration(text()?).ok()?;
+            return first(TTL);
+        }
+        "-w" | "--wait" | "--timeout" => {
+            run.wait = parse_wait(text()?).ok()?;
+            return first(WAIT);
+        }
+        "--period" => {
+            run.period = Some(parse_positive_duration(text()?).ok()?);
+            return first(PERIOD);
+        }
+        "-E" | "--conflict-exit-code" => {
+            let n = text().filter(|n| n.bytes().all(|b| b.is_ascii_digit()))?;
+            run.conflict_exit_code = n.parse().ok()?;
+            return first(EXIT);
+        }
+        "-c" | "--command" => {
+            run.command_line = Some(text()?.to_string());
+            return first(LINE);
+        }
+        "-q" | "--quiet" => {
+            conn.quiet = true;
+            return first(QUIET);
+        }
+        "-v" | "--verbose" => {
+            conn.verbose = true;
+            return first(VERBOSE);
+        }
+        _ => return None,
+    }
+    Some(0)
+}
+
+/// The options clap takes once, a bit each.
+const TTL: u8 = 1;
+const WAIT: u8 = 2;
+const PERIOD: u8 = 4;
+const EXIT: u8 = 8;
+const LINE: u8 = 16;
+const QUIET: u8 = 32;
+const VERBOSE: u8 = 64;
+
+/// Whether options given (`once`) conflict in clap's definition:
 /// `--wait` and `--period`, `--quiet` and `--verbose`.
 fn conflicting(once: u8) -> bool {
     let both = |a: u8, b: u8| once & a != 0 && once & b != 0;
-    both(2, 4) || both(32, 64)
+    both(WAIT, PERIOD) || both(QUIET, VERBOSE)
 }
 
 /// The connection options' defaults (clap's `default_value`s).
@@ -143,7 +158,7 @@ fn run_defaults() -> Option<RunArgs> {
         lease_file: false,
         contain: None,
         label: None,
-        progress: parse_progress("1m").unwrap_or(Duration::from_secs(60)),
+        progress: parse_progress("1m").ok()?,
         metrics_textfile: None,
         args: Vec::new(),
     })
