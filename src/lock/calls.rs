@@ -368,17 +368,13 @@ fn eval_cmd(keys: &LockKeys, call: &impl Call, others: &[String]) -> redis::Cmd 
     let mut names = keys.declared(call.token());
     names.extend(others.iter().cloned());
     let argv = call.argv();
-    // Its room made at once: the acquire's text is 20 KB, and a command
-    // grown an argument at a time copied it twice into 60 KB.
-    let bytes: usize = (names.iter().chain(&argv)).map(String::len).sum();
-    let mut cmd =
-        redis::Cmd::with_capacity(3 + names.len() + argv.len(), 8 + call.lua().len() + bytes);
-    cmd.arg("EVAL")
-        .arg(call.lua())
-        .arg(names.len())
-        .arg(names)
-        .arg(argv);
-    cmd
+    let count = names.len().to_string();
+    let args: Vec<&str> = (std::iter::once(count.as_str()))
+        .chain(names.iter().map(String::as_str))
+        .chain(argv.iter().map(String::as_str))
+        .collect();
+    let bytes = args.iter().map(|a| a.len()).sum();
+    super::wire::call(call.lua(), &args, bytes)
 }
 
 impl Node {

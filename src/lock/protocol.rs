@@ -283,14 +283,7 @@ pub(super) fn feature_of(lua: &[u8]) -> &'static str {
 /// the error says the server will not run it (see
 /// [`Scripting::of_error`]); `None` for any other command or error.
 pub(super) fn refused_eval(cmd: &redis::Cmd, code: &str, message: &str) -> Option<Scripting> {
-    let name = cmd.args_iter().next().and_then(|a| match a {
-        redis::Arg::Simple(bytes) => Some(bytes),
-        _ => None,
-    })?;
-    if !name.eq_ignore_ascii_case(b"EVAL") {
-        return None;
-    }
-    Scripting::of_error(code, message)
+    super::wire::is_script(cmd).then(|| Scripting::of_error(code, message))?
 }
 
 /// The refusal of a feature that needs scripts on a server that will not

@@ -75,16 +75,12 @@ pub(super) struct Take {
     pub say: bool,
 }
 
-/// An EVAL's script text, KEYS and ARGV; `None`: not an EVAL.
+/// A script's call's text, KEYS and ARGV (see `wire::script_call`);
+/// `None`: not a script's call.
 fn parts(cmd: &redis::Cmd) -> Option<(Vec<u8>, Vec<String>, Vec<String>)> {
-    let mut args = cmd.args_iter().map(|a| match a {
-        redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        _ => String::new(),
-    });
-    if !args.next()?.eq_ignore_ascii_case("EVAL") {
-        return None;
-    }
-    let lua = args.next()?.into_bytes();
+    let (lua, args) = super::wire::script_call(cmd)?;
+    let lua = lua.to_vec();
+    let mut args = args.map(|a| String::from_utf8_lossy(a).into_owned());
     let numkeys: usize = args.next()?.parse().ok()?;
     let rest: Vec<String> = args.collect();
     let keys = rest.get(..numkeys)?.to_vec();

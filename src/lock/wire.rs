@@ -7,9 +7,14 @@
 //! (script caches are not replicated) or, from Redis 7.4, an eviction of
 //! scripts loaded by EVAL. That EVAL caches it again.
 //!
-//! Everywhere else a call is its EVAL (the script-free protocols read the
-//! script's text from it, errors name it): only `node` sends the short
-//! form, through [`by_digest`], or [`short_form`] and [`finish`].
+//! A call of this build's scripts is made as its `EVALSHA` ([`call`]):
+//! its text is not copied into every command (20 KB, into a buffer grown
+//! to 42 KB, at every acquire). Whoever needs the text reads it through
+//! [`script_call`] (the script-free protocols, which tell a step by its
+//! script) or sends [`whole_form`]; an `EVAL text ..` made elsewhere (a
+//! test's) is read and sent alike.
+
+use std::borrow::Cow;
 
 use redis::{Arg, Cmd, Connection, RedisError, Value};
 
@@ -18,41 +23,97 @@ use super::scripts;
 
 include!(concat!(env!("OUT_DIR"), "/digests.rs"));
 
-/// `EVALSHA digest numkeys keys.. args..` for `EVAL text numkeys ..` of
-/// a script of this build; `None` for any other command (a probe's
-/// `EVAL "return 1" 0`, every command not an EVAL).
-pub(super) fn short_form(cmd: &Cmd) -> Option<Cmd> {
-    let mut args = cmd.args_iter();
-    let (Some(Arg::Simple(name)), Some(Arg::Simple(text))) = (args.next(), args.next()) else {
-        return None;
+/// The call of `lua` with `args` (numkeys, KEYS, ARGV; `bytes` long in
+/// all): `EVALSHA digest ..` for a script of this build, else `EVAL lua ..`.
+pub(super) fn call(lua: &'static str, args: &[&str], bytes: usize) -> Cmd {
+    let (name, first) = match digest_of(lua.as_bytes()) {
+        Some(digest) => ("EVALSHA", digest),
+        None => ("EVAL", lua),
     };
-    if !name.eq_ignore_ascii_case(b"EVAL") {
-        return None;
-    }
+    let mut cmd = Cmd::with_capacity(2 + args.len(), 8 + first.len() + bytes);
+    cmd.arg(name).arg(first).arg(args);
+    cmd
+}
+
+/// A script's call as its EVAL would be: the script's text and the
+/// arguments after it (numkeys, KEYS, ARGV), whether `cmd` is `EVAL text
+/// ..` or the `EVALSHA` of a script of this build; `None` for any other
+/// command.
+pub(super) fn script_call(cmd: &Cmd) -> Option<(&[u8], impl Iterator<Item = &[u8]>)> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        Arg::Simple(bytes) => bytes,
+        _ => &[],
+    });
+    let (name, first) = (args.next()?, args.next()?);
+    let text = match () {
+        _ if name.eq_ignore_ascii_case(b"EVAL") => first,
+        _ if name.eq_ignore_ascii_case(b"EVALSHA") => text_of(first)?,
+        _ => return None,
+    };
+    Some((text, args))
+}
+
+/// `EVALSHA digest numkeys keys.. args..` for `cmd`, a call of a script
+/// of this build ([`call`], or its `EVAL`); `None` for any other command
+/// (a probe's `EVAL "return 1" 0`, every command not a script's).
+pub(super) fn short_form(cmd: &Cmd) -> Option<Cow<'_, Cmd>> {
+    let (text, args) = script_call(cmd)?;
     let digest = digest_of(text)?;
-    let rest = args
-        .clone()
-        .map(|a| if let Arg::Simple(b) = a { b.len() } else { 0 });
-    let mut short = Cmd::with_capacity(2 + rest.clone().count(), 48 + rest.sum::<usize>());
-    short.arg("EVALSHA").arg(digest);
-    for arg in args {
-        match arg {
-            Arg::Simple(bytes) => short.arg(bytes),
-            _ => return None,
-        };
+    if is_named(cmd, b"EVALSHA") {
+        return Some(Cow::Borrowed(cmd));
     }
-    Some(short)
+    let args: Vec<&[u8]> = args.collect();
+    let bytes = args.iter().map(|a| a.len()).sum::<usize>();
+    let mut short = Cmd::with_capacity(2 + args.len(), 48 + bytes);
+    short.arg("EVALSHA").arg(digest).arg(args);
+    Some(Cow::Owned(short))
+}
+
+/// `cmd` as it goes where the server wants a script's text: the `EVAL`
+/// of a call made by its digest, any other command as it is.
+pub(super) fn whole_form(cmd: &Cmd) -> Cow<'_, Cmd> {
+    match script_call(cmd) {
+        Some((text, args)) if is_named(cmd, b"EVALSHA") => {
+            let args: Vec<&[u8]> = args.collect();
+            let bytes = args.iter().map(|a| a.len()).sum::<usize>();
+            let mut whole = Cmd::with_capacity(2 + args.len(), 8 + text.len() + bytes);
+            whole.arg("EVAL").arg(text).arg(args);
+            Cow::Owned(whole)
+        }
+        _ => Cow::Borrowed(cmd),
+    }
+}
+
+/// Whether `cmd` is a script's call (see [`script_call`]).
+pub(super) fn is_script(cmd: &Cmd) -> bool {
+    script_call(cmd).is_some()
+}
+
+fn is_named(cmd: &Cmd, name: &[u8]) -> bool {
+    matches!(cmd.args_iter().next(), Some(Arg::Simple(b)) if b.eq_ignore_ascii_case(name))
 }
 
 /// The digest of `text` when it is one of this build's scripts.
 fn digest_of(text: &[u8]) -> Option<&'static str> {
-    let i = (scripts::ALL.iter()).position(|(script, _)| same(script.as_bytes(), text))?;
+    // The script itself (the same memory) first; else its bytes.
+    let i = (scripts::ALL.iter())
+        .position(|(script, _)| ptr_eq(script.as_bytes(), text))
+        .or_else(|| (scripts::ALL.iter()).position(|(script, _)| same(script.as_bytes(), text)))?;
     DIGESTS.get(i).copied()
 }
 
+/// The text of the script of this build whose digest is `digest`.
+fn text_of(digest: &[u8]) -> Option<&'static [u8]> {
+    let i = DIGESTS.iter().position(|d| d.as_bytes() == digest)?;
+    scripts::ALL.get(i).map(|(text, _)| text.as_bytes())
+}
+
+fn ptr_eq(a: &[u8], b: &[u8]) -> bool {
+    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+}
+
 /// `a == b`, eight bytes at a time: the static build's `memcmp` (musl's)
-/// goes a byte at a time, and the acquire's text is 20 KB, compared at
-/// every acquire (callgrind: 0.19 of a run's 2.65 million instructions).
+/// goes a byte at a time, and the acquire's text is 20 KB.
 fn same(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -80,7 +141,7 @@ pub(super) fn by_digest<T>(
             ok => return ok,
         }
     }
-    send(cmd)
+    send(&whole_form(cmd))
 }
 
 /// The reply to a call sent by [`short_form`] (`short`) or whole: where
@@ -96,7 +157,7 @@ pub(super) fn finish(
         Err(e) if short => match whole_after(&e) {
             Some(refused) => {
                 *allowed &= !refused;
-                conn.send_packed_command(&cmd.get_packed_command())?;
+                conn.send_packed_command(&whole_form(cmd).get_packed_command())?;
                 read_reply(conn)
             }
             None => Err(e),
@@ -159,6 +220,43 @@ mod tests {
         assert!(digest
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    }
+
+    fn words(cmd: &Cmd) -> Vec<Vec<u8>> {
+        (cmd.args_iter())
+            .map(|a| match a {
+                Arg::Simple(b) => b.to_vec(),
+                _ => panic!("a simple argument"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_is_made_by_digest_and_read_or_sent_whole_alike() {
+        let called = call(scripts::RELEASE, &["2", "k1", "k2", "tok"], 9);
+        let digest = digest_of(scripts::RELEASE.as_bytes()).expect("a digest");
+        let rest: Vec<&[u8]> = vec![b"2", b"k1", b"k2", b"tok"];
+        let mut short: Vec<&[u8]> = vec![b"EVALSHA", digest.as_bytes()];
+        short.extend(&rest);
+        assert_eq!(words(&called), short);
+        assert!(matches!(short_form(&called), Some(Cow::Borrowed(_))));
+        let mut whole: Vec<&[u8]> = vec![b"EVAL", scripts::RELEASE.as_bytes()];
+        whole.extend(&rest);
+        assert_eq!(words(&whole_form(&called)), whole);
+        // Read the same way in both forms: the text, then the rest.
+        for cmd in [&called, &*whole_form(&called)] {
+            let (text, args) = script_call(cmd).expect("a script's call");
+            assert_eq!(text, scripts::RELEASE.as_bytes());
+            assert_eq!(args.collect::<Vec<_>>(), rest);
+        }
+        // A text that is no script of this build goes as its EVAL.
+        let probe = call("return 1", &["0"], 1);
+        assert_eq!(words(&probe), vec![&b"EVAL"[..], b"return 1", b"0"]);
+        assert!(matches!(whole_form(&probe), Cow::Borrowed(_)));
+        assert!(short_form(&probe).is_none());
+        let mut get = redis::cmd("GET");
+        get.arg("k");
+        assert!(!is_script(&get) && matches!(whole_form(&get), Cow::Borrowed(_)));
     }
 
     #[test]

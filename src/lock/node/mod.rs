@@ -352,22 +352,26 @@ impl Node {
         if self.scriptless_here(&cmd) {
             return Sent::Done(self.scriptless(&cmd, slot));
         }
-        let short = self
+        let packed = match self
             .digests
             .then(|| super::wire::short_form(&cmd))
-            .flatten();
+            .flatten()
+        {
+            Some(short) => Ok(short.get_packed_command()),
+            None => Err(super::wire::whole_form(&cmd).get_packed_command()),
+        };
+        let short = packed.is_ok();
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.
-            Ok(Link::Plain(conn)) => {
-                let packed = short.as_ref().unwrap_or(&cmd).get_packed_command();
-                conn.send_packed_command(&packed).map_err(Failed::Redis)
-            }
+            Ok(Link::Plain(conn)) => conn
+                .send_packed_command(packed.as_ref().unwrap_or_else(|whole| whole))
+                .map_err(Failed::Redis),
             Ok(Link::Cluster(_)) => return Sent::Done(self.query_at(&cmd, slot)),
             Err(failed) => Err(failed),
         };
         match sent {
-            Ok(()) => Sent::Pending(cmd, slot, short.is_some()),
+            Ok(()) => Sent::Pending(cmd, slot, short),
             Err(failed) => Sent::Done(self.settle(Err(failed), &cmd, slot)),
         }
     }
@@ -655,9 +659,9 @@ fn not_connected() -> Failed {
     Failed::Redis(RedisError::from(std::io::Error::other("not connected")))
 }
 
-/// Whether `cmd` is an EVAL.
+/// Whether `cmd` is a script's call (its EVAL, or its EVALSHA: see `wire`).
 fn is_eval(cmd: &redis::Cmd) -> bool {
-    matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(b)) if b.eq_ignore_ascii_case(b"EVAL"))
+    super::wire::is_script(cmd)
 }
 
 /// A write refused by a replica, also from inside a script.
