@@ -125,8 +125,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `send` of `cmd`'s short form when it has one (and `allowed`: this
-/// node never refused one), then of `cmd` itself where the server
-/// wants the text (see [`whole_after`]); else of `cmd`.
+/// node never refused one), then of its whole form where the server
+/// wants the text (see [`whole_after`]); else of its whole form.
 pub(super) fn by_digest<T>(
     cmd: &Cmd,
     allowed: &mut bool,
