@@ -1824,6 +1824,7 @@ class Episode:
     def leftovers(self):
         found = []
         infra = self.infra_pids()
+        servers = {s.proc.pid for s in self.servers if s.proc} | {p.pid for p in self.sentinels}
 
         def strays():
             out = []
@@ -1833,7 +1834,15 @@ class Episode:
                 try:
                     with open(f"/proc/{name}/stat") as f:
                         stat = f.read()
-                    state = stat.rsplit(")", 1)[1].split()[0]
+                    state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+                    # A server's own fork (the AOF rewrite a replica
+                    # starts after a full resync, which a failover
+                    # brings; it has the server's command line) is the
+                    # server's, not a run's: CI, seed 20261201 episode
+                    # 25, on a loaded machine. Only the servers' and
+                    # sentinels': runs are this process's children.
+                    if int(ppid) in servers:
+                        continue
                     with open(f"/proc/{name}/cmdline", "rb") as f:
                         cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
                 except OSError:
