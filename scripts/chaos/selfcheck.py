@@ -29,9 +29,10 @@ def episode(workload, runs, writes=(), faults=()):
             f.write(json.dumps({"ev": "run", "run": run, "worker": int(run[1]), "t0": a * MS - 5 * MS,
                                 "t1": b * MS + 5 * MS, "rc": rc, "job_exit": 0, "hung": False,
                                 "env": "host", **fields}) + "\n")
-        for kind, at in faults:
+        for kind, at, *extra in faults:
             f.write(json.dumps({"ev": "fault", "kind": kind, "model": "out", "at": at / 1000,
-                                "length": 0, "nodes": [0], "t0": at * MS, "t1": at * MS}) + "\n")
+                                "length": 0, "nodes": [0], "t0": at * MS, "t1": at * MS,
+                                **(extra[0] if extra else {})}) + "\n")
         f.write(json.dumps({"ev": "leftovers", "items": []}) + "\n")
     with open(os.path.join(d, "sections.log"), "w") as f:
         for run, a, b, _, fields, extra in runs:
@@ -51,6 +52,8 @@ EXCL, SHARED = {"mode": "exclusive"}, {"mode": "shared"}
 # jump, in it.
 JUMPED = [("w0r0", 100, 200, 0, dict(EXCL, fence=900), "M:exclusive"),
           ("w1r0", 5000, 5100, 0, dict(EXCL, fence=500), "M:exclusive")]
+# A holder whose section lasts 3 s (its end is its last record).
+LONG = [("w0r0", 100, 3100, 0, EXCL, "M:exclusive")]
 CASES = [
     # shared: readers together are fine; a writer beside a reader or a writer is not
     ("two readers at once", "shared", [("w0r0", 100, 300, 0, SHARED, "M:shared"),
@@ -89,6 +92,14 @@ FAULTED = [
     ("... is counted out of the model", "mutex", JUMPED, [("clock-jump", 50)], "fence_back_out", 1),
     ("a fence back before a clock jump", "mutex", JUMPED, [("clock-jump", 150)], "fence_back_in", 1),
     ("a fence back without one", "mutex", JUMPED, [], "fence_back_in", 1),
+    # An eviction: a holder that runs on past refresh + kill-after +
+    # timeout is late, unless the harness never set the node's limit (its
+    # own call failed before: seed 20261217 episode 279).
+    ("a holder running on after an eviction", "mutex", LONG, [("eviction", 200)], "late", 1),
+    ("... after one whose limit may be set", "mutex", LONG,
+     [("eviction", 200, {"error": "timed out", "applied": True})], "late", 1),
+    ("... after one never applied", "mutex", LONG,
+     [("eviction", 200, {"error": "timed out"})], "late", 0),
 ]
 
 
