@@ -352,21 +352,15 @@ impl Node {
         if self.scriptless_here(&cmd) {
             return Sent::Done(self.scriptless(&cmd, slot));
         }
-        let packed = match self
-            .digests
-            .then(|| super::wire::short_form(&cmd))
-            .flatten()
-        {
-            Some(short) => Ok(short.get_packed_command()),
-            None => Err(super::wire::whole_form(&cmd).get_packed_command()),
+        // By its digest where this node allows it, else whole (see `wire`).
+        let (packed, short) = match self.digests.then(|| super::wire::short_form(&cmd)) {
+            Some(Some(short)) => (short.get_packed_command(), true),
+            _ => (super::wire::whole_form(&cmd).get_packed_command(), false),
         };
-        let short = packed.is_ok();
         let sent = match self.connect() {
             // A request is small: the socket's buffer takes it whole, and
             // its write timeout bounds a write that must wait.
-            Ok(Link::Plain(conn)) => conn
-                .send_packed_command(packed.as_ref().unwrap_or_else(|whole| whole))
-                .map_err(Failed::Redis),
+            Ok(Link::Plain(conn)) => conn.send_packed_command(&packed).map_err(Failed::Redis),
             Ok(Link::Cluster(_)) => return Sent::Done(self.query_at(&cmd, slot)),
             Err(failed) => Err(failed),
         };
