@@ -373,8 +373,7 @@ fn eval_cmd(keys: &LockKeys, call: &impl Call, others: &[String]) -> redis::Cmd 
         .chain(names.iter().map(String::as_str))
         .chain(argv.iter().map(String::as_str))
         .collect();
-    let bytes = args.iter().map(|a| a.len()).sum();
-    super::wire::call(call.lua(), &args, bytes)
+    super::wire::call(call.lua(), &args)
 }
 
 impl Node {

@@ -23,14 +23,21 @@ use super::scripts;
 
 include!(concat!(env!("OUT_DIR"), "/digests.rs"));
 
-/// The call of `lua` with `args` (numkeys, KEYS, ARGV; `bytes` long in
-/// all): `EVALSHA digest ..` for a script of this build, else `EVAL lua ..`.
-pub(super) fn call(lua: &'static str, args: &[&str], bytes: usize) -> Cmd {
-    let (name, first) = match digest_of(lua.as_bytes()) {
-        Some(digest) => ("EVALSHA", digest),
-        None => ("EVAL", lua),
-    };
-    let mut cmd = Cmd::with_capacity(2 + args.len(), 8 + first.len() + bytes);
+/// The call of `lua` with `args` (numkeys, KEYS, ARGV): `EVALSHA digest
+/// ..` for a script of this build, else `EVAL lua ..`.
+pub(super) fn call(lua: &'static str, args: &[&str]) -> Cmd {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    match digest_of(lua.as_bytes()) {
+        Some(digest) => made("EVALSHA", digest.as_bytes(), &args),
+        None => made("EVAL", lua.as_bytes(), &args),
+    }
+}
+
+/// `name first args..`, its room made at once (the acquire's text is 20
+/// KB: grown an argument at a time, a command copied it twice).
+fn made(name: &str, first: &[u8], args: &[&[u8]]) -> Cmd {
+    let bytes: usize = args.iter().map(|a| a.len()).sum();
+    let mut cmd = Cmd::with_capacity(2 + args.len(), name.len() + first.len() + bytes);
     cmd.arg(name).arg(first).arg(args);
     cmd
 }
@@ -58,15 +65,15 @@ pub(super) fn script_call(cmd: &Cmd) -> Option<(&[u8], impl Iterator<Item = &[u8
 /// (a probe's `EVAL "return 1" 0`, every command not a script's).
 pub(super) fn short_form(cmd: &Cmd) -> Option<Cow<'_, Cmd>> {
     let (text, args) = script_call(cmd)?;
-    let digest = digest_of(text)?;
     if is_named(cmd, b"EVALSHA") {
         return Some(Cow::Borrowed(cmd));
     }
-    let args: Vec<&[u8]> = args.collect();
-    let bytes = args.iter().map(|a| a.len()).sum::<usize>();
-    let mut short = Cmd::with_capacity(2 + args.len(), 48 + bytes);
-    short.arg("EVALSHA").arg(digest).arg(args);
-    Some(Cow::Owned(short))
+    let digest = digest_of(text)?;
+    Some(Cow::Owned(made(
+        "EVALSHA",
+        digest.as_bytes(),
+        &args.collect::<Vec<_>>(),
+    )))
 }
 
 /// `cmd` as it goes where the server wants a script's text: the `EVAL`
@@ -74,11 +81,7 @@ pub(super) fn short_form(cmd: &Cmd) -> Option<Cow<'_, Cmd>> {
 pub(super) fn whole_form(cmd: &Cmd) -> Cow<'_, Cmd> {
     match script_call(cmd) {
         Some((text, args)) if is_named(cmd, b"EVALSHA") => {
-            let args: Vec<&[u8]> = args.collect();
-            let bytes = args.iter().map(|a| a.len()).sum::<usize>();
-            let mut whole = Cmd::with_capacity(2 + args.len(), 8 + text.len() + bytes);
-            whole.arg("EVAL").arg(text).arg(args);
-            Cow::Owned(whole)
+            Cow::Owned(made("EVAL", text, &args.collect::<Vec<_>>()))
         }
         _ => Cow::Borrowed(cmd),
     }
@@ -233,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_call_is_made_by_digest_and_read_or_sent_whole_alike() {
-        let called = call(scripts::RELEASE, &["2", "k1", "k2", "tok"], 9);
+        let called = call(scripts::RELEASE, &["2", "k1", "k2", "tok"]);
         let digest = digest_of(scripts::RELEASE.as_bytes()).expect("a digest");
         let rest: Vec<&[u8]> = vec![b"2", b"k1", b"k2", b"tok"];
         let mut short: Vec<&[u8]> = vec![b"EVALSHA", digest.as_bytes()];
@@ -250,7 +253,7 @@ mod tests {
             assert_eq!(args.collect::<Vec<_>>(), rest);
         }
         // A text that is no script of this build goes as its EVAL.
-        let probe = call("return 1", &["0"], 1);
+        let probe = call("return 1", &["0"]);
         assert_eq!(words(&probe), vec![&b"EVAL"[..], b"return 1", b"0"]);
         assert!(matches!(whole_form(&probe), Cow::Borrowed(_)));
         assert!(short_form(&probe).is_none());
