@@ -49,6 +49,9 @@ pub struct Ended {
     /// The job's cgroup, empty now: removed when dropped (after the
     /// release, by the caller).
     pub cgroup: Option<child::Cgroup>,
+    /// The keeper's "done": it reaps the leader and exits when this is
+    /// dropped (after the release, by the caller).
+    pub keeper: Option<child::Dismissal>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -152,7 +155,7 @@ impl<'a> Supervisor<'a> {
             self.wait(None);
         }
         self.drain();
-        let exit = self.job.reap();
+        let (exit, keeper) = self.job.reap_later();
         let (code, signal) = match exit {
             Exit::Signaled(sig) => (None, Some(sig)),
             other => (Some(other.code()), None),
@@ -173,6 +176,7 @@ impl<'a> Supervisor<'a> {
             local: self.local,
             keeper_killed: self.job.keeper_killed(),
             cgroup: self.job.take_cgroup(),
+            keeper: Some(keeper),
         }
     }
 

@@ -74,8 +74,15 @@ pub enum Started {
 }
 
 impl Keeper {
-    /// The keeper forked as `pid`, with our ends of its pipes.
-    pub(super) fn new(pid: Pid, ctl: OwnedFd, status: OwnedFd) -> Keeper {
+    /// The keeper forked as `pid`, with our ends of its pipes, told the
+    /// lease's end `told` at its start (none for a parked start, told with
+    /// its "go": see [`Keeper::told`]).
+    pub(super) fn new(
+        pid: Pid,
+        ctl: OwnedFd,
+        status: OwnedFd,
+        told: Option<std::time::Instant>,
+    ) -> Keeper {
         // Nonblocking from the start: every wait for a report is a poll
         // with a timeout, between which a stopped keeper is looked for.
         let nonblocking = nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
@@ -89,7 +96,7 @@ impl Keeper {
             stop: None,
             exit: None,
             dead: false,
-            told: None,
+            told,
             fired: false,
             alone: false,
             was_stopped: false,
@@ -103,6 +110,12 @@ impl Keeper {
     /// Readable when the keeper has something to say.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.status.as_fd()
+    }
+
+    /// The keeper was told the lease's end `until` with its "go" message: a
+    /// first [`Keeper::lease_until`] with the same end need not wake it.
+    pub(super) fn told(&mut self, until: Option<std::time::Instant>) {
+        self.told = until;
     }
 
     /// Wait for the first report: COMMAND runs, or why not.
@@ -273,16 +286,18 @@ impl Keeper {
         while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
     }
 
-    /// The job is over: the keeper reaps the leader and exits. It is not
-    /// waited for (it holds nothing of ours; a wait would cost every run
-    /// a round trip), only reaped if it is done already.
+    /// The job is over: the keeper reaps the leader and exits (see
+    /// [`Dismissal`]).
     pub fn finish(&mut self) {
-        if let Some(ctl) = self.ctl.take() {
-            let mut message = [0u8; CTL];
-            message[0] = b'R';
-            let _ = nix::unistd::write(&ctl, &message);
+        drop(self.dismissal());
+    }
+
+    /// The keeper's "done", to be said when the [`Dismissal`] is dropped.
+    pub fn dismissal(&mut self) -> Dismissal {
+        Dismissal {
+            pid: self.pid,
+            ctl: self.ctl.take(),
         }
-        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 
     /// One whole report, if there is one (blocking: wait for it).
@@ -317,6 +332,29 @@ impl Keeper {
             ])
         };
         Some((word(0), word(4), word(8)))
+    }
+}
+
+/// The keeper's "done" (`R`), said when this is dropped: the keeper
+/// reaps the leader and exits. Once the leader has ended and nothing of
+/// the job is left, this may wait until after the release: the keeper's
+/// exit is then off the hand-over's path. The keeper is not waited for
+/// (it holds nothing of ours; a wait would cost every run a round trip),
+/// only reaped if it is done already.
+#[derive(Debug)]
+pub struct Dismissal {
+    pid: Pid,
+    ctl: Option<OwnedFd>,
+}
+
+impl Drop for Dismissal {
+    fn drop(&mut self) {
+        if let Some(ctl) = self.ctl.take() {
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
+        }
+        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 }
 
@@ -524,7 +562,7 @@ unsafe fn exec_or_exit(start: &Start, leader: c_int, st_w: RawFd) {
     libc::_exit(0);
 }
 
-/// Once redlock-run has told a second lease's end (a refresh: COMMAND
+/// Once the keeper knows a second lease's end (a refresh: COMMAND
 /// runs on), the keeper runs a loop of a few pages on a few locals until
 /// COMMAND's end: what start-up mapped of the binary goes (it stays in
 /// the page cache, shared), and so does redlock-run's memory (its heap,
@@ -594,8 +632,9 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
-    // Lease ends told (see `let_go`).
-    let mut ends = 0;
+    // Lease ends told (see `let_go`), the one we started with first
+    // (redlock-run does not tell it again).
+    let mut ends = u32::from(lease_end > 0);
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,

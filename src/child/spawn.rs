@@ -206,7 +206,12 @@ fn fork_keeper(exec: &Exec, stack: &mut [MaybeUninit<u8>]) -> Result<Keeper, Fai
     if forked < 0 {
         return Err(Failed::Start(fork_error));
     }
-    Ok(Keeper::new(Pid::from_raw(forked), ctl_w, st_r))
+    Ok(Keeper::new(
+        Pid::from_raw(forked),
+        ctl_w,
+        st_r,
+        exec.setup.lease_end,
+    ))
 }
 
 /// What the keeper is given: `exec` to clone COMMAND's child with, on the
