@@ -316,11 +316,9 @@ impl Held<'_> {
         let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
-        // The keeper's exit and the cgroup's rmdir after the release: the
-        // next holder need not wait for them.
-        let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
+        // Its rmdir after the release: the next holder need not wait.
+        let cgroup = ended.cgroup.take();
         let exit = self.finish(main, ended, lease.valid_until());
-        drop(keeper);
         drop(cgroup);
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {

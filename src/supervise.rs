@@ -49,9 +49,6 @@ pub struct Ended {
     /// The job's cgroup, empty now: removed when dropped (after the
     /// release, by the caller).
     pub cgroup: Option<child::Cgroup>,
-    /// The keeper's "done": it reaps the leader and exits when this is
-    /// dropped (after the release, by the caller).
-    pub keeper: Option<child::Dismissal>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -155,7 +152,7 @@ impl<'a> Supervisor<'a> {
             self.wait(None);
         }
         self.drain();
-        let (exit, keeper) = self.job.reap_later();
+        let exit = self.job.reap();
         let (code, signal) = match exit {
             Exit::Signaled(sig) => (None, Some(sig)),
             other => (Some(other.code()), None),
@@ -176,7 +173,6 @@ impl<'a> Supervisor<'a> {
             local: self.local,
             keeper_killed: self.job.keeper_killed(),
             cgroup: self.job.take_cgroup(),
-            keeper: Some(keeper),
         }
     }
 

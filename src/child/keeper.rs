@@ -286,18 +286,16 @@ impl Keeper {
         while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
     }
 
-    /// The job is over: the keeper reaps the leader and exits (see
-    /// [`Dismissal`]).
+    /// The job is over: the keeper reaps the leader and exits. It is not
+    /// waited for (it holds nothing of ours; a wait would cost every run
+    /// a round trip), only reaped if it is done already.
     pub fn finish(&mut self) {
-        drop(self.dismissal());
-    }
-
-    /// The keeper's "done", to be said when the [`Dismissal`] is dropped.
-    pub fn dismissal(&mut self) -> Dismissal {
-        Dismissal {
-            pid: self.pid,
-            ctl: self.ctl.take(),
+        if let Some(ctl) = self.ctl.take() {
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
         }
+        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 
     /// One whole report, if there is one (blocking: wait for it).
@@ -332,29 +330,6 @@ impl Keeper {
             ])
         };
         Some((word(0), word(4), word(8)))
-    }
-}
-
-/// The keeper's "done" (`R`), said when this is dropped: the keeper
-/// reaps the leader and exits. Once the leader has ended and nothing of
-/// the job is left, this may wait until after the release: the keeper's
-/// exit is then off the hand-over's path. The keeper is not waited for
-/// (it holds nothing of ours; a wait would cost every run a round trip),
-/// only reaped if it is done already.
-#[derive(Debug)]
-pub struct Dismissal {
-    pid: Pid,
-    ctl: Option<OwnedFd>,
-}
-
-impl Drop for Dismissal {
-    fn drop(&mut self) {
-        if let Some(ctl) = self.ctl.take() {
-            let mut message = [0u8; CTL];
-            message[0] = b'R';
-            let _ = nix::unistd::write(&ctl, &message);
-        }
-        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 }
 

@@ -37,7 +37,6 @@ mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
-pub use keeper::Dismissal;
 pub use park::{park, supported as can_park, Parked};
 pub use spawn::Failed;
 pub use trim::trim;
@@ -453,26 +452,11 @@ impl Job {
 
     /// Reap the leader (once), give the terminal back, and say how it ended.
     pub fn reap(&mut self) -> Exit {
-        let exit = self.ended();
-        self.keeper.finish();
-        exit
-    }
-
-    /// As [`Job::reap`], with the leader reaped (and the keeper gone) only
-    /// when the [`Dismissal`] returned is dropped: after the release, by
-    /// the caller. Only once nothing of the job is left.
-    pub fn reap_later(&mut self) -> (Exit, Dismissal) {
-        let exit = self.ended();
-        (exit, self.keeper.dismissal())
-    }
-
-    /// How the leader ended (waited for, once), with the terminal given
-    /// back.
-    fn ended(&mut self) -> Exit {
         if let Some(exit) = self.reaped {
             return exit;
         }
         let exit = self.keeper.wait_exit();
+        self.keeper.finish();
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
