@@ -1148,14 +1148,28 @@ def smoke(tools):
 
 
 def floor_tool(tools):
-    """The floor row's argv head: DESIGN_FLOOR_C built static, as redlock-run is
-    (dynamic, and said so, without static libraries), this bench's Redis,
-    and the cgroup parent a run of ours would use."""
-    try:
-        binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C, "-static")
-    except subprocess.CalledProcessError:
-        print("bench: DESIGN_FLOOR_C did not link statically; built dynamic", file=sys.stderr)
-        binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C)
+    """The floor row's argv head: DESIGN_FLOOR_C built as redlock-run's static
+    build is, with musl-gcc (else static with glibc, else dynamic, and said
+    so), this bench's Redis, and the cgroup parent a run of ours would use.
+    The libc matters here: glibc's start-up asks the CPU what it is (CPUID)
+    dozens of times, and in a VM that traps each one costs microseconds (a
+    static program that does nothing: 0.56 ms with glibc, 0.25 ms with musl
+    on the 2-core VM of docs/benchmarks.md)."""
+    tries = [("cc", "-static"), ("cc", None)]
+    if shutil.which("musl-gcc"):
+        tries.insert(0, ("musl-gcc", "-static"))
+    for cc, static in tries:
+        try:
+            binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C, *filter(None, [static]), cc=cc)
+            break
+        except subprocess.CalledProcessError:
+            continue
+    else:
+        raise SystemExit("bench: DESIGN_FLOOR_C did not build")
+    if cc != "musl-gcc":
+        how = "static with glibc" if static else "dynamic"
+        print(f"bench: DESIGN_FLOOR_C built {how} (no musl-gcc, or it failed), unlike "
+              "redlock-run's static build", file=sys.stderr)
     parent = focus.cgroup_parent()
     if parent is None:
         print("bench: no writable cgroup v2 here: the floor row runs without one", file=sys.stderr)

@@ -102,7 +102,6 @@ def holder_memory(tools, name, settle=2.5):
 DESIGN_FLOOR_C = r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -116,6 +115,17 @@ DESIGN_FLOOR_C = r"""
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* clone3's arguments, as <linux/sched.h> has them: musl-gcc, which builds
+   this program as redlock-run's static build is built, has no kernel
+   headers. */
+struct clone_args {
+    unsigned long long flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+        tls, set_tid, set_tid_size, cgroup;
+};
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
 
 static const char RELEASE[] =
     "if redis.call('get',KEYS[1])~=ARGV[1] then return 0 end redis.call('del',KEYS[1]) "

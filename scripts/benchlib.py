@@ -244,11 +244,12 @@ def start_cluster(servers):
 # Helpers in C, and a TCP proxy that adds latency
 
 
-def build_c(tmp: Path, name, source, *flags):
-    """`source` compiled with `cc -O2` to `tmp/name`; its path."""
+def build_c(tmp: Path, name, source, *flags, cc="cc"):
+    """`source` compiled with `cc -O2` (or the compiler `cc`) to
+    `tmp/name`; its path."""
     binary = tmp / name
     (tmp / f"{name}.c").write_text(source)
-    subprocess.run(["cc", "-O2", *flags, "-o", str(binary), str(tmp / f"{name}.c")], check=True)
+    subprocess.run([cc, "-O2", *flags, "-o", str(binary), str(tmp / f"{name}.c")], check=True)
     return str(binary)
 
 
