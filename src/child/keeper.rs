@@ -75,8 +75,8 @@ pub enum Started {
 
 impl Keeper {
     /// The keeper forked as `pid`, with our ends of its pipes, told the
-    /// lease's end `told` at its start (none for a parked start, told with
-    /// its "go": see [`Keeper::told`]).
+    /// lease's end `told` in its own memory before the fork (none for a
+    /// parked start: the end in its "go" is told again, see `run`).
     pub(super) fn new(
         pid: Pid,
         ctl: OwnedFd,
@@ -110,12 +110,6 @@ impl Keeper {
     /// Readable when the keeper has something to say.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.status.as_fd()
-    }
-
-    /// The keeper was told the lease's end `until` with its "go" message: a
-    /// first [`Keeper::lease_until`] with the same end need not wake it.
-    pub(super) fn told(&mut self, until: Option<std::time::Instant>) {
-        self.told = until;
     }
 
     /// Wait for the first report: COMMAND runs, or why not.
@@ -451,12 +445,16 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         init: start.init,
         trim: start.trim,
     };
-    let lease_end = match start.go.is_null() {
-        true => start.lease_end,
-        // The child read it into our memory before it exec'd.
-        false => i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()),
+    // The lease's end we start with, and whether redlock-run counts it
+    // as told (see `Keeper::new`): only our own copy, made before the
+    // fork, is sure to be ours. A parked child reads its "go" into our
+    // memory, which under qemu-user (a fork there) never reaches us:
+    // redlock-run tells that end again.
+    let (lease_end, told) = match start.go.is_null() {
+        true => (start.lease_end, u32::from(start.lease_end > 0)),
+        false => (i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()), 0),
     };
-    keep(&tree, ctl_r, st_w, lease_end)
+    keep(&tree, ctl_r, st_w, (lease_end, told))
 }
 
 /// Clone COMMAND's child onto its prepared stack, sharing our memory, and
@@ -591,7 +589,7 @@ unsafe fn retitle((at, len): (*mut u8, usize)) {
 ///
 /// # Safety
 /// As [`run`]: in the keeper only, system calls on our own locals.
-unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
+unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, (lease_end, told): (i64, u32)) -> ! {
     // If redlock-run died before we were set up, the pipe says so too.
     let mut allow: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut allow);
@@ -607,9 +605,9 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64) -> ! {
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
-    // Lease ends told (see `let_go`), the one we started with first
-    // (redlock-run does not tell it again).
-    let mut ends = u32::from(lease_end > 0);
+    // Lease ends told (see `let_go`), the one we started with first when
+    // redlock-run does not tell it again.
+    let mut ends = told;
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,

@@ -136,8 +136,6 @@ impl Parked {
             // the keeper's report to say so.
             let _ = nix::unistd::write(&go, &message);
             drop(go);
-            let mut keeper = keeper;
-            keeper.told(lease_end);
             spawn::started(keeper, pid_namespace)
         })
     }
