@@ -1155,19 +1155,19 @@ def floor_tool(tools):
     dozens of times, and in a VM that traps each one costs microseconds (a
     static program that does nothing: 0.56 ms with glibc, 0.25 ms with musl
     on the 2-core VM of docs/benchmarks.md)."""
-    tries = [("cc", "-static"), ("cc", None)]
+    tries = [("cc", ["-static"]), ("cc", [])]
     if shutil.which("musl-gcc"):
-        tries.insert(0, ("musl-gcc", "-static"))
-    for cc, static in tries:
+        tries.insert(0, ("musl-gcc", ["-static"]))
+    for cc, flags in tries:
         try:
-            binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C, *filter(None, [static]), cc=cc)
+            binary = build_c(tools.tmp, "floor", focus.DESIGN_FLOOR_C, *flags, cc=cc)
             break
         except subprocess.CalledProcessError:
             continue
     else:
         raise SystemExit("bench: DESIGN_FLOOR_C did not build")
     if cc != "musl-gcc":
-        how = "static with glibc" if static else "dynamic"
+        how = "static with glibc" if flags else "dynamic"
         print(f"bench: DESIGN_FLOOR_C built {how} (no musl-gcc, or it failed), unlike "
               "redlock-run's static build", file=sys.stderr)
     parent = focus.cgroup_parent()

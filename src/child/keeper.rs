@@ -445,16 +445,16 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
         init: start.init,
         trim: start.trim,
     };
-    // The lease's end we start with, and whether redlock-run counts it
-    // as told (see `Keeper::new`): only our own copy, made before the
-    // fork, is sure to be ours. A parked child reads its "go" into our
-    // memory, which under qemu-user (a fork there) never reaches us:
-    // redlock-run tells that end again.
-    let (lease_end, told) = match start.go.is_null() {
+    // The lease's end we start with, and how many ends that counts as
+    // told (see `let_go`): redlock-run does not tell again the one in our
+    // own copy, made before the fork (see `Keeper::new`). A parked child
+    // reads its "go" into our memory, which under qemu-user (a fork
+    // there) never reaches us: redlock-run tells that end again.
+    let (lease_end, ends) = match start.go.is_null() {
         true => (start.lease_end, u32::from(start.lease_end > 0)),
         false => (i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()), 0),
     };
-    keep(&tree, ctl_r, st_w, (lease_end, told))
+    keep(&tree, ctl_r, st_w, lease_end, ends)
 }
 
 /// Clone COMMAND's child onto its prepared stack, sharing our memory, and
@@ -589,7 +589,7 @@ unsafe fn retitle((at, len): (*mut u8, usize)) {
 ///
 /// # Safety
 /// As [`run`]: in the keeper only, system calls on our own locals.
-unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, (lease_end, told): (i64, u32)) -> ! {
+unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, lease_end: i64, ends: u32) -> ! {
     // If redlock-run died before we were set up, the pipe says so too.
     let mut allow: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut allow);
@@ -605,9 +605,8 @@ unsafe fn keep(tree: &Tree, ctl_r: RawFd, st_w: RawFd, (lease_end, told): (i64, 
     let mut killing = false;
     let mut message = [0u8; CTL];
     let mut have = 0;
-    // Lease ends told (see `let_go`), the one we started with first when
-    // redlock-run does not tell it again.
-    let mut ends = told;
+    // Lease ends told (see `let_go`).
+    let mut ends = ends;
     loop {
         let mut fds = [libc::pollfd {
             fd: ctl_r,

@@ -26,19 +26,21 @@ include!(concat!(env!("OUT_DIR"), "/digests.rs"));
 /// The call of `lua` with `args` (numkeys, KEYS, ARGV): `EVALSHA digest
 /// ..` for a script of this build, else `EVAL lua ..`.
 pub(super) fn call(lua: &'static str, args: &[&str]) -> Cmd {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     match digest_of(lua.as_bytes()) {
-        Some(digest) => made("EVALSHA", digest.as_bytes(), &args),
-        None => made("EVAL", lua.as_bytes(), &args),
+        Some(digest) => made("EVALSHA", digest.as_bytes(), args),
+        None => made("EVAL", lua.as_bytes(), args),
     }
 }
 
 /// `name first args..`, its room made at once (the acquire's text is 20
 /// KB: grown an argument at a time, a command copied it twice).
-fn made(name: &str, first: &[u8], args: &[&[u8]]) -> Cmd {
-    let bytes: usize = args.iter().map(|a| a.len()).sum();
+fn made<A: AsRef<[u8]>>(name: &str, first: &[u8], args: &[A]) -> Cmd {
+    let bytes: usize = args.iter().map(|a| a.as_ref().len()).sum();
     let mut cmd = Cmd::with_capacity(2 + args.len(), name.len() + first.len() + bytes);
-    cmd.arg(name).arg(first).arg(args);
+    cmd.arg(name).arg(first);
+    for arg in args {
+        cmd.arg(arg.as_ref());
+    }
     cmd
 }
 
