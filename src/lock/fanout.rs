@@ -56,6 +56,7 @@ pub fn round_at<P, R>(
         }
     }
     let sent = start_all(nodes, cmds, slot);
+    warm_up();
     // One deadline for every reply of the round: one timer.
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
     let armed = Armed::new(limit);
@@ -71,6 +72,17 @@ pub fn round_at<P, R>(
         }
     }
     answers
+}
+
+/// What the first reply's parser asks, asked while the servers work on
+/// the round's commands instead: the redis crate's parser finds line ends
+/// with `memchr`, which asks the CPU what it supports once per process,
+/// seven CPUID instructions, each a trap to the hypervisor in a virtual
+/// machine (3.6 us each on the one docs/benchmarks.md was measured on).
+/// Once asked, the answer is kept: a load.
+fn warm_up() {
+    #[cfg(target_arch = "x86_64")]
+    let _ = std::is_x86_feature_detected!("avx2");
 }
 
 /// Behind sentinels, whether they still name the master each `asked`
