@@ -452,10 +452,12 @@ impl Held<'_> {
                 containment.and_then(|c| spawn(self.cfg, &env, lease, c, self.log))
             }
         };
-        spawned.inspect_err(|_| {
+        let job = spawned.inspect_err(|_| {
             file.inspect(|f| f.remove());
             self.release(main)
-        })
+        })?;
+        job.sweep_stale();
+        Ok(job)
     }
 
     /// After COMMAND: release (or keep for `--min-hold`), and the exit code.

@@ -43,8 +43,6 @@ pub struct Cgroup {
     /// The directory itself, open: COMMAND's child is made in it (see
     /// clone3.rs).
     dir_fd: OwnedFd,
-    /// `cgroup.procs`, for writing: COMMAND's child writes "0" to join.
-    join: OwnedFd,
     /// `cgroup.kill`, for writing "1".
     kill: OwnedFd,
     /// `cgroup.events`, read from offset 0 each time.
@@ -55,7 +53,6 @@ pub struct Cgroup {
 #[derive(Clone, Copy)]
 pub struct Fds {
     pub dir: RawFd,
-    pub join: RawFd,
     pub kill: RawFd,
     pub events: RawFd,
 }
@@ -63,7 +60,6 @@ pub struct Fds {
 impl Fds {
     pub const NONE: Fds = Fds {
         dir: -1,
-        join: -1,
         kill: -1,
         events: -1,
     };
@@ -71,7 +67,8 @@ impl Fds {
 
 impl Cgroup {
     /// A new cgroup below our own, or why there is none (the keeper alone
-    /// then). Cgroups left by runs that were killed are cleared first.
+    /// then). Cgroups left by runs that were killed are cleared later, once
+    /// COMMAND is started ([`Cgroup::sweep_siblings`]).
     pub fn create() -> Result<Cgroup, String> {
         let mount = MOUNTS
             .iter()
@@ -79,7 +76,6 @@ impl Cgroup {
             .find(|m| is_cgroup2(m))
             .ok_or("no cgroup v2 file system is mounted")?;
         let parent = mount.join(own_cgroup().unwrap_or_default().trim_start_matches('/'));
-        sweep(&parent);
         // Our pid alone is not unique: runs in other PID namespaces share
         // this parent (and a stranger's cgroup is never ours to clear).
         let nonce = uuid::Uuid::new_v4().simple().to_string();
@@ -92,7 +88,6 @@ impl Cgroup {
         let made = (|| {
             Ok::<_, String>(Cgroup {
                 dir_fd: open(".", libc::O_RDONLY | libc::O_DIRECTORY)?,
-                join: open("cgroup.procs", libc::O_WRONLY)?,
                 // Missing before Linux 5.14: the keeper alone then.
                 kill: open("cgroup.kill", libc::O_WRONLY)?,
                 events: open("cgroup.events", libc::O_RDONLY)?,
@@ -108,7 +103,6 @@ impl Cgroup {
     pub fn fds(&self) -> Fds {
         Fds {
             dir: self.dir_fd.as_raw_fd(),
-            join: self.join.as_raw_fd(),
             kill: self.kill.as_raw_fd(),
             events: self.events.as_raw_fd(),
         }
@@ -116,6 +110,15 @@ impl Cgroup {
 
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// Clear the cgroups that runs killed before they could remove theirs
+    /// left beside ours. Called once COMMAND is started: the listing then
+    /// runs while COMMAND execs, off the path to its start.
+    pub fn sweep_siblings(&self) {
+        if let Some(parent) = self.dir.parent() {
+            sweep(parent);
+        }
     }
 
     /// SIGKILL every process in the cgroup and below, at once.

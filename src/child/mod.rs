@@ -248,6 +248,14 @@ pub fn spawn_error_exit(e: &Failed) -> Exit {
 }
 
 impl Job {
+    /// Clear stale cgroups beside the job's (see
+    /// [`Cgroup::sweep_siblings`]); nothing without a cgroup.
+    pub fn sweep_stale(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.sweep_siblings();
+        }
+    }
+
     /// Send `sig` to COMMAND's process group and to every descendant that
     /// left it. Only until [`Job::reap`], which consumes the job.
     pub fn signal(&self, sig: Signal) {

@@ -391,13 +391,15 @@ impl Exec<'_> {
         unsafe {
             default_handlers(self.setup.caught, self.setup.sigpipe_ignored);
             libc::setpgid(0, 0);
-            let join = match self.in_cgroup.load(Ordering::Acquire) {
-                0 => self.setup.cgroup.join,
-                _ => -1,
+            // Made in it by the keeper's clone, or no cgroup: no join.
+            let dir = self.setup.cgroup.dir;
+            let joined = match self.in_cgroup.load(Ordering::Acquire) {
+                0 if dir >= 0 => join_cgroup(dir),
+                _ => Ok(()),
             };
-            if join >= 0 && libc::write(join, b"0".as_ptr().cast(), 1) != 1 {
+            if let Err(e) = joined {
                 // Never run outside the cgroup the tree's end relies on.
-                self.join_failed.store(errno(), Ordering::Release);
+                self.join_failed.store(e, Ordering::Release);
                 libc::_exit(127)
             }
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
@@ -479,6 +481,29 @@ impl Exec<'_> {
             false => last,
         }
     }
+}
+
+/// Join the cgroup whose directory is open as `dir`: "0" written to its
+/// `cgroup.procs` (opened here: only this fallback needs it, and the
+/// wrapper's usual start opens one file fewer). The `errno` of a failure.
+///
+/// # Safety
+/// `dir` is an open directory; system calls only (in COMMAND's child).
+unsafe fn join_cgroup(dir: c_int) -> Result<(), c_int> {
+    let procs = libc::openat(
+        dir,
+        c"cgroup.procs".as_ptr(),
+        libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+    );
+    if procs < 0 {
+        return Err(errno());
+    }
+    let joined = match libc::write(procs, b"0".as_ptr().cast(), 1) {
+        1 => Ok(()),
+        _ => Err(errno()),
+    };
+    libc::close(procs);
+    joined
 }
 
 /// Every signal we catch back to the default (our handlers must not run

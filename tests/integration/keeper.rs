@@ -692,6 +692,55 @@ fn no_cgroup_is_left_behind_even_when_the_job_made_its_own_below_it() {
     assert_eq!(cgroups_of(pid), Vec::<String>::new());
 }
 
+/// Where a run started by this test process makes its cgroup: beside
+/// its own, below the test process's cgroup (None: no cgroup v2 here).
+fn our_cgroup_dir() -> Option<std::path::PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .iter()
+        .map(|m| std::path::Path::new(m).join(own.trim_start_matches('/')))
+        .find(|d| d.join("cgroup.procs").exists())
+}
+
+#[test]
+fn a_run_clears_the_empty_cgroups_killed_runs_left_once_they_are_old() {
+    if skipped_without_cgroups("clearing stale cgroups") {
+        return;
+    }
+    let parent = our_cgroup_dir().expect("our cgroup v2 directory");
+    // A pid no run has here (above the kernel's limit), made by "a killed run".
+    let old = parent.join("redlock-run.9999999.0123456789ab");
+    let young = parent.join("redlock-run.9999999.ba9876543210");
+    let stranger = parent.join("not-ours.9999999");
+    for dir in [&old, &young, &stranger] {
+        let _ = std::fs::remove_dir(dir);
+        std::fs::create_dir(dir).expect("mkdir a cgroup");
+    }
+    for dir in [&old, &stranger] {
+        let touched = Command::new("touch")
+            .args(["-d", "2 minutes ago"])
+            .arg(dir)
+            .status()
+            .expect("touch");
+        assert!(touched.success());
+    }
+    let server = RedisServer::start();
+    let out = run_with_timeout(&mut server.job("stale-cgroups").sh("exit 0"), LONG);
+    let left = [&old, &young, &stranger].map(|d| d.exists());
+    for dir in [&old, &young, &stranger] {
+        let _ = std::fs::remove_dir(dir);
+    }
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // Only ours, and only once a minute old: a run starting now may have
+    // made the young one and not yet put COMMAND in it.
+    assert_eq!(
+        left,
+        [false, true, true],
+        "old, young, stranger still there"
+    );
+}
+
 #[test]
 fn a_keeper_stopped_when_the_wrapper_is_killed_still_ends_the_tree() {
     let server = RedisServer::start();
