@@ -18,7 +18,7 @@
 //! and COMMAND never starts. A key lost while the run waited for a later
 //! one is found when that wait ends: then nothing runs (exit 70).
 
-use std::os::unix::net::UnixStream;
+use std::io::PipeReader;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -265,8 +265,7 @@ impl Taken {
                 "cannot start refreshing the keys held while waiting; COMMAND did not run",
             ),
         };
-        let (wake, woken) = UnixStream::pair().map_err(local)?;
-        wake.set_nonblocking(true).map_err(local)?;
+        let (wake, woken) = crate::refresh::wake_pipe().map_err(local)?;
         let until = self.lease.map_or_else(Instant::now, |l| l.valid_until);
         let lease = SharedLease::new(until, wake);
         let key = self.name();
@@ -310,7 +309,7 @@ struct Keeping {
     lease: Arc<SharedLease>,
     /// The read end of the refresher's wake-up pipe: nobody reads it
     /// (nothing runs yet), but it lives while the refresher may write.
-    _woken: UnixStream,
+    _woken: PipeReader,
 }
 
 impl Keeping {

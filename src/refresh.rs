@@ -8,7 +8,7 @@
 //! but `poll`, stops COMMAND when the deadline comes or a loss is reported
 //! (see `supervise.rs`): signal first, talk later.
 
-use std::os::unix::net::UnixStream;
+use std::io::{PipeReader, PipeWriter};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -49,15 +49,23 @@ pub struct SharedLease {
     /// news to nobody).
     stopping: AtomicBool,
     /// Written to when a loss is found, to wake the main thread's poll.
-    wake: UnixStream,
+    wake: PipeWriter,
     /// `--lease-file`: rewritten with every extension (see `warn.rs`).
     file: OnceLock<LeaseFile>,
+}
+
+/// The main thread's wake-up pipe (write end, read end), both nonblocking
+/// and close-on-exec: one system call (a socket pair took three).
+pub fn wake_pipe() -> std::io::Result<(PipeWriter, PipeReader)> {
+    use nix::fcntl::OFlag;
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+    Ok((PipeWriter::from(write), PipeReader::from(read)))
 }
 
 impl SharedLease {
     /// A lease valid until `valid_until`; `wake` is the write end of the
     /// main thread's wake-up pipe.
-    pub fn new(valid_until: Instant, wake: UnixStream) -> Arc<SharedLease> {
+    pub fn new(valid_until: Instant, wake: PipeWriter) -> Arc<SharedLease> {
         let base = Instant::now();
         let lease = SharedLease {
             base,

@@ -1,7 +1,7 @@
 //! The run mode: acquire -> spawn -> supervise -> release.
 
 use std::cell::RefCell;
-use std::os::unix::net::UnixStream;
+use std::io::{PipeReader, PipeWriter};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -329,8 +329,8 @@ impl Held<'_> {
 
     /// The wake-up pipe; if it cannot be made, the lock is given back and
     /// the run is a local failure.
-    fn wake_pipe(&self, main: &mut Locks) -> Result<(UnixStream, UnixStream), Failure> {
-        match wake_pipe() {
+    fn wake_pipe(&self, main: &mut Locks) -> Result<(PipeWriter, PipeReader), Failure> {
+        match crate::refresh::wake_pipe() {
             Ok(pipe) => Ok(pipe),
             Err(e) => {
                 self.release(main);
@@ -352,7 +352,7 @@ impl Held<'_> {
         fresh: Locks,
         lease: &Arc<SharedLease>,
         hook: Option<&OnLost>,
-        woken: UnixStream,
+        woken: PipeReader,
     ) -> Ended {
         let timing = self.cfg.timing;
         let refresher = RefCell::new(None);
@@ -629,14 +629,6 @@ fn mode(cfg: &RunConfig) -> &'static str {
         true => "shared",
         false => "exclusive",
     }
-}
-
-/// The refresher's wake-up pipe (write end, read end), both nonblocking.
-fn wake_pipe() -> std::io::Result<(UnixStream, UnixStream)> {
-    let (wake, woken) = UnixStream::pair()?;
-    wake.set_nonblocking(true)?;
-    woken.set_nonblocking(true)?;
-    Ok((wake, woken))
 }
 
 /// A nested run: the outer run holds the lock and refreshes it; COMMAND

@@ -12,7 +12,6 @@
 //! tells it what happened, and does what it says is due.
 
 use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,7 +57,7 @@ pub struct Guard {
     pub lease: Arc<SharedLease>,
     pub timing: Timing,
     /// Read end of the refresher's wake-up pipe.
-    pub wake: UnixStream,
+    pub wake: std::io::PipeReader,
 }
 
 pub struct Supervisor<'a> {
