@@ -131,7 +131,16 @@ fn run_recorded(
     let mut containment = Some(contain(cfg)?);
     let mut parked = None;
     let started = Instant::now();
-    let on_wait = &mut || parked = park(cfg, &mut containment);
+    // COMMAND's start made ready at once, while we ask for the lock: its
+    // keeper's fork and clone run beside the acquire's round trip (and a
+    // waiter's hand-over does not wait for them). A start that could not
+    // be made ready is tried again when the run settles down to wait.
+    let on_wait = &mut || {
+        if parked.is_none() {
+            parked = park(cfg, &mut containment)
+        }
+    };
+    on_wait();
     let all = match keyset::acquire(&quorum, cfg, &signals, log, on_wait) {
         Ok(Got::All(all)) => all,
         Ok(Got::Not(other, key)) => {
@@ -740,8 +749,8 @@ const LATE: [&str; 4] = [
     "REDLOCK_FENCES",
 ];
 
-/// Once the run settles down to wait: COMMAND's start made ready, up to
-/// its exec, so that the hand-over does not wait for it (see
+/// Before the first attempt: COMMAND's start made ready, up to its exec,
+/// so that neither the acquire nor a hand-over waits for it (see
 /// child/park.rs). Not with `--lease-file` (the file is made once the
 /// lock is ours), nor under qemu-user (see `child::can_park`). A start
 /// that cannot be made ready is left to the usual path, which says what

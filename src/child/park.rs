@@ -1,9 +1,10 @@
-//! A start made ready while the run waits for its lock, so that the
-//! hand-over does not wait for a fork, a clone, a cgroup join and the
-//! resetting of signal handlers.
+//! A start made ready while the run asks for (or waits for) its lock, so
+//! that neither COMMAND's start after the acquire nor a hand-over waits
+//! for a fork, a clone, a cgroup join and the resetting of signal
+//! handlers.
 //!
-//! Once a run finds its lock busy and settles down to wait, it forks the
-//! keeper, whose clone of COMMAND's first process goes as far as it can
+//! Before its first attempt at the lock (again once it settles down to
+//! wait, if that failed), a run forks the keeper, whose clone of COMMAND's first process goes as far as it can
 //! without the lock: its own process group, the job's cgroup, the
 //! parent-death signal, the signal handlers reset (but not the terminal:
 //! while we wait, Ctrl-C must reach our group, not a group of the job's).

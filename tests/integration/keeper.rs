@@ -230,39 +230,54 @@ fn pkill_patterns_for_the_wrapper_do_not_select_the_keeper() {
 #[test]
 fn a_wrapper_stopped_before_it_said_anything_still_has_its_job_killed_at_the_lease_end() {
     let server = RedisServer::start();
-    for contain in CONTAIN {
+    // Parked (one key): COMMAND's start is made ready before the acquire
+    // and its keeper learns the lease with the "go" that starts it. Direct
+    // (a second key: no parked start): the keeper is forked once the lock
+    // is ours and told the lease after COMMAND started.
+    for (contain, parked) in CONTAIN.iter().flat_map(|c| [(c, true), (c, false)]) {
         let dir = TestDir::new();
-        let key = format!("early-stop-{contain}");
+        let key = format!("early-stop-{contain}-{parked}");
         let script = format!(
             "echo $$ > '{pid}'; while :; do sleep 0.05; done",
             pid = dir.file("pid").display()
         );
-        let run = spawn_piped(
-            &mut server
-                .job(&key)
-                .env("REDLOCK_CONTAIN", contain)
-                .args(["--ttl", "1s"])
-                .sh(&script),
-        );
-        // Stopped as soon as its keeper exists: before it returns from
-        // starting COMMAND, so before it could tell the keeper a lease.
-        // A tight loop: the keeper's fork and COMMAND's exec take about
-        // a millisecond, and the stop must land within it.
-        let until = std::time::Instant::now() + LONG;
-        let children_file = format!("/proc/{0}/task/{0}/children", run.pid());
-        while std::fs::read_to_string(&children_file).is_ok_and(|c| c.trim().is_empty()) {
-            assert!(std::time::Instant::now() < until, "no keeper appeared");
+        let mut first = server
+            .job(&key)
+            .env("REDLOCK_CONTAIN", contain)
+            .args(["--ttl", "1s"]);
+        if !parked {
+            first = first.args(["--key", &format!("{key}-second")]);
         }
-        run.signal(Signal::SIGSTOP);
-        let job = read_pid(&dir, "pid", LONG);
+        let run = spawn_piped(&mut first.sh(&script));
+        let job = match parked {
+            // Stopped as soon as COMMAND runs: right after the "go".
+            true => {
+                let job = read_pid(&dir, "pid", LONG);
+                run.signal(Signal::SIGSTOP);
+                job
+            }
+            // Stopped as soon as its keeper exists: before it returns from
+            // starting COMMAND, so before it could tell the keeper a lease.
+            // A tight loop: the keeper's fork and COMMAND's exec take about
+            // a millisecond, and the stop must land within it.
+            false => {
+                let until = std::time::Instant::now() + LONG;
+                let children_file = format!("/proc/{0}/task/{0}/children", run.pid());
+                while std::fs::read_to_string(&children_file).is_ok_and(|c| c.trim().is_empty()) {
+                    assert!(std::time::Instant::now() < until, "no keeper appeared");
+                }
+                run.signal(Signal::SIGSTOP);
+                read_pid(&dir, "pid", LONG)
+            }
+        };
         let other = run_with_timeout(
             &mut server.job(&key).args(["--wait", "20s"]).sh("echo second"),
             LONG,
         );
-        assert_eq!(other.code, Some(0), "{contain}: {other:?}");
+        assert_eq!(other.code, Some(0), "{contain} parked {parked}: {other:?}");
         assert!(
             !process_alive(job),
-            "{contain}: COMMAND ran beside the second holder"
+            "{contain} parked {parked}: COMMAND ran beside the second holder"
         );
         assert_eq!(process_state(run.pid()), Some('T'), "{contain}");
         run.signal(Signal::SIGCONT);
