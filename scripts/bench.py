@@ -35,7 +35,9 @@ Only the Python standard library is used. Timing is never asserted: the exit
 status is non-zero only if a wrapped run failed or two sections overlapped.
 `--quick` exists so CI can check the bench still runs. `--focus N` measures
 only issue 39's figures against flock over N interleaved rounds
-(bench_focus.py); `--json FILE` keeps the raw results of any mode
+(bench_focus.py); `--ab N --before B` what this build gains on B, uncontended,
+in N shuffled rounds of both (one lever's worth, drift cancelled); `--json FILE`
+keeps the raw results of any mode
 (bench_render.py makes docs/benchmarks.md's side-by-side table of them).
 """
 
@@ -44,6 +46,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import resource
 import shutil
@@ -1213,6 +1216,46 @@ def focus_main(args):
     return 1 if tools.failures else 0
 
 
+def ab_main(args):
+    """--ab N with --before B: what one change buys, uncontended. N rounds,
+    each one `-k K -- true` of this build and one of B in a shuffled order;
+    the median of the rounds' differences (B's minus ours) cancels the
+    machine's drift, which moves each build's own median by more than a
+    lever of a few percent buys (two copies of one binary differ by up to
+    3% in medians of 2,000 runs taken in blocks)."""
+    rng = random.Random(args.ab)
+    with tempfile.TemporaryDirectory(prefix="redlock-ab") as tmp:
+        servers = Servers(Path(tmp))
+        try:
+            tools = Tools(Path(tmp), servers.start("redis"), Path(args.binary))
+            tools.others[focus.BEFORE] = installed(tools.tmp, args.before, "redlock-run-before")
+            tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
+            smoke(tools)
+            names = ["redlock-run", focus.BEFORE]
+            times = {n: [] for n in names}
+            for _ in range(args.ab):
+                rng.shuffle(names)
+                for name in names:
+                    times[name].append(tools.run(name, f"ab-{name}", [TRUE]))
+            tools.failures += tools.release_warnings()
+        finally:
+            servers.stop()
+    ours, theirs = times["redlock-run"], times[focus.BEFORE]
+    diffs = [b - a for a, b in zip(ours, theirs)]
+    half = len(diffs) // 2
+    halves = [statistics.median(d) * 1e6 for d in (diffs[:half], diffs[half:])]
+    print(f"Uncontended `-k K -- true`, {args.ab} rounds of both builds, each in a shuffled order:")
+    print(f"   this build:  median {statistics.median(ours) * 1000:.3f} ms")
+    print(f"   --before:    median {statistics.median(theirs) * 1000:.3f} ms")
+    print(f"   --before minus this build, median of the rounds: {statistics.median(diffs) * 1e6:+.0f} us "
+          f"(first half {halves[0]:+.0f}, second half {halves[1]:+.0f})")
+    for f in tools.failures:
+        print(f"FAILED: {f}")
+    if args.json:
+        save_json(args, dict(kind="ab", rounds=args.ab, ours=ours, before=theirs))
+    return 1 if tools.failures else 0
+
+
 def protocols_main(args):
     """--protocols: section 10 alone (see bench_protocols.py), of the
     --binary only (bench.sh's glibc build is not measured here)."""
@@ -1273,6 +1316,8 @@ def parse_args():
                     help="only issue 39's figures against flock, N interleaved rounds (medians)")
     ap.add_argument("--before", metavar="BINARY",
                     help="with --focus: also measure BINARY (an earlier build), a row of its own in every round")
+    ap.add_argument("--ab", type=int, metavar="N",
+                    help="with --before: what this build gains on it uncontended, N shuffled rounds of both")
     ap.add_argument("--protocols", action="store_true",
                     help="only section 10: each lock protocol's round trips, uncontended time and hand-over")
     ap.add_argument("--rounds", type=int, metavar="N",
@@ -1293,6 +1338,10 @@ def main():
             sys.exit(f"bench: {binary} is not an executable (scripts/bench.sh builds it)")
     if args.phases:
         return phases_main(args)
+    if args.ab:
+        if not args.before:
+            sys.exit("bench: --ab needs --before BINARY")
+        return ab_main(args)
     if args.focus:
         return focus_main(args)
     if args.protocols:
