@@ -4,10 +4,11 @@
 //! handlers.
 //!
 //! Before its first attempt at the lock (again once it settles down to
-//! wait, if that failed), a run forks the keeper, whose clone of COMMAND's first process goes as far as it can
-//! without the lock: its own process group, the job's cgroup, the
-//! parent-death signal, the signal handlers reset (but not the terminal:
-//! while we wait, Ctrl-C must reach our group, not a group of the job's).
+//! wait, if that failed), a run forks the keeper, whose clone of
+//! COMMAND's first process goes as far as it can without the lock: its
+//! own process group, the job's cgroup, the parent-death signal, the
+//! signal handlers reset (but not the terminal: while we wait, Ctrl-C
+//! must reach our group, not a group of the job's).
 //! There it is parked, blocked on a pipe's read, every signal blocked
 //! (only SIGKILL ends it); the keeper sleeps meanwhile on a pipe that the
 //! child's exec closes (not in a `vfork`'s wait, which would count in the
