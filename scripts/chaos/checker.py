@@ -495,6 +495,32 @@ def newcomer(s, runs, faults):
     return False
 
 
+def later_key_newcomer(plan, s, others, runs, faults, resource, saw_held):
+    """A run of several keys takes them in order, standing in line for one
+    at a time: for a key after its first it is a newcomer, which sees that
+    key's holder only if one still holds it when the run gets there. Data
+    lost under that key's holder (a lost-under-waiters strike) then lets
+    it take the key at once (docs/safety.md, "Data lost in Redis": a run
+    that never saw the old holder), beside a holder that must stop by the
+    lease's bound, the loss + TTL (seed 20261219 episode 503, F29: w3r0
+    waited for chaos and took it; w0r1 took chaos2 the moment its holder
+    released it, a FLUSHALL came 9 ms later, and w3r0 found chaos2 new
+    and took it 1.4 ms after w0r1; w0r1 stopped 645 ms after the loss).
+    Not when the run said it saw the key held (`saw_held`): a waiter that
+    saw the holder must wait out its lease (F15)."""
+    keys = next((r.get("keys") or [] for r in runs if r["run"] == s["run"]), [])
+    if resource not in keys[1:] or saw_held(s["run"], resource):
+        return False
+    ttl = plan["ttl_ms"] * 1_000_000
+    for f in faults:
+        if f["kind"] != "lost-under-waiters" or f.get("skipped") or f.get("t0") is None:
+            continue
+        bound = f["t1"] + ttl + SLACK_NS
+        if f["t0"] <= s["start"] <= bound and all(o["last"] <= bound for o in others):
+            return True
+    return False
+
+
 def server_side_exits(plan, runs, sections, faults):
     """What the server-side kinds promise of the runs' ends:
 
@@ -565,7 +591,7 @@ def fence_of(s, resource):
     return s.get("saw_keys", {}).get(resource, s["fence"])
 
 
-def overlaps(plan, runs, faults, windows, ordered, resource, exempt):
+def overlaps(plan, runs, faults, windows, ordered, resource, exempt, saw_held=lambda run, key: True):
     """(message, "in"|"out") for each section of `resource` that started
     while sections it may not run beside were under way (a semaphore: N
     of them)."""
@@ -602,6 +628,8 @@ def overlaps(plan, runs, faults, windows, ordered, resource, exempt):
             where, why = "out", f"Redlock semaphore, at most {redlock_bound} holders"
         if where == "in" and newcomer(s, runs, faults):
             where, why = "out", "a newcomer that never saw the old holder took the lock after Redis lost it"
+        if where == "in" and later_key_newcomer(plan, s, others, runs, faults, resource, saw_held):
+            where, why = "out", "a newcomer to a later key took it after Redis lost it under its holder"
         orphans = [o["run"] for o in others
                    if ended.get(o["run"], s["start"]) < s["start"] and o["run"] not in exempt]
         if orphans:
@@ -667,6 +695,18 @@ def workload_sections(plan, runs, sections):
     return found
 
 
+def saw_held(workdir):
+    """Whether a run said it found a key held (its line `lock 'KEY' is held
+    by ...`), from its stderr; unreadable: as if it had."""
+    def said(run, key):
+        try:
+            with open(os.path.join(workdir, "stderr", f"{run}.txt"), "rb") as f:
+                return f"lock '{key}' is held by".encode() in f.read()
+        except OSError:
+            return True
+    return said
+
+
 def check(workdir):
     plan, runs, faults, sections, writes, left, lingering, begin = load(workdir)
     out = {"sections": len(sections), "overlaps_in": 0, "overlaps_out": 0, "stale": 0,
@@ -701,7 +741,7 @@ def check(workdir):
         o["mode"] == "shared" and o["last"] > s["start"] for o in ordered[:i])])
     for resource in sorted({x for s in ordered for x in s["resources"]}):
         mine = [s for s in ordered if resource in s["resources"]]
-        for msg, where in overlaps(plan, runs, faults, windows, mine, resource, exempt):
+        for msg, where in overlaps(plan, runs, faults, windows, mine, resource, exempt, saw_held(workdir)):
             out[f"overlaps_{where}"] += 1
             d.append(msg)
         if limit == 1:

@@ -25,7 +25,7 @@ def episode(workload, runs, writes=(), faults=()):
         f.write(json.dumps({"ev": "episode", "plan": dict(PLAN, workload=workload)}) + "\n")
         f.write(json.dumps({"ev": "begin", "t": 0}) + "\n")
         for run, a, b, rc, fields, _ in runs:
-            fields = {k: v for k, v in fields.items() if k != "fence"}
+            fields = {k: v for k, v in fields.items() if k not in ("fence", "said")}
             f.write(json.dumps({"ev": "run", "run": run, "worker": int(run[1]), "t0": a * MS - 5 * MS,
                                 "t1": b * MS + 5 * MS, "rc": rc, "job_exit": 0, "hung": False,
                                 "env": "host", **fields}) + "\n")
@@ -39,6 +39,11 @@ def episode(workload, runs, writes=(), faults=()):
             f.write(f"S {a * MS} {run} {fields.get('fence', a)} tok {extra}\nE {b * MS} {run}\n")
     with open(os.path.join(d, "store.log"), "w") as f:
         f.writelines(f"{t * MS} {run} {key} {fence} ACC\n" for t, run, key, fence in writes)
+    # What each run said (its stderr): a field "said" of the run, else nothing.
+    os.mkdir(os.path.join(d, "stderr"))
+    for run, _, _, _, fields, _ in runs:
+        with open(os.path.join(d, "stderr", f"{run}.txt"), "w") as f:
+            f.write(fields.get("said", ""))
     try:
         return checker.check(d)[1]
     finally:
@@ -100,6 +105,29 @@ FAULTED = [
      [("eviction", 200, {"error": "timed out", "applied": True})], "late", 1),
     ("... after one never applied", "mutex", LONG,
      [("eviction", 200, {"error": "timed out"})], "late", 0),
+    # keys2 and data lost under a holder (F29, seed 20261219 episode 503):
+    # a run that took its first key, then the second at once beside that
+    # key's holder, whose grant Redis lost, is a newcomer to that key while
+    # the holder stops within the loss + TTL; not on its first key, not
+    # when the holder runs on past that bound.
+    ("a later key taken after its holder's grant was lost", "keys2",
+     [("w0r0", 100, 600, 70, {"keys": ["chaos2"]}, "R:chaos2=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=140,chaos2=150")],
+     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 0),
+    ("a first key taken after its holder's grant was lost", "keys2",
+     [("w0r0", 100, 600, 70, {"keys": ["chaos"]}, "R:chaos=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=150,chaos2=160")],
+     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
+    ("a later key's holder running on past the loss + TTL", "keys2",
+     [("w0r0", 100, 1500, 0, {"keys": ["chaos2"]}, "R:chaos2=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=140,chaos2=150")],
+     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
+    ("a later key taken beside the holder it saw", "keys2",
+     [("w0r0", 100, 600, 70, {"keys": ["chaos2"]}, "R:chaos2=100"),
+      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"],
+                             "said": "redlock-run: lock 'chaos2' is held by vm pid 1 (root)"},
+       "R:chaos=140,chaos2=150")],
+     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
 ]
 
 
