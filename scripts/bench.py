@@ -1221,39 +1221,47 @@ def ab_main(args):
     each one `-k K -- true` of this build and one of B in a shuffled order;
     the median of the rounds' differences (B's minus ours) cancels the
     machine's drift, which moves each build's own median by more than a
-    lever of a few percent buys (two copies of one binary differ by up to
-    3% in medians of 2,000 runs taken in blocks)."""
+    lever of a few percent buys. Each build runs from COPIES copies in
+    turn: two copies of one binary differ by up to 60 us a run on this VM
+    (where the kernel put each file's pages), a single copy's bias."""
     rng = random.Random(args.ab)
     with tempfile.TemporaryDirectory(prefix="redlock-ab") as tmp:
         servers = Servers(Path(tmp))
         try:
             tools = Tools(Path(tmp), servers.start("redis"), Path(args.binary))
-            tools.others[focus.BEFORE] = installed(tools.tmp, args.before, "redlock-run-before")
-            tools.variants[focus.BEFORE] = list(tools.variants["redlock-run"])
+            names = []
+            for i in range(COPIES):
+                for name, binary in (("ours", args.binary), (focus.BEFORE, args.before)):
+                    tools.others[f"{name}{i}"] = installed(tools.tmp, binary, f"redlock-run-{name}{i}")
+                    tools.variants[f"{name}{i}"] = list(tools.variants["redlock-run"])
             smoke(tools)
-            names = ["redlock-run", focus.BEFORE]
-            times = {n: [] for n in names}
-            for _ in range(args.ab):
+            times = {name: [] for name in ("ours", focus.BEFORE)}
+            for r in range(args.ab):
+                names = ["ours", focus.BEFORE]
                 rng.shuffle(names)
                 for name in names:
-                    times[name].append(tools.run(name, f"ab-{name}", [TRUE]))
+                    times[name].append(tools.run(f"{name}{r % COPIES}", f"ab-{name}", [TRUE]))
             tools.failures += tools.release_warnings()
         finally:
             servers.stop()
-    ours, theirs = times["redlock-run"], times[focus.BEFORE]
+    ours, theirs = times["ours"], times[focus.BEFORE]
     diffs = [b - a for a, b in zip(ours, theirs)]
-    half = len(diffs) // 2
-    halves = [statistics.median(d) * 1e6 for d in (diffs[:half], diffs[half:])]
-    print(f"Uncontended `-k K -- true`, {args.ab} rounds of both builds, each in a shuffled order:")
+    by_copy = [statistics.median(diffs[i::COPIES]) * 1e6 for i in range(COPIES)]
+    print(f"Uncontended `-k K -- true`, {args.ab} rounds of both builds, each in a shuffled order, "
+          f"each build from {COPIES} copies in turn:")
     print(f"   this build:  median {statistics.median(ours) * 1000:.3f} ms")
     print(f"   --before:    median {statistics.median(theirs) * 1000:.3f} ms")
     print(f"   --before minus this build, median of the rounds: {statistics.median(diffs) * 1e6:+.0f} us "
-          f"(first half {halves[0]:+.0f}, second half {halves[1]:+.0f})")
+          f"(by copy: {', '.join(f'{d:+.0f}' for d in by_copy)})")
     for f in tools.failures:
         print(f"FAILED: {f}")
     if args.json:
-        save_json(args, dict(kind="ab", rounds=args.ab, ours=ours, before=theirs))
+        save_json(args, dict(kind="ab", rounds=args.ab, copies=COPIES, ours=ours, before=theirs))
     return 1 if tools.failures else 0
+
+
+# --ab: copies of each build, run in turn.
+COPIES = 4
 
 
 def protocols_main(args):
