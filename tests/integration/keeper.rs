@@ -724,10 +724,12 @@ fn a_run_clears_the_empty_cgroups_killed_runs_left_once_they_are_old() {
         return;
     }
     let parent = our_cgroup_dir().expect("our cgroup v2 directory");
-    // A pid no run has here (above the kernel's limit), made by "a killed run".
-    let old = parent.join("redlock-run.9999999.0123456789ab");
-    let young = parent.join("redlock-run.9999999.ba9876543210");
-    let stranger = parent.join("not-ours.9999999");
+    // A pid no run has here (above the kernel's limit), made by "a killed
+    // run"; named after this test process, which CI may run beside another.
+    let me = std::process::id();
+    let old = parent.join(format!("redlock-run.9999999.old{me}"));
+    let young = parent.join(format!("redlock-run.9999999.young{me}"));
+    let stranger = parent.join(format!("not-ours.9999999.{me}"));
     for dir in [&old, &young, &stranger] {
         let _ = std::fs::remove_dir(dir);
         std::fs::create_dir(dir).expect("mkdir a cgroup");
