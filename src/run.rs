@@ -289,7 +289,7 @@ struct Held<'a> {
     fences: Vec<i64>,
     /// Made before the wait, so that a hand-over does not wait for it.
     containment: std::cell::Cell<Option<Containment>>,
-    /// COMMAND's start, made ready while we waited (see [`park`]).
+    /// COMMAND's start, made ready before the lock was ours (see [`park`]).
     parked: std::cell::Cell<Option<child::Parked>>,
 }
 

@@ -1,6 +1,6 @@
 //! Starting COMMAND the way `posix_spawn` does, from the keeper (see
 //! keeper.rs, forked first): `clone(CLONE_VM | CLONE_VFORK)` (for a
-//! child parked while the run waits, without `CLONE_VFORK`: see
+//! child parked until the lock is ours, without `CLONE_VFORK`: see
 //! `keeper::clone_child`), so that no
 //! copy of the keeper's address space is made (a `fork` copies the page
 //! tables, then faults on every page either side writes). `posix_spawn`
