@@ -118,7 +118,7 @@ for arch in "${arches[@]}"; do
         --override-filename "redlock-run-sbom-$musl" >/dev/null ||
         { echo "release: cargo cyclonedx --target $musl failed (see above)" >&2; exit 1; }
     for artefact in "$deb" "$name.tar.gz" "$oci"; do
-        python3 scripts/sbom.py --cargo-sbom "redlock-run-sbom-$musl.json" --binary "$bin" \
+        python3 scripts/sbom.py --cargo-sbom "redlock-run-sbom-$musl.json" --target "$musl" --binary "$bin" \
             --artefact "dist/$artefact" --out "dist/$artefact.cdx.json"
         artefacts+=("$artefact" "$artefact.cdx.json")
     done

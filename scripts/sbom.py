@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The SBOM of one release artefact, and its check.
 
-    sbom.py --cargo-sbom FILE --binary PATH --artefact PATH --out FILE
+    sbom.py --cargo-sbom FILE --target TRIPLE --binary PATH --artefact PATH --out FILE
         From cargo-cyclonedx's CycloneDX JSON for one target (every crate
         compiled in: name, version, licence, the SHA-256 of its .crate, its
-        purl), write the artefact's SBOM: the same, made reproducible (the
+        purl), write the artefact's SBOM: the same, less any crate that
+        `cargo tree --target TRIPLE` says is not compiled in (cargo-cyclonedx
+        cannot evaluate a dependency's own cfg flags: rustix's `errno` is
+        built only where rustix uses libc), made reproducible (the
         date is SOURCE_DATE_EPOCH, the serial number is derived from the
         artefact's SHA-256, no path of the build machine), and saying what
         it describes: the artefact's file name and SHA-256, and the
@@ -46,6 +49,7 @@ def write(args):
     for root in {ROOT, os.path.realpath(ROOT)}:
         text = text.replace("file://" + root, "file:///src")
     bom = json.loads(text)
+    keep_compiled_in(bom, compiled_in(args.target))
     name = os.path.basename(args.artefact)
     digest = sha256(args.artefact)
     bom["serialNumber"] = "urn:uuid:" + str(uuid.uuid5(uuid.NAMESPACE_URL, "sha256:" + digest))
@@ -65,6 +69,36 @@ def write(args):
     with open(args.out, "w") as f:
         json.dump(bom, f, indent=2, sort_keys=True)
         f.write("\n")
+
+
+def keep_compiled_in(bom, crates):
+    """Drop from `bom` every library component not in `crates` ((name,
+    version) pairs), and the dependency entries that name it."""
+    dropped = set()
+
+    def prune(components):
+        kept = []
+        for c in components:
+            key = (c.get("name"), c.get("version"))
+            if c.get("type", "library") == "library" and key not in crates:
+                dropped.add(c.get("bom-ref"))
+                continue
+            c["components"] = prune(c.get("components", []))
+            if not c["components"]:
+                del c["components"]
+            kept.append(c)
+        return kept
+
+    bom["components"] = prune(bom.get("components", []))
+    deps = []
+    for d in bom.get("dependencies", []):
+        if d.get("ref") in dropped:
+            continue
+        if "dependsOn" in d:
+            d["dependsOn"] = [r for r in d["dependsOn"] if r not in dropped]
+        deps.append(d)
+    if "dependencies" in bom:
+        bom["dependencies"] = deps
 
 
 def locked_checksums():
@@ -142,10 +176,10 @@ def main():
     args = parser.parse_args()
     if args.check and args.target:
         check(args)
-    elif args.cargo_sbom and args.binary and args.artefact and args.out:
+    elif args.cargo_sbom and args.target and args.binary and args.artefact and args.out:
         write(args)
     else:
-        parser.error("give --cargo-sbom, --binary, --artefact and --out, or --check and --target")
+        parser.error("give --cargo-sbom, --target, --binary, --artefact and --out, or --check and --target")
 
 
 if __name__ == "__main__":
