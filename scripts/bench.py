@@ -1229,7 +1229,6 @@ def ab_main(args):
         servers = Servers(Path(tmp))
         try:
             tools = Tools(Path(tmp), servers.start("redis"), Path(args.binary))
-            names = []
             for i in range(COPIES):
                 for name, binary in (("ours", args.binary), (focus.BEFORE, args.before)):
                     tools.others[f"{name}{i}"] = installed(tools.tmp, binary, f"redlock-run-{name}{i}")

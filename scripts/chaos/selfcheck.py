@@ -92,6 +92,23 @@ CASES = [
 ]
 
 
+# keys2 and data lost under a holder (F29): the fault at 120 ms, the old
+# holder of one key from 100 ms to `end`, and a run of both keys from
+# 150 ms that took them at once.
+LOST = [("lost-under-waiters", 120, {"model": "in"})]
+TWO_KEYS = ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=150,chaos2=150")
+
+
+def lost_holder(key, end):
+    return ("w0r0", 100, end, 70, {"keys": [key]}, f"R:{key}=100")
+
+
+def saying(run, said):
+    """`run` with its stderr saying `said`."""
+    name, a, b, rc, fields, extra = run
+    return (name, a, b, rc, dict(fields, said=said), extra)
+
+
 FAULTED = [
     ("a fence back long after a clock jump", "mutex", JUMPED, [("clock-jump", 50)], "fence_back_in", 0),
     ("... is counted out of the model", "mutex", JUMPED, [("clock-jump", 50)], "fence_back_out", 1),
@@ -111,23 +128,14 @@ FAULTED = [
     # the holder stops within the loss + TTL; not on its first key, not
     # when the holder runs on past that bound.
     ("a later key taken after its holder's grant was lost", "keys2",
-     [("w0r0", 100, 600, 70, {"keys": ["chaos2"]}, "R:chaos2=100"),
-      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=140,chaos2=150")],
-     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 0),
+     [lost_holder("chaos2", 600), TWO_KEYS], LOST, "overlaps_in", 0),
     ("a first key taken after its holder's grant was lost", "keys2",
-     [("w0r0", 100, 600, 70, {"keys": ["chaos"]}, "R:chaos=100"),
-      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=150,chaos2=160")],
-     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
+     [lost_holder("chaos", 600), TWO_KEYS], LOST, "overlaps_in", 1),
     ("a later key's holder running on past the loss + TTL", "keys2",
-     [("w0r0", 100, 1500, 0, {"keys": ["chaos2"]}, "R:chaos2=100"),
-      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"]}, "R:chaos=140,chaos2=150")],
-     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
+     [lost_holder("chaos2", 1500), TWO_KEYS], LOST, "overlaps_in", 1),
     ("a later key taken beside the holder it saw", "keys2",
-     [("w0r0", 100, 600, 70, {"keys": ["chaos2"]}, "R:chaos2=100"),
-      ("w1r0", 150, 400, 0, {"keys": ["chaos", "chaos2"],
-                             "said": "redlock-run: lock 'chaos2' is held by vm pid 1 (root)"},
-       "R:chaos=140,chaos2=150")],
-     [("lost-under-waiters", 120, {"model": "in"})], "overlaps_in", 1),
+     [lost_holder("chaos2", 600), saying(TWO_KEYS, "redlock-run: lock 'chaos2' is held by vm pid 1 (root)")],
+     LOST, "overlaps_in", 1),
 ]
 
 
