@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         Err(e) => usage(e),
     };
     log::flush();
+    child::reap_dismissed();
     exit.into()
 }
 

@@ -325,10 +325,16 @@ impl Held<'_> {
         let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
-        // Its rmdir after the release: the next holder need not wait.
-        let cgroup = ended.cgroup.take();
+        // The keeper's exit and the cgroup's rmdir while the release is on
+        // its way: the next holder need not wait for them, nor we for the
+        // reply before doing them.
+        let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
+        if let Some(keeper) = &keeper {
+            child::dismissed(keeper.pid());
+        }
+        crate::lock::while_sent(Box::new(move || drop((keeper, cgroup))));
         let exit = self.finish(main, ended, lease.valid_until());
-        drop(cgroup);
+        crate::lock::sent_or_now();
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {
             hook.finish();

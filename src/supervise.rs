@@ -45,9 +45,12 @@ pub struct Ended {
     /// The keeper was killed while COMMAND ran (its leader died with it;
     /// the rest was stopped).
     pub keeper_killed: bool,
-    /// The job's cgroup, empty now: removed when dropped (after the
-    /// release, by the caller).
+    /// The job's cgroup, empty now: removed when dropped (while the
+    /// release is on its way, by the caller).
     pub cgroup: Option<child::Cgroup>,
+    /// The keeper's "done": it reaps the leader and exits when this is
+    /// dropped (while the release is on its way, by the caller).
+    pub keeper: Option<child::Dismissal>,
 }
 
 /// The lease to enforce, when COMMAND runs under a lock.
@@ -151,7 +154,7 @@ impl<'a> Supervisor<'a> {
             self.wait(None);
         }
         self.drain();
-        let exit = self.job.reap();
+        let (exit, keeper) = self.job.reap_later();
         let (code, signal) = match exit {
             Exit::Signaled(sig) => (None, Some(sig)),
             other => (Some(other.code()), None),
@@ -172,6 +175,7 @@ impl<'a> Supervisor<'a> {
             local: self.local,
             keeper_killed: self.job.keeper_killed(),
             cgroup: self.job.take_cgroup(),
+            keeper: Some(keeper),
         }
     }
 

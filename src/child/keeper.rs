@@ -280,16 +280,18 @@ impl Keeper {
         while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
     }
 
-    /// The job is over: the keeper reaps the leader and exits. It is not
-    /// waited for (it holds nothing of ours; a wait would cost every run
-    /// a round trip), only reaped if it is done already.
+    /// The job is over: the keeper reaps the leader and exits (see
+    /// [`Dismissal`]).
     pub fn finish(&mut self) {
-        if let Some(ctl) = self.ctl.take() {
-            let mut message = [0u8; CTL];
-            message[0] = b'R';
-            let _ = nix::unistd::write(&ctl, &message);
+        drop(self.dismissal());
+    }
+
+    /// The keeper's "done", said when the [`Dismissal`] is dropped.
+    pub fn dismissal(&mut self) -> Dismissal {
+        Dismissal {
+            pid: self.pid,
+            ctl: self.ctl.take(),
         }
-        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 
     /// One whole report, if there is one (blocking: wait for it).
@@ -324,6 +326,80 @@ impl Keeper {
             ])
         };
         Some((word(0), word(4), word(8)))
+    }
+}
+
+/// The keeper's "done" (`R`), said when this is dropped: the keeper
+/// reaps the leader and exits. Once nothing of the job is left, the
+/// caller drops it while the release is on its way to Redis, so that the
+/// keeper's exit (a wake-up and an address space to tear down) takes a
+/// core while we only wait, not before the release is sent. The keeper
+/// is not waited for (it holds nothing of ours; a wait would cost every
+/// run a round trip), only reaped if it is done already.
+#[derive(Debug)]
+pub struct Dismissal {
+    pid: Pid,
+    ctl: Option<OwnedFd>,
+}
+
+impl Dismissal {
+    /// The keeper's pid (see [`dismissed`]).
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+}
+
+/// How long a keeper told "done" is waited for (see [`reap_dismissed`]).
+const DISMISSED_END: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The keeper told "done" whose end [`reap_dismissed`] is to see (0: none).
+static DISMISSED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The keeper of `pid` was told "done" (a [`Dismissal`] dropped while the
+/// release was on its way): [`reap_dismissed`], just before we exit, reaps
+/// it, which gives it the most time to have ended by then.
+pub fn dismissed(pid: Pid) {
+    DISMISSED.store(pid.as_raw(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reap the keeper [`dismissed`] named: it has usually ended by now,
+/// else it is waited for a little (at most [`DISMISSED_END`]: a stopped
+/// keeper is not). Left to end after we do, it would be a zombie of
+/// whatever adopts it, for good where that is a container's first
+/// process that reaps nothing.
+pub fn reap_dismissed() {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let pid = DISMISSED.swap(0, std::sync::atomic::Ordering::Relaxed);
+    if pid <= 0 {
+        return;
+    }
+    let pid = Pid::from_raw(pid);
+    if waitpid(pid, Some(WaitPidFlag::WNOHANG)) != Ok(WaitStatus::StillAlive) {
+        return;
+    }
+    // SAFETY: pidfd_open(2) on our own child, unreaped: the pid is its.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    let Ok(fd) = RawFd::try_from(fd) else {
+        return;
+    };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: a new descriptor of our own.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    if crate::signals::wait_readable(fd.as_fd(), DISMISSED_END) {
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+impl Drop for Dismissal {
+    fn drop(&mut self) {
+        if let Some(ctl) = self.ctl.take() {
+            let mut message = [0u8; CTL];
+            message[0] = b'R';
+            let _ = nix::unistd::write(&ctl, &message);
+        }
+        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     }
 }
 
@@ -382,10 +458,10 @@ pub(super) struct Start {
     /// /proc is there and shows our own processes (not a host's /proc
     /// seen from a PID namespace): only then are children listed from it.
     pub proc_ok: bool,
-    /// Our command line's memory (`arg_start`, its length), overwritten
-    /// in the keeper so that `pkill -f` patterns for redlock-run do not
-    /// select it; null when unknown.
-    pub title: (*mut u8, usize),
+    /// Our command line's memory is to be overwritten in the keeper (see
+    /// [`retitle`]), so that `pkill -f` patterns for redlock-run do not
+    /// select it: /proc shows our own processes.
+    pub retitle: bool,
     /// The keeper is the init of a PID namespace: `kill(-1)` is the job.
     pub init: bool,
     /// Our binary's read-only pages, which the keeper lets go of once
@@ -421,7 +497,11 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // A keeper stopped when redlock-run dies is continued by the kernel,
     // to find its pipe closed and end the tree (nobody else would).
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT);
-    retitle(start.title);
+    // A parked start may wait long: named at once. Else COMMAND first.
+    let parked = !start.go.is_null();
+    if parked && start.retitle {
+        retitle();
+    }
     // Our own SIGCHLD handler (redlock-run's would write to its pipe).
     let mut action: libc::sigaction = std::mem::zeroed();
     action.sa_sigaction = on_sigchld as extern "C" fn(c_int) as usize;
@@ -434,6 +514,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     }
     exec_or_exit(start, leader, st_w);
     report(st_w, SPAWNED, leader, 0);
+    if !parked && start.retitle {
+        retitle();
+    }
     // COMMAND has its own copies: hold nothing of redlock-run's (its
     // stdout, its sockets), so that nothing waits on us once it is done.
     let cgroup = start.cgroup;
@@ -570,18 +653,68 @@ struct Tree {
     trim: super::trim::Segments,
 }
 
-/// Overwrite our command line's memory with [`NAME`], NUL-padded.
+/// Overwrite our command line's memory with [`NAME`], NUL-padded: where
+/// it is, `arg_start` and `arg_end`, read from our own `/proc/self/stat`
+/// (here, beside redlock-run's acquire, rather than by redlock-run before
+/// it), into a buffer on our stack. Nothing when it cannot be read.
 ///
 /// # Safety
-/// `title` is null or our own `arg_start` and its length (writable stack
-/// memory that nothing reads in the keeper).
-unsafe fn retitle((at, len): (*mut u8, usize)) {
-    if at.is_null() || len < 2 {
+/// As [`run`]: in the keeper only (the memory is our own copy of
+/// redlock-run's, which nothing reads here; a child cloned into it has
+/// exec'd, or is parked and reads nothing of it).
+unsafe fn retitle() {
+    let mut stat = [0u8; 2048];
+    let path = c"/proc/self/stat";
+    // openat, not open: musl's open adds an fcntl for O_CLOEXEC.
+    let fd = libc::openat(
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
         return;
     }
+    let mut len = 0;
+    while len < stat.len() {
+        let n = libc::read(fd, stat[len..].as_mut_ptr().cast(), stat.len() - len);
+        match n {
+            0 => break,
+            n if n < 0 && errno() == libc::EINTR => continue,
+            n if n < 0 => break,
+            n => len += n as usize,
+        }
+    }
+    libc::close(fd);
+    let Some((start, end)) = arg_area(&stat[..len]) else {
+        return;
+    };
+    let (at, len) = (
+        std::ptr::with_exposed_provenance_mut::<u8>(start),
+        end - start,
+    );
     let name = NAME.to_bytes();
     std::ptr::write_bytes(at, 0, len);
     std::ptr::copy_nonoverlapping(name.as_ptr(), at, name.len().min(len - 1));
+}
+
+/// `arg_start` and `arg_end`, fields 48 and 49 of a `/proc/PID/stat`
+/// (there since Linux 3.5), when they make an area of at least two bytes.
+/// The command's name (field 2) may hold spaces and parentheses: the
+/// fields are counted from the last `)`, after which the state is field
+/// 3. Allocates nothing (the keeper may not).
+fn arg_area(stat: &[u8]) -> Option<(usize, usize)> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let mut fields = stat[close + 1..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .skip(45);
+    let mut number = || -> Option<usize> {
+        let field = fields.next()?;
+        let digits = field.iter().all(u8::is_ascii_digit) && field.len() <= 19;
+        digits.then(|| field.iter().fold(0, |n, d| n * 10 + usize::from(d - b'0')))
+    };
+    let (start, end) = (number()?, number()?);
+    (start > 0 && end >= start + 2).then_some((start, end))
 }
 
 /// The keeper's watch over COMMAND's leader, until redlock-run says it
@@ -766,11 +899,20 @@ unsafe fn watch_leader(tree: &Tree, st_w: RawFd, reap: bool) -> bool {
     let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
     let ended = libc::waitid(libc::P_PID, leader.unsigned_abs(), &mut info, flags) == 0
         && info.si_pid() != 0;
-    // The leader's orphans were handed to us before its end was reported
-    // (the kernel reparents first): what is left is listed now.
-    let left = match ended || reap {
-        true => reap_others(tree),
+    // With a cgroup, its `populated` flag says whether anything is left
+    // (the kernel clears it before the leader's end is reported to us),
+    // and the orphans' zombies are reaped after our report: off the path
+    // to the release.
+    let populated = match ended {
+        true => super::cgroup::populated_raw(tree.cgroup.events),
         false => None,
+    };
+    // Else the leader's orphans were handed to us before its end was
+    // reported (the kernel reparents first): what is left is listed now.
+    let left = match (populated, ended || reap) {
+        (Some(populated), _) => Some(usize::from(populated)),
+        (None, true) => reap_others(tree),
+        (None, false) => None,
     };
     if ended {
         // One write, so one wake-up of redlock-run: it releases the lock
@@ -780,6 +922,9 @@ unsafe fn watch_leader(tree: &Tree, st_w: RawFd, reap: bool) -> bool {
             true => report_all(st_w, &[[ALONE, 0, 0], exited]),
             false => report_all(st_w, &[exited]),
         }
+    }
+    if populated.is_some() {
+        reap_others(tree);
     }
     ended
 }
@@ -872,7 +1017,9 @@ unsafe fn kill_tree(tree: &Tree) {
 /// Only in the keeper (see [`run`]): system calls on the stack, no
 /// allocation; `f` must keep to the same (it runs between those calls).
 unsafe fn each_child(mut f: impl FnMut(c_int)) -> bool {
-    let fd = libc::open(
+    // openat, not open: musl's open adds an fcntl for O_CLOEXEC.
+    let fd = libc::openat(
+        libc::AT_FDCWD,
         c"/proc/thread-self/children".as_ptr(),
         libc::O_RDONLY | libc::O_CLOEXEC,
     );
@@ -968,4 +1115,43 @@ unsafe fn report_all(fd: RawFd, reports: &[[i32; 3]]) {
 
 fn errno() -> c_int {
     nix::errno::Errno::last_raw()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arg_area;
+
+    /// A stat line's fields after the name: 3 to 52, each its own number
+    /// but 48 and 49 (`arg_start`, `arg_end`).
+    fn stat(name: &str, start: &str, end: &str) -> Vec<u8> {
+        let fields: Vec<String> = (3..=52)
+            .map(|i| match i {
+                3 => "S".to_string(),
+                48 => start.to_string(),
+                49 => end.to_string(),
+                _ => i.to_string(),
+            })
+            .collect();
+        format!("4242 ({name}) {}\n", fields.join(" ")).into_bytes()
+    }
+
+    #[test]
+    fn the_command_lines_area_is_found_after_the_last_parenthesis() {
+        let area = arg_area(&stat("redlock-run", "140737488347136", "140737488347200"));
+        assert_eq!(area, Some((140737488347136, 140737488347200)));
+        // A name with spaces and a parenthesis of its own.
+        let area = arg_area(&stat("a) 1 2 (b", "1000", "1010"));
+        assert_eq!(area, Some((1000, 1010)));
+    }
+
+    #[test]
+    fn no_area_when_the_fields_are_missing_or_not_an_area() {
+        assert_eq!(arg_area(b""), None);
+        assert_eq!(arg_area(b"4242 (x) S 1 2 3"), None);
+        assert_eq!(arg_area(&stat("x", "0", "10")), None);
+        assert_eq!(arg_area(&stat("x", "1000", "1001")), None);
+        assert_eq!(arg_area(&stat("x", "1000", "999")), None);
+        assert_eq!(arg_area(&stat("x", "10x0", "2000")), None);
+        assert_eq!(arg_area(&stat("x", "99999999999999999999", "2000")), None);
+    }
 }

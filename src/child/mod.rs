@@ -37,6 +37,7 @@ mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
+pub use keeper::{dismissed, reap_dismissed, Dismissal};
 pub use park::{park, supported as can_park, Parked};
 pub use spawn::Failed;
 pub use trim::trim;
@@ -460,11 +461,26 @@ impl Job {
 
     /// Reap the leader (once), give the terminal back, and say how it ended.
     pub fn reap(&mut self) -> Exit {
+        let exit = self.ended();
+        self.keeper.finish();
+        exit
+    }
+
+    /// As [`Job::reap`], with the leader reaped (and the keeper gone) only
+    /// when the [`Dismissal`] returned is dropped: by the caller, while the
+    /// release is on its way. Only once nothing of the job is left.
+    pub fn reap_later(&mut self) -> (Exit, Dismissal) {
+        let exit = self.ended();
+        (exit, self.keeper.dismissal())
+    }
+
+    /// How the leader ended (waited for, once), with the terminal given
+    /// back.
+    fn ended(&mut self) -> Exit {
         if let Some(exit) = self.reaped {
             return exit;
         }
         let exit = self.keeper.wait_exit();
-        self.keeper.finish();
         if let Some(ours) = self.terminal_owner {
             // Back to us if COMMAND's group had it, or a group that is no
             // more (one the job made); never taken from the shell (`bg`).
@@ -614,21 +630,14 @@ pub fn keep_reserve() {
 
 /// Whether /proc shows our own processes: not missing, and not a host's
 /// /proc seen from a PID namespace (its pids are not ours to wait for or
-/// signal). Asked once.
+/// signal): `/proc/self` names our pid as /proc counts them. Asked once.
 pub fn proc_is_ours() -> bool {
     static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OURS.get_or_init(|| {
-        let pid = (self_stat().split_whitespace().next()).and_then(|p| p.parse::<u32>().ok());
+        let link = std::fs::read_link("/proc/self").ok();
+        let pid = link.and_then(|l| l.to_str()?.parse::<u32>().ok());
         pid == Some(std::process::id())
     })
-}
-
-/// `/proc/self/stat` as the wrapper first read it ("" when unreadable):
-/// read once, for [`proc_is_ours`] and the keeper's name (`spawn.rs`);
-/// the fields they use never change.
-fn self_stat() -> &'static str {
-    static STAT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    STAT.get_or_init(|| std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
 }
 
 /// The first child of `pid` (its only thread's), from /proc: the

@@ -239,10 +239,7 @@ fn start_for(exec: &Exec, top: *mut u8, stack_len: usize) -> keeper::Start {
         },
         cgroup: exec.setup.cgroup,
         proc_ok: proc_is_ours && !pid_namespace,
-        title: match proc_is_ours {
-            true => command_line(),
-            false => (ptr::null_mut(), 0),
-        },
+        retitle: proc_is_ours,
         init: pid_namespace,
         trim: super::trim::segments(),
     }
@@ -269,28 +266,6 @@ pub fn started(mut keeper: Keeper, pid_namespace: bool) -> Result<(Pid, Keeper),
             keeper.finish();
             Err(Failed::Exec(e))
         }
-    }
-}
-
-/// Our command line's memory, `arg_start` and its length, from fields 48
-/// and 49 of `/proc/self/stat` (there since Linux 3.5): the keeper writes
-/// its own name there. Null when unknown.
-fn command_line() -> (*mut u8, usize) {
-    let none = (ptr::null_mut(), 0);
-    let stat = super::self_stat();
-    // Fields after the command name (which may hold spaces): the state is
-    // field 3, so arg_start (48) is the 46th from there.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return none;
-    };
-    let mut fields = rest.split_whitespace().skip(45);
-    let start: Option<usize> = fields.next().and_then(|f| f.parse().ok());
-    let end: Option<usize> = fields.next().and_then(|f| f.parse().ok());
-    match (start, end) {
-        (Some(start), Some(end)) if end > start && start > 0 => {
-            (ptr::with_exposed_provenance_mut(start), end - start)
-        }
-        _ => none,
     }
 }
 

@@ -57,6 +57,9 @@ pub fn round_at<P, R>(
     }
     let sent = start_all(nodes, cmds, slot);
     warm_up();
+    if let Some(task) = WHILE_SENT.take() {
+        task();
+    }
     // One deadline for every reply of the round: one timer.
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
     let armed = Armed::new(limit);
@@ -72,6 +75,31 @@ pub fn round_at<P, R>(
         }
     }
     answers
+}
+
+thread_local! {
+    /// Work for this thread's next round to do while its commands are on
+    /// their way (see [`while_sent`]).
+    static WHILE_SENT: std::cell::Cell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Have `task` done once this thread's next round has sent its commands,
+/// while the servers work on them and we would only wait: the end of a
+/// run (the keeper's exit, the cgroup's removal) beside its release's
+/// round trip rather than before it. Done at once by [`sent_or_now`] if
+/// no round came.
+pub fn while_sent(task: Box<dyn FnOnce()>) {
+    if let Some(earlier) = WHILE_SENT.replace(Some(task)) {
+        earlier();
+    }
+}
+
+/// The task [`while_sent`] left, if no round has done it: done now.
+pub fn sent_or_now() {
+    if let Some(task) = WHILE_SENT.take() {
+        task();
+    }
 }
 
 /// What the first reply's parser asks, asked while the servers work on

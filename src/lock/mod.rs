@@ -81,6 +81,7 @@ pub use channels::Wakeups;
 pub use decide::Verdict;
 pub use endpoint::{distinct, endpoint, with_password, with_tls, Endpoint, TlsFiles};
 pub use error::{join_node_errors, Fault, NodeError};
+pub use fanout::{sent_or_now, while_sent};
 pub use keys::{prefix_fits_cluster, Holder, LockKeys};
 pub use line::{Line, Waiting};
 pub use multi::{KeyReleased, Locks};
