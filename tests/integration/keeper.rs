@@ -826,3 +826,59 @@ fn the_job_runs_in_its_runs_own_cgroup_started_at_once_or_parked() {
     let ours = format!("/redlock-run.{}.", run.pid());
     assert!(seen.contains(&ours), "not in {ours}: {seen:?} {out:?}");
 }
+
+/// Twenty runs under a subreaper that reaps only the runs themselves:
+/// what each run's keeper leaves to whatever adopts it (`left:` and one
+/// `PID COMM STATE` per child that is not a run).
+const ADOPTER: &str = r#"
+import ctypes, os, subprocess, sys
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+for _ in range(20):
+    code = subprocess.run(sys.argv[1:]).returncode
+    if code != 0:
+        sys.exit(f"a run exited {code}")
+me = os.getpid()
+left = []
+for pid in open(f"/proc/{me}/task/{me}/children").read().split():
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        left.append(f"{pid} {open(f'/proc/{pid}/comm').read().strip()} {state}")
+    except OSError:
+        pass
+print("left:", "; ".join(left))
+"#;
+
+/// A run reaps its keeper before it exits: no keeper is left to the
+/// process that adopts orphans, not even as a zombie (a container's first
+/// process may reap nothing, and zombies would pile up there, one a run).
+#[test]
+fn a_finished_run_leaves_no_keeper_behind_not_even_a_zombie() {
+    let server = RedisServer::start();
+    let python = std::env::var("REDLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    for contain in CONTAIN {
+        let key = format!("no-zombie-{contain}");
+        let run = server
+            .job(&key)
+            .env("REDLOCK_CONTAIN", contain)
+            .exec(["true"]);
+        let mut adopter = Command::new(&python);
+        adopter
+            .arg("-c")
+            .arg(ADOPTER)
+            .arg(run.get_program())
+            .args(run.get_args());
+        for (name, value) in run.get_envs() {
+            match value {
+                Some(value) => adopter.env(name, value),
+                None => adopter.env_remove(name),
+            };
+        }
+        let out = run_with_timeout(&mut adopter, LONG);
+        assert!(
+            out.code == Some(0) && out.stdout.trim_end() == "left:",
+            "{contain}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
