@@ -329,10 +329,14 @@ impl Held<'_> {
         // its way: the next holder need not wait for them, nor we for the
         // reply before doing them.
         let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
-        if let Some(keeper) = &keeper {
-            child::dismissed(keeper.pid());
+        let keeper_pid = keeper.as_ref().map(child::Dismissal::pid);
+        if let Some(pid) = keeper_pid {
+            child::dismissed(pid);
         }
-        crate::lock::while_sent(Box::new(move || drop((keeper, cgroup))));
+        crate::lock::while_sent(Box::new(move || {
+            child::give_way(keeper_pid);
+            drop((keeper, cgroup));
+        }));
         let exit = self.finish(main, ended, lease.valid_until());
         crate::lock::sent_or_now();
         // After the release: the next holder need not wait for the hook.

@@ -628,6 +628,24 @@ pub fn keep_reserve() {
     reserve::keep();
 }
 
+/// Once the release is on its way, what is left of a run (our reading of
+/// its reply, the keeper's exit, the cgroup's removal, our own exit)
+/// gives way to whoever runs next: this thread (the main one; threads and
+/// processes started from it from now on too) and the keeper `keeper`
+/// take the lowest CPU priority, nice 19. On a busy machine the next
+/// holder, woken by our release, then gets a core before our tail does.
+pub fn give_way(keeper: Option<Pid>) {
+    // SAFETY: setpriority(2) on this thread and on our own child; raising
+    // a nice value needs no privilege, and a failure changes nothing.
+    unsafe {
+        use nix::libc::{id_t, setpriority, PRIO_PROCESS};
+        setpriority(PRIO_PROCESS, 0, 19);
+        if let Some(keeper) = keeper.and_then(|k| id_t::try_from(k.as_raw()).ok()) {
+            setpriority(PRIO_PROCESS, keeper, 19);
+        }
+    }
+}
+
 /// Whether /proc shows our own processes: not missing, and not a host's
 /// /proc seen from a PID namespace (its pids are not ours to wait for or
 /// signal): `/proc/self` names our pid as /proc counts them. Asked once.
