@@ -334,8 +334,8 @@ impl Keeper {
 /// caller drops it while the release is on its way to Redis, so that the
 /// keeper's exit (a wake-up and an address space to tear down) takes a
 /// core while we only wait, not before the release is sent. The keeper
-/// is not waited for (it holds nothing of ours; a wait would cost every
-/// run a round trip), only reaped if it is done already.
+/// is reaped here if it is done already; else [`dismissed`] names it to
+/// [`reap_dismissed`], which waits for it, a little, at our exit.
 #[derive(Debug)]
 pub struct Dismissal {
     pid: Pid,
