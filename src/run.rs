@@ -329,12 +329,8 @@ impl Held<'_> {
         // its way: the next holder need not wait for them, nor we for the
         // reply before doing them.
         let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
-        let keeper_pid = keeper.as_ref().map(child::Dismissal::pid);
-        if let Some(pid) = keeper_pid {
-            child::dismissed(pid);
-        }
         crate::lock::while_sent(Box::new(move || {
-            child::give_way(keeper_pid);
+            child::give_way(keeper.as_ref().map(child::Dismissal::pid));
             drop((keeper, cgroup));
         }));
         let exit = self.finish(main, ended, lease.valid_until());

@@ -334,8 +334,8 @@ impl Keeper {
 /// caller drops it while the release is on its way to Redis, so that the
 /// keeper's exit (a wake-up and an address space to tear down) takes a
 /// core while we only wait, not before the release is sent. The keeper
-/// is reaped here if it is done already; else [`dismissed`] names it to
-/// [`reap_dismissed`], which waits for it, a little, at our exit.
+/// is reaped here if it is done already; else [`reap_dismissed`] waits
+/// for it, a little, at our exit.
 #[derive(Debug)]
 pub struct Dismissal {
     pid: Pid,
@@ -343,7 +343,7 @@ pub struct Dismissal {
 }
 
 impl Dismissal {
-    /// The keeper's pid (see [`dismissed`]).
+    /// The keeper's pid.
     pub fn pid(&self) -> Pid {
         self.pid
     }
@@ -352,17 +352,12 @@ impl Dismissal {
 /// How long a keeper told "done" is waited for (see [`reap_dismissed`]).
 const DISMISSED_END: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The keeper told "done" whose end [`reap_dismissed`] is to see (0: none).
+/// The keeper told "done" that had not ended yet (see [`Dismissal`]), whose
+/// end [`reap_dismissed`] is to see (0: none).
 static DISMISSED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// The keeper of `pid` was told "done" (a [`Dismissal`] dropped while the
-/// release was on its way): [`reap_dismissed`], just before we exit, reaps
-/// it, which gives it the most time to have ended by then.
-pub fn dismissed(pid: Pid) {
-    DISMISSED.store(pid.as_raw(), std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Reap the keeper [`dismissed`] named: it has usually ended by now,
+/// Reap the keeper [`DISMISSED`] names, just before we exit (which gives
+/// it the most time to have ended): it has usually ended by now,
 /// else it is waited for a little (at most [`DISMISSED_END`]: a stopped
 /// keeper is not). Left to end after we do, it would be a zombie of
 /// whatever adopts it, for good where that is a container's first
@@ -379,12 +374,10 @@ pub fn reap_dismissed() {
     }
     // SAFETY: pidfd_open(2) on our own child, unreaped: the pid is its.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
-    let Ok(fd) = RawFd::try_from(fd) else {
-        return;
+    let fd = match RawFd::try_from(fd) {
+        Ok(fd) if fd >= 0 => fd,
+        _ => return,
     };
-    if fd < 0 {
-        return;
-    }
     // SAFETY: a new descriptor of our own.
     let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     if crate::signals::wait_readable(fd.as_fd(), DISMISSED_END) {
@@ -394,12 +387,15 @@ pub fn reap_dismissed() {
 
 impl Drop for Dismissal {
     fn drop(&mut self) {
+        use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
         if let Some(ctl) = self.ctl.take() {
             let mut message = [0u8; CTL];
             message[0] = b'R';
             let _ = nix::unistd::write(&ctl, &message);
         }
-        let _ = nix::sys::wait::waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        if waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) == Ok(WaitStatus::StillAlive) {
+            DISMISSED.store(self.pid.as_raw(), std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

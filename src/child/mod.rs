@@ -37,7 +37,7 @@ mod spawn;
 mod trim;
 
 pub use cgroup::Cgroup;
-pub use keeper::{dismissed, reap_dismissed, Dismissal};
+pub use keeper::{reap_dismissed, Dismissal};
 pub use park::{park, supported as can_park, Parked};
 pub use spawn::Failed;
 pub use trim::trim;

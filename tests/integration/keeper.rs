@@ -861,18 +861,7 @@ fn a_finished_run_leaves_no_keeper_behind_not_even_a_zombie() {
             .job(&key)
             .env("REDLOCK_CONTAIN", contain)
             .exec(["true"]);
-        let mut adopter = Command::new(&python);
-        adopter
-            .arg("-c")
-            .arg(ADOPTER)
-            .arg(run.get_program())
-            .args(run.get_args());
-        for (name, value) in run.get_envs() {
-            match value {
-                Some(value) => adopter.env(name, value),
-                None => adopter.env_remove(name),
-            };
-        }
+        let mut adopter = wrapped(&python, ["-c", ADOPTER], &run);
         let out = run_with_timeout(&mut adopter, LONG);
         assert!(
             out.code == Some(0) && out.stdout.trim_end() == "left:",

@@ -3,6 +3,7 @@
 //! `REDLOCK_TEST_REQUIRE_TOOLS=1` (set by `scripts/test.sh` and CI): then a
 //! missing tool fails the test, so that nothing passes by skipping.
 
+use std::ffi::OsStr;
 use std::process::Command;
 
 /// Whether `program` is on PATH. When it is not: a one-line note naming
@@ -46,11 +47,21 @@ pub fn can_unshare(untested: &str) -> bool {
 /// `cmd` run by `sh` in a private mount namespace after `setup` (shell
 /// text, run there first) succeeded. Check `can_unshare` before.
 pub fn unshared(setup: &str, cmd: &Command) -> Command {
-    let mut wrapped = Command::new("unshare");
+    let script = format!("{setup} && exec \"$@\"");
+    let args = ["-m", "--propagation", "private", "sh", "-c", &script, "sh"];
+    wrapped("unshare", args, cmd)
+}
+
+/// `program ARGS... CMD'S PROGRAM CMD'S ARGS...`, with `cmd`'s changes to
+/// the environment: `cmd` run by another program that runs its arguments.
+pub fn wrapped<I, S>(program: impl AsRef<OsStr>, args: I, cmd: &Command) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut wrapped = Command::new(program);
     wrapped
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(format!("{setup} && exec \"$@\""))
-        .arg("sh")
+        .args(args)
         .arg(cmd.get_program())
         .args(cmd.get_args());
     for (name, value) in cmd.get_envs() {
