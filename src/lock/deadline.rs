@@ -87,10 +87,16 @@ impl Armed {
     /// blocking calls were interrupted).
     pub fn disarm(mut self) -> bool {
         self.delete();
-        self.timer_was_due()
+        self.passed()
     }
 
-    fn timer_was_due(&self) -> bool {
+    /// Whether the deadline has passed. Taken before the timer was set,
+    /// it is never later than the timer's first signal: a call that
+    /// signal interrupted is always past it, however long this thread
+    /// waited between arming and reading (a second clock reading taken
+    /// after arming could be later, and call that interruption a signal
+    /// from elsewhere: CI, stop 54, at nice 19 on a loaded machine).
+    pub fn passed(&self) -> bool {
         self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
@@ -239,6 +245,23 @@ mod tests {
         let e = result.expect_err("the trickle ended the read");
         assert!(e.is_timeout(), "{e}");
         assert!(took < Duration::from_secs(2), "took {took:?}");
+    }
+
+    /// A read the timer interrupted is past the deadline, however late
+    /// the thread came to it after arming (preempted at nice 19 on a busy
+    /// host): the round's reply is then a timeout, never "Interrupted".
+    #[test]
+    fn an_interrupted_read_is_past_the_deadline_however_late_it_began() {
+        let (mut ours, _theirs) = UnixStream::pair().expect("socketpair");
+        ours.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let armed = Armed::new(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(60));
+        let mut byte = [0u8; 1];
+        let read = ours.read(&mut byte).expect_err("nothing was sent");
+        assert_eq!(read.kind(), std::io::ErrorKind::Interrupted, "{read}");
+        assert!(armed.passed());
+        assert!(armed.disarm());
     }
 
     /// An exchange that ends in time is not touched, and later calls of

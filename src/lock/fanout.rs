@@ -63,9 +63,8 @@ pub fn round_at<P, R>(
     // One deadline for every reply of the round: one timer.
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
     let armed = Armed::new(limit);
-    let deadline = Instant::now() + limit;
     let replies: Vec<Option<NodeResult<Value>>> = (nodes.iter_mut().zip(sent))
-        .map(|(node, sent)| Some(node.finish(sent?, (deadline, limit))))
+        .map(|(node, sent)| Some(node.finish(sent?, (&armed, limit))))
         .collect();
     armed.disarm();
     let calls = nodes.iter_mut().zip(replies).zip(pending);
@@ -239,7 +238,6 @@ pub fn exchange(calls: &mut [(&mut Connection, &Cmd)], limit: Duration) -> Vec<R
         .map(|(conn, cmd)| conn.send_packed_command(&cmd.get_packed_command()))
         .collect();
     let armed = Armed::new(limit);
-    let deadline = Instant::now() + limit;
     let replies = (calls.iter_mut().zip(sent))
         .map(|((conn, _), sent)| {
             sent?;
@@ -250,7 +248,7 @@ pub fn exchange(calls: &mut [(&mut Connection, &Cmd)], limit: Duration) -> Vec<R
                 }
             };
             match reply {
-                Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= deadline => {
+                Err(e) if e.is_io_error() && !e.is_timeout() && armed.passed() => {
                     Err(overrun(limit))
                 }
                 other => other.and_then(Value::extract_error),

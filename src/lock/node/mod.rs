@@ -371,9 +371,13 @@ impl Node {
     }
 
     /// The second half: the reply to what [`Node::start`] sent, read
-    /// under the round's deadline (`round`: its end and its length), whose
-    /// timer the caller armed (see `deadline`).
-    pub(super) fn finish(&mut self, sent: Sent, round: (Instant, Duration)) -> NodeResult<Value> {
+    /// under the round's deadline (`round`: its timer, which the caller
+    /// armed, and its length; see `deadline`).
+    pub(super) fn finish(
+        &mut self,
+        sent: Sent,
+        round: (&super::deadline::Armed, Duration),
+    ) -> NodeResult<Value> {
         let (cmd, slot, short) = match sent {
             Sent::Pending(cmd, slot, short) => (cmd, slot, short),
             Sent::Done(answer) => return answer,
@@ -385,7 +389,7 @@ impl Node {
             _ => return self.query_at(&cmd, slot),
         };
         let reply = match reply {
-            Err(e) if e.is_io_error() && !e.is_timeout() && Instant::now() >= round.0 => {
+            Err(e) if e.is_io_error() && !e.is_timeout() && round.0.passed() => {
                 Err(super::deadline::overrun(round.1))
             }
             other => other,
