@@ -628,20 +628,34 @@ pub fn keep_reserve() {
     reserve::keep();
 }
 
+/// How much lower the CPU priority of a run's tail is (see [`give_way`]).
+/// Five steps, not the lowest (19): under the kernel's EEVDF scheduler a
+/// task at nice 19 beside busy ones waits hundreds of milliseconds for a
+/// core (the run's exit at 8 busy processes on 2 cores: median 80 ms
+/// against 35, 99th percentile 349 ms against 48); at nice 5 the tail
+/// costs nothing measurable there and keeps most of the hand-over's gain
+/// (docs/benchmarks.md, "The end of a run").
+const GIVE_WAY: i32 = 5;
+
 /// Once the release is on its way, what is left of a run (our reading of
 /// its reply, the keeper's exit, the cgroup's removal, our own exit)
 /// gives way to whoever runs next: this thread (the main one; threads and
 /// processes started from it from now on too) and the keeper `keeper`
-/// take the lowest CPU priority, nice 19. On a busy machine the next
-/// holder, woken by our release, then gets a core before our tail does.
+/// take a CPU priority [`GIVE_WAY`] steps lower than ours was. On a busy
+/// machine the next holder, woken by our release, then gets a core
+/// before our tail does.
 pub fn give_way(keeper: Option<Pid>) {
-    // SAFETY: setpriority(2) on this thread and on our own child; raising
-    // a nice value needs no privilege, and a failure changes nothing.
+    // SAFETY: getpriority(2) and setpriority(2) on this thread and on our
+    // own child; raising a nice value needs no privilege, and a failure
+    // changes nothing (a nice of -1 reads as an error: 4 then, lower still).
     unsafe {
-        use nix::libc::{id_t, setpriority, PRIO_PROCESS};
-        setpriority(PRIO_PROCESS, 0, 19);
+        use nix::libc::{getpriority, id_t, setpriority, PRIO_PROCESS};
+        let nice = getpriority(PRIO_PROCESS, 0)
+            .saturating_add(GIVE_WAY)
+            .min(19);
+        setpriority(PRIO_PROCESS, 0, nice);
         if let Some(keeper) = keeper.and_then(|k| id_t::try_from(k.as_raw()).ok()) {
-            setpriority(PRIO_PROCESS, keeper, 19);
+            setpriority(PRIO_PROCESS, keeper, nice);
         }
     }
 }
