@@ -647,7 +647,8 @@ const GIVE_WAY: i32 = 5;
 pub fn give_way(keeper: Option<Pid>) {
     // SAFETY: getpriority(2) and setpriority(2) on this thread and on our
     // own child; raising a nice value needs no privilege, and a failure
-    // changes nothing (a nice of -1 reads as an error: 4 then, lower still).
+    // changes nothing. (A failed getpriority says -1, as a nice of -1
+    // does: 4 then, and a nice above it is kept, lowering it is refused.)
     unsafe {
         use nix::libc::{getpriority, id_t, setpriority, PRIO_PROCESS};
         let nice = getpriority(PRIO_PROCESS, 0)
