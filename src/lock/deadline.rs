@@ -38,13 +38,9 @@ pub fn within<T>(
     exchange: impl FnOnce() -> Result<T, RedisError>,
 ) -> Result<T, RedisError> {
     let armed = Armed::new(limit);
-    let result = exchange();
-    let fired = armed.disarm();
-    match result {
-        // A timeout of its own (a name lookup's) says more.
-        Err(e) if fired && e.is_io_error() && !e.is_timeout() => Err(overrun(limit)),
-        other => other,
-    }
+    let result = armed.judge(exchange());
+    armed.disarm();
+    result
 }
 
 /// `cmd` on a plain connection, its whole reply within `limit`.
@@ -70,6 +66,7 @@ pub struct Armed {
     /// The kernel's id of this thread's timer, if one could be made.
     timer: Option<libc::c_int>,
     deadline: Option<Instant>,
+    limit: Duration,
 }
 
 impl Armed {
@@ -80,7 +77,11 @@ impl Armed {
             true => arm(limit),
             false => None,
         };
-        Armed { timer, deadline }
+        Armed {
+            timer,
+            deadline,
+            limit,
+        }
     }
 
     /// Stop watching; whether the deadline passed while it ran (its
@@ -96,8 +97,20 @@ impl Armed {
     /// waited between arming and reading (a second clock reading taken
     /// after arming could be later, and call that interruption a signal
     /// from elsewhere: CI, stop 54, at nice 19 on a loaded machine).
-    pub fn passed(&self) -> bool {
+    fn passed(&self) -> bool {
         self.deadline.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// `result` of the exchange watched, as its caller is to see it: an
+    /// I/O error past the deadline (its blocking call interrupted) is a
+    /// timeout. A timeout of its own (a name lookup's) says more.
+    pub fn judge<T>(&self, result: Result<T, RedisError>) -> Result<T, RedisError> {
+        match result {
+            Err(e) if e.is_io_error() && !e.is_timeout() && self.passed() => {
+                Err(overrun(self.limit))
+            }
+            other => other,
+        }
     }
 
     fn delete(&mut self) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, Connection, ConnectionInfo, RedisResult, Value};
 
-use super::deadline::{overrun, Armed};
+use super::deadline::Armed;
 use super::error::NodeResult;
 use super::node::{Node, Sent};
 
@@ -64,7 +64,7 @@ pub fn round_at<P, R>(
     let limit = nodes.first().map(Node::timeout).unwrap_or_default();
     let armed = Armed::new(limit);
     let replies: Vec<Option<NodeResult<Value>>> = (nodes.iter_mut().zip(sent))
-        .map(|(node, sent)| Some(node.finish(sent?, (&armed, limit))))
+        .map(|(node, sent)| Some(node.finish(sent?, &armed)))
         .collect();
     armed.disarm();
     let calls = nodes.iter_mut().zip(replies).zip(pending);
@@ -247,12 +247,7 @@ pub fn exchange(calls: &mut [(&mut Connection, &Cmd)], limit: Duration) -> Vec<R
                     other => break other,
                 }
             };
-            match reply {
-                Err(e) if e.is_io_error() && !e.is_timeout() && armed.passed() => {
-                    Err(overrun(limit))
-                }
-                other => other.and_then(Value::extract_error),
-            }
+            armed.judge(reply).and_then(Value::extract_error)
         })
         .collect();
     armed.disarm();

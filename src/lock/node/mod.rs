@@ -371,12 +371,12 @@ impl Node {
     }
 
     /// The second half: the reply to what [`Node::start`] sent, read
-    /// under the round's deadline (`round`: its timer, which the caller
-    /// armed, and its length; see `deadline`).
+    /// under the round's deadline, whose timer (`round`) the caller armed
+    /// (see `deadline`).
     pub(super) fn finish(
         &mut self,
         sent: Sent,
-        round: (&super::deadline::Armed, Duration),
+        round: &super::deadline::Armed,
     ) -> NodeResult<Value> {
         let (cmd, slot, short) = match sent {
             Sent::Pending(cmd, slot, short) => (cmd, slot, short),
@@ -388,13 +388,7 @@ impl Node {
             Some(Link::Plain(conn)) => super::wire::finish(conn, &cmd, short, &mut self.digests),
             _ => return self.query_at(&cmd, slot),
         };
-        let reply = match reply {
-            Err(e) if e.is_io_error() && !e.is_timeout() && round.0.passed() => {
-                Err(super::deadline::overrun(round.1))
-            }
-            other => other,
-        };
-        self.settle(reply.map_err(Failed::Redis), &cmd, slot)
+        self.settle(round.judge(reply).map_err(Failed::Redis), &cmd, slot)
     }
 
     /// The per-node timeout: connecting, and every command.
