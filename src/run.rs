@@ -758,11 +758,10 @@ const LATE: [&str; 4] = [
 /// Before the first attempt: COMMAND's start made ready, up to its exec,
 /// so that neither the acquire nor a hand-over waits for it (see
 /// child/park.rs). Not with `--lease-file` (the file is made once the
-/// lock is ours), nor under qemu-user (see `child::can_park`). A start
-/// that cannot be made ready is left to the usual path, which says what
-/// is wrong.
+/// lock is ours). A start that cannot be made ready is left to the usual
+/// path, which says what is wrong.
 fn park(cfg: &RunConfig, containment: &mut Option<Containment>) -> Option<child::Parked> {
-    if cfg.lease_file || cfg.keys.len() > 1 || !child::can_park() {
+    if cfg.lease_file || cfg.keys.len() > 1 {
         return None;
     }
     let mut env = command_env(cfg);

@@ -437,6 +437,8 @@ pub(super) struct Start {
     /// Set by the child just before its `execve`: 0 when the keeper
     /// resumes means it was parked and never told to go (or was killed).
     pub went: *const std::sync::atomic::AtomicI32,
+    /// A forked child's pipe, set by the keeper (see `clone_child`).
+    pub said: *const std::sync::atomic::AtomicI32,
     /// The keeper's pid, for the child's parent-death check.
     pub parent: *const std::sync::atomic::AtomicI32,
     /// The lease's end (CLOCK_MONOTONIC ns) when COMMAND starts, 0 for
@@ -527,8 +529,8 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
     // The lease's end we start with, and how many ends that counts as
     // told (see `let_go`): redlock-run does not tell again the one in our
     // own copy, made before the fork (see `Keeper::new`). A parked child
-    // reads its "go" into our memory, which under qemu-user (a fork
-    // there) never reaches us: redlock-run tells that end again.
+    // reads its "go" into our memory (a forked one says its lease's end,
+    // see `heard`); redlock-run tells that end again all the same.
     let (lease_end, ends) = match start.go.is_null() {
         true => (start.lease_end, u32::from(start.lease_end > 0)),
         false => (i64::from_ne_bytes(*start.go.cast::<[u8; 8]>()), 0),
@@ -545,7 +547,9 @@ pub(super) unsafe fn run(start: &Start, fds: [RawFd; 4]) -> ! {
 /// pipe instead, whose writing end only the child holds, closed by its
 /// exec (close-on-exec) or its end. Until then we touch nothing it reads,
 /// and no call of ours can fail (the child shares our `errno`): every
-/// signal is blocked.
+/// signal is blocked. Where such a clone is refused (qemu-user), the
+/// parked child is forked instead, and says on that pipe what it would
+/// have left in our memory.
 ///
 /// # Safety
 /// As [`run`]: in the keeper only, before anything else runs below it.
@@ -575,13 +579,66 @@ unsafe fn clone_child(start: &Start) -> c_int {
             start.arg,
         );
     }
+    let forked = leader < 0 && exec[1] >= 0 && errno() == libc::EINVAL;
+    if forked {
+        // qemu-user refuses a clone that shares our memory without
+        // CLONE_VFORK's wait (it makes every such clone a fork or a
+        // thread). A fork then: the child says on the pipe what it would
+        // have left in our memory (see `heard`).
+        (*start.said).store(exec[1], Ordering::Relaxed);
+        let flags = (flags & !libc::CLONE_VM) | libc::SIGCHLD;
+        leader = libc::clone(start.entry, start.stack_top, flags, start.arg);
+    }
     if exec[1] >= 0 {
         libc::close(exec[1]);
-        let mut byte = 0u8;
-        while leader > 0 && libc::read(exec[0], std::ptr::addr_of_mut!(byte).cast(), 1) < 0 {}
+        if leader > 0 && forked {
+            heard(start, exec[0]);
+        } else {
+            let mut byte = 0u8;
+            while leader > 0 && libc::read(exec[0], std::ptr::addr_of_mut!(byte).cast(), 1) < 0 {}
+        }
         libc::close(exec[0]);
     }
     leader
+}
+
+/// What a forked child said on `pipe` until its exec (or its end) closed
+/// it, left where a child that shares our memory leaves it (see
+/// `spawn::Exec::say`).
+///
+/// # Safety
+/// As [`clone_child`], with `pipe` the reading end of the child's.
+unsafe fn heard(start: &Start, pipe: RawFd) {
+    use super::spawn::{SAID, SAID_FAILED, SAID_JOIN_FAILED, SAID_WENT};
+    use std::sync::atomic::Ordering;
+    let mut word = [0u8; SAID];
+    loop {
+        let mut have = 0;
+        while have < SAID {
+            let n = libc::read(pipe, word.as_mut_ptr().add(have).cast(), SAID - have);
+            match usize::try_from(n) {
+                Ok(0) => return,
+                Ok(n) => have += n,
+                Err(_) if errno() == libc::EINTR => {}
+                Err(_) => return,
+            }
+        }
+        let mut tag = [0u8; 4];
+        tag.copy_from_slice(&word[..4]);
+        let mut value = [0u8; 8];
+        value.copy_from_slice(&word[4..]);
+        let errno_of = || c_int::try_from(i64::from_ne_bytes(value)).unwrap_or(libc::EIO);
+        match i32::from_ne_bytes(tag) {
+            SAID_WENT => {
+                // Where `run` reads the lease's end of a parked start.
+                std::ptr::copy_nonoverlapping(value.as_ptr(), start.go.cast_mut(), 8);
+                (*start.went).store(1, Ordering::Release);
+            }
+            SAID_FAILED => (*start.failed).store(errno_of(), Ordering::Release),
+            SAID_JOIN_FAILED => (*start.join_failed).store(errno_of(), Ordering::Release),
+            _ => {}
+        }
+    }
 }
 
 /// After COMMAND's child has left the keeper's memory (the `clone` has

@@ -38,7 +38,7 @@ mod trim;
 
 pub use cgroup::Cgroup;
 pub use keeper::{reap_dismissed, Dismissal};
-pub use park::{park, supported as can_park, Parked};
+pub use park::{park, Parked};
 pub use spawn::Failed;
 pub use trim::trim;
 

@@ -28,8 +28,6 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::Instant;
 
-use nix::libc;
-
 use super::keeper::{self, Keeper};
 use super::spawn::{self, Failed, GO, LATE_MAX};
 use super::{Cgroup, Containment, Job};
@@ -49,7 +47,7 @@ pub struct Parked {
 
 /// Get `argv` ready to start as [`super::spawn`] would, with `env` on top
 /// of our environment, and each name of `late` (up to four) given its
-/// value in [`Parked::start`]. Only where [`supported`].
+/// value in [`Parked::start`].
 pub fn park(
     argv: &[OsString],
     env: &[(&str, &str)],
@@ -71,39 +69,6 @@ pub fn park(
         cgroup,
         pid_namespace,
         contained,
-    })
-}
-
-/// Whether a clone can share our memory without `CLONE_VFORK`'s wait,
-/// which a parked child needs (see `keeper::clone_child`). Linux can;
-/// qemu-user cannot (EINVAL: it makes every such clone a fork or a
-/// thread), and its parked child would fail to start once the lock is
-/// ours. Found out once, with a child that ends at once.
-pub fn supported() -> bool {
-    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SUPPORTED.get_or_init(|| {
-        extern "C" fn end(_: *mut libc::c_void) -> libc::c_int {
-            // SAFETY: ends this child alone (its own thread group).
-            unsafe { libc::_exit(0) }
-        }
-        let mut stack = vec![0u8; 16 * 1024];
-        // SAFETY: one past the end of `stack`, rounded down to 16 bytes;
-        // the child touches nothing but its stack, which outlives it (we
-        // wait for it below before `stack` is dropped).
-        unsafe {
-            let end_of = stack.as_mut_ptr().add(stack.len());
-            let top = end_of.sub(end_of.addr() % 16);
-            let flags = libc::CLONE_VM | libc::SIGCHLD;
-            let pid = libc::clone(end, top.cast(), flags, std::ptr::null_mut());
-            if pid <= 0 {
-                return false;
-            }
-            let mut status = 0;
-            while libc::waitpid(pid, &mut status, 0) < 0
-                && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
-            {}
-            true
-        }
     })
 }
 

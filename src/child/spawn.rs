@@ -136,6 +136,7 @@ fn prepared<T>(
         join_failed: AtomicI32::new(0),
         in_cgroup: AtomicI32::new(0),
         went: AtomicI32::new(0),
+        said: AtomicI32::new(-1),
         go: go.map_or(-1, |(r, _)| r.as_raw_fd()),
         go_w: go.map_or(-1, |(_, w)| w.as_raw_fd()),
         message: base,
@@ -148,6 +149,18 @@ fn prepared<T>(
     std::mem::forget((arg_ptrs, env_ptrs, sh_argv, overridden));
     forked
 }
+
+/// What a forked child says (see [`Exec::say`]): a tag (a native `i32`)
+/// and a value (a native `i64`); under `PIPE_BUF`, so each is one write,
+/// read whole.
+pub const SAID: usize = 12;
+/// It was told to go, and execs now; the value is the lease's end from
+/// its "go" message (see [`GO`]), which the keeper's copy never got.
+pub const SAID_WENT: i32 = 1;
+/// Its exec failed with the `errno` given.
+pub const SAID_FAILED: i32 = 2;
+/// Its join of the job's cgroup failed with the `errno` given.
+pub const SAID_JOIN_FAILED: i32 = 3;
 
 /// The size of the "go" message (see [`park`]): the lease's end (an
 /// `i64`, CLOCK_MONOTONIC ns, 0 for none), a byte that says whether to
@@ -230,6 +243,7 @@ fn start_for(exec: &Exec, top: *mut u8, stack_len: usize) -> keeper::Start {
         join_failed: &exec.join_failed,
         in_cgroup: &exec.in_cgroup,
         went: &exec.went,
+        said: &exec.said,
         parent: &exec.parent,
         lease_end,
         go_w: exec.go_w,
@@ -350,6 +364,11 @@ struct Exec<'a> {
     /// Set just before `execve`: the child was told to go (or was never
     /// parked). Still 0 when the keeper resumes: nothing ran.
     went: AtomicI32,
+    /// -1 while the child shares the keeper's memory. Else (a parked
+    /// child forked, under qemu-user: see `keeper::clone_child`) the pipe
+    /// on which it says what it would have left in the three above, whose
+    /// writes to its own copy never reach the keeper (see [`Exec::say`]).
+    said: AtomicI32,
     /// The "go" pipe's reading end, when parked (see [`park`]); else -1.
     go: c_int,
     /// Its writing end, which the keeper closes (-1: none).
@@ -375,6 +394,7 @@ impl Exec<'_> {
             if let Err(e) = joined {
                 // Never run outside the cgroup the tree's end relies on.
                 self.join_failed.store(e, Ordering::Release);
+                self.say(SAID_JOIN_FAILED, i64::from(e));
                 libc::_exit(127)
             }
             // If redlock-run dies (even by SIGKILL), so does COMMAND: it
@@ -400,8 +420,31 @@ impl Exec<'_> {
             libc::sigemptyset(&mut none);
             libc::pthread_sigmask(libc::SIG_SETMASK, &none, ptr::null_mut());
             self.went.store(1, Ordering::Release);
-            self.failed.store(self.exec(), Ordering::Release);
+            if self.go >= 0 {
+                // The lease's end, from the message (see [`GO`]).
+                let mut end = [0u8; 8];
+                ptr::copy_nonoverlapping(self.message, end.as_mut_ptr(), 8);
+                self.say(SAID_WENT, i64::from_ne_bytes(end));
+            }
+            let failed = self.exec();
+            self.failed.store(failed, Ordering::Release);
+            self.say(SAID_FAILED, i64::from(failed));
             libc::_exit(127)
+        }
+    }
+
+    /// A forked child's word to the keeper (see `said`): a tag and a
+    /// value (see [`SAID`]); nothing when the child shares its memory.
+    ///
+    /// # Safety
+    /// Only in the `clone`d child (see [`Exec::run`]).
+    unsafe fn say(&self, tag: i32, value: i64) {
+        let fd = self.said.load(Ordering::Relaxed);
+        if fd >= 0 {
+            let mut word = [0u8; SAID];
+            word[..4].copy_from_slice(&tag.to_ne_bytes());
+            word[4..].copy_from_slice(&value.to_ne_bytes());
+            libc::write(fd, word.as_ptr().cast(), SAID);
         }
     }
 

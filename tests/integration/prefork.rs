@@ -4,7 +4,10 @@
 //! hand-over; and nothing of COMMAND ever runs without the lock: a waiter
 //! that gives up, is signalled or is killed leaves no process behind and
 //! never runs COMMAND, and one whose keeper was killed while parked does
-//! not run it either (exit 71, the lock given back).
+//! not run it either (exit 71, the lock given back). Where a clone that
+//! shares memory is refused (qemu-user; here a seccomp filter that
+//! refuses it as qemu-user does), the start is parked all the same, in a
+//! forked child.
 
 use std::time::Duration;
 
@@ -192,6 +195,18 @@ fn a_parked_start_gets_its_own_locks_token_and_fence_and_no_outer_lease_file() {
 /// it froze waiters whose start was parked, not started).
 #[test]
 fn a_parked_start_whose_wrapper_is_frozen_is_ended_by_its_keeper_at_the_lease_end() {
+    frozen_after_the_start(false);
+}
+
+/// The same, with the start parked in a forked child (see `like_qemu`),
+/// whose keeper learns the lease's end from what the child says.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_forked_parked_start_whose_wrapper_is_frozen_is_ended_by_its_keeper_at_the_lease_end() {
+    frozen_after_the_start(true);
+}
+
+fn frozen_after_the_start(forked: bool) {
     let server = RedisServer::start();
     let dir = TestDir::new();
     let mut held = holder(&server, "frozen", &dir);
@@ -203,8 +218,16 @@ fn a_parked_start_whose_wrapper_is_frozen_is_ended_by_its_keeper_at_the_lease_en
             "echo $$ > '{}'; while :; do sleep 0.05; done",
             pid.display()
         ));
+    #[cfg(target_arch = "x86_64")]
+    if forked {
+        like_qemu(&mut cmd);
+    }
     let mut run = spawn_waiting(&mut cmd, LONG);
-    parked(run.pid());
+    let (keeper, child) = parked(run.pid());
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(share_memory(keeper, child), !forked);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (forked, keeper, child);
     Hold::new(&dir).go();
     assert_eq!(held.wait_timeout(LONG).code, Some(0));
     let leader = read_pid(&dir, "pid", LONG);
@@ -219,4 +242,144 @@ fn a_parked_start_whose_wrapper_is_frozen_is_ended_by_its_keeper_at_the_lease_en
     let out = run.wait_timeout(LONG);
     assert_eq!(out.code, Some(70), "{out:?}");
     assert!(out.stderr.contains("keeper killed"), "{}", out.stderr);
+}
+
+/// `cmd` run where a clone that shares its parent's memory without
+/// `CLONE_VFORK`'s wait is refused with EINVAL, and `clone3` is unknown
+/// (ENOSYS), as under qemu-user: a seccomp filter installed before its
+/// exec (x86_64's system call numbers; elsewhere the test is not built).
+#[cfg(target_arch = "x86_64")]
+fn like_qemu(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use nix::libc;
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ: u16 = 0x15;
+    const JSET: u16 = 0x45;
+    const RET: u16 = 0x06;
+    const ARCH_X86_64: u32 = 0xc000_003e;
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let program = vec![
+        op(LD_W_ABS, 0, 0, 4), // the architecture
+        op(JEQ, 0, 7, ARCH_X86_64),
+        op(LD_W_ABS, 0, 0, 0), // the system call
+        op(JEQ, 6, 0, libc::SYS_clone3 as u32),
+        op(JEQ, 0, 4, libc::SYS_clone as u32),
+        op(LD_W_ABS, 0, 0, 16), // clone's flags (the low half)
+        op(JSET, 2, 0, libc::CLONE_THREAD as u32),
+        op(JSET, 1, 0, libc::CLONE_VFORK as u32),
+        op(JSET, 2, 0, libc::CLONE_VM as u32),
+        op(RET, 0, 0, ALLOW),
+        op(RET, 0, 0, ERRNO | libc::ENOSYS as u32),
+        op(RET, 0, 0, ERRNO | libc::EINVAL as u32),
+    ];
+    let program: &'static [libc::sock_filter] = Box::leak(program.into_boxed_slice());
+    // SAFETY: prctl(2) only, on a program that lives as long as the test.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            let fprog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_ptr().cast_mut(),
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    std::ptr::addr_of!(fprog),
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Whether two processes share their memory (kcmp(2), KCMP_VM).
+#[cfg(target_arch = "x86_64")]
+fn share_memory(a: i32, b: i32) -> bool {
+    use nix::libc;
+    const KCMP_VM: libc::c_int = 1;
+    // SAFETY: a system call on two pids, no memory passed.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
+    assert!(r >= 0, "kcmp: {}", std::io::Error::last_os_error());
+    r == 0
+}
+
+/// The filter works as qemu-user does: the usual parked start's child
+/// shares its keeper's memory; under the filter it is a fork, and
+/// COMMAND gets the lock's token and fence, its exit code passes through.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn where_shared_memory_clones_are_refused_a_parked_start_is_forked_and_runs_command() {
+    let server = RedisServer::start();
+    for refused in [false, true] {
+        let dir = TestDir::new();
+        let mut held = holder(&server, "fork", &dir);
+        let env = dir.file("env");
+        let mut cmd = server.job("fork").args(["-v"]).sh(format!(
+            "env | grep -E '^REDLOCK_(TOKEN|FENCE)=' | sort > '{}'; exit 3",
+            env.display()
+        ));
+        if refused {
+            like_qemu(&mut cmd);
+        }
+        let mut run = spawn_waiting(&mut cmd, LONG);
+        let (keeper, child) = parked(run.pid());
+        assert_eq!(share_memory(keeper, child), !refused, "refused: {refused}");
+        Hold::new(&dir).go();
+        assert_eq!(held.wait_timeout(LONG).code, Some(0));
+        let out = run.wait_timeout(LONG);
+        assert_eq!(out.code, Some(3), "refused: {refused}: {out:?}");
+        let fence: String = redis::cmd("GET")
+            .arg("redlock:{fork}:fence")
+            .query(&mut server.conn())
+            .unwrap();
+        let seen = std::fs::read_to_string(&env).unwrap();
+        assert!(
+            seen.starts_with(&format!("REDLOCK_FENCE={fence}\nREDLOCK_TOKEN=")),
+            "{seen}"
+        );
+        assert!(
+            seen.trim_end().len() > "REDLOCK_TOKEN=".len() + fence.len() + 14,
+            "{seen}"
+        );
+    }
+}
+
+/// A forked parked start (see above) says why COMMAND could not run: exit
+/// 127 naming it, the lock given back; and one given up never runs.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_forked_parked_start_says_a_failed_exec_and_never_runs_when_given_up() {
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let mut held = holder(&server, "forkfail", &dir);
+    let mut cmd = server
+        .job("forkfail")
+        .args(["-v"])
+        .exec(["no-such-command-redlock-test"]);
+    let mut run = spawn_waiting(like_qemu(&mut cmd), LONG);
+    let (keeper, child) = parked(run.pid());
+    assert!(!share_memory(keeper, child));
+    let ran = format!("touch '{}'", dir.file("ran").display());
+    let mut cmd = server.job("forkfail").args(["-v", "--wait", "1s"]).sh(ran);
+    let mut quitter = spawn_waiting(like_qemu(&mut cmd), LONG);
+    let out = quitter.wait_timeout(LONG);
+    assert_eq!(out.code, Some(75), "{out:?}");
+    Hold::new(&dir).go();
+    assert_eq!(held.wait_timeout(LONG).code, Some(0));
+    let out = run.wait_timeout(LONG);
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains("no-such-command-redlock-test"),
+        "{out:?}"
+    );
+    let held: Option<String> = redis::cmd("GET")
+        .arg("redlock:{forkfail}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(held, None, "the lock was not given back: {out:?}");
+    assert!(!dir.file("ran").exists(), "COMMAND ran without the lock");
 }
