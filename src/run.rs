@@ -16,7 +16,7 @@ use crate::metrics::{Finished, Outcome, Writer};
 use crate::plan;
 use crate::refresh::{Holding, Loss, Refresher, SharedLease};
 use crate::signals::Signals;
-use crate::supervise::{Ended, Guard, Supervisor};
+use crate::supervise::{Early, Ended, Guard, Supervisor};
 use crate::wait::Waited;
 use crate::warn::{LeaseFile, OnLost};
 
@@ -322,18 +322,23 @@ impl Held<'_> {
             let first = self.cfg.keys.first().unwrap_or(&self.cfg.key);
             OnLost::new(line.clone(), first, self.acquired.fence, self.log)
         });
-        let mut ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
+        let ended = self.supervise(job, fresh, &lease, hook.as_ref(), woken);
         lease.remove_file();
         record.refresh_failures = lease.refresh_failures();
-        // The keeper's exit and the cgroup's rmdir while the release is on
-        // its way: the next holder need not wait for them, nor we for the
-        // reply before doing them.
-        let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
-        crate::lock::while_sent(Box::new(move || {
-            child::give_way(keeper.as_ref().map(child::Dismissal::pid));
-            drop((keeper, cgroup));
-        }));
-        let exit = self.finish(main, ended, lease.valid_until());
+        let exit = match ended {
+            Ok(mut ended) => {
+                // The keeper's exit and the cgroup's rmdir while the release
+                // is on its way: the next holder need not wait for them,
+                // nor we for the reply before doing them.
+                let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
+                crate::lock::while_sent(Box::new(move || {
+                    child::give_way(keeper.as_ref().map(child::Dismissal::pid));
+                    drop((keeper, cgroup));
+                }));
+                self.finish(main, ended, lease.valid_until())
+            }
+            Err(early) => Ok(self.finish_early(main, early)),
+        };
         crate::lock::sent_or_now();
         // After the release: the next holder need not wait for the hook.
         if let Some(hook) = &hook {
@@ -368,7 +373,7 @@ impl Held<'_> {
         lease: &Arc<SharedLease>,
         hook: Option<&OnLost>,
         woken: PipeReader,
-    ) -> Ended {
+    ) -> Result<Ended, Box<Early>> {
         let timing = self.cfg.timing;
         let refresher = RefCell::new(None);
         // The one resource made after the spawn (a thread, started lazily
@@ -383,17 +388,22 @@ impl Held<'_> {
                 }
                 Err(e) => Err(format!("cannot start the refresh thread: {e}")),
             };
-        let ended = Supervisor::new(job, self.signals, self.log, timing.kill_after)
-            .guard(Guard {
+        let mut supervisor =
+            Supervisor::new(job, self.signals, self.log, timing.kill_after).guard(Guard {
                 key: holding.key.clone(),
                 lease: lease.clone(),
                 timing,
                 wake: woken,
-            })
+            });
+        if self.cfg.min_hold.is_none() {
+            // The release follows COMMAND's end at once, however it ended.
+            supervisor = supervisor.early();
+        }
+        let ended = supervisor
             .max_hold(self.cfg.max_hold)
             .warn(self.cfg.warning, hook)
             .later(REFRESHER_AFTER, start_refresher)
-            .run();
+            .run_early();
         if let Some(refresher) = refresher.into_inner() {
             refresher.stop();
         }
@@ -524,6 +534,19 @@ impl Held<'_> {
         } else {
             ended.exit
         })
+    }
+
+    /// COMMAND's end seen by the kernel before the keeper reported it (see
+    /// `Supervisor::early`): it ended of itself and nothing of it is left,
+    /// so the lock goes back at once (no `--min-hold` here), and how it
+    /// ended is read from the keeper while the release is on its way.
+    fn finish_early(&self, main: &mut Locks, early: Box<Early>) -> Exit {
+        let settled = std::rc::Rc::new(std::cell::Cell::new(None));
+        let into = settled.clone();
+        crate::lock::while_sent(Box::new(move || into.set(Some(early.settle()))));
+        self.release(main);
+        crate::lock::sent_or_now();
+        settled.take().unwrap_or(Exit::LocalFailure)
     }
 
     /// `--min-hold`: if COMMAND ended early, keep the lock until `min-hold`

@@ -53,6 +53,84 @@ pub struct Ended {
     pub keeper: Option<child::Dismissal>,
 }
 
+/// COMMAND's end seen before the keeper reported it (see
+/// [`Supervisor::early`]): its leader ended of itself, and nothing of the
+/// job is left in its cgroup. How the leader ended is still to be read
+/// from the keeper.
+pub struct Early {
+    job: Job,
+    log: Log,
+}
+
+impl Early {
+    /// How COMMAND ended, read from the keeper and said as
+    /// [`Supervisor::run`] says it (a killed keeper too): nothing is left
+    /// to stop.
+    pub fn ended(mut self) -> Ended {
+        let (exit, keeper) = self.job.reap_later();
+        let keeper_killed = self.job.keeper_killed();
+        if keeper_killed {
+            say_keeper_killed(&self.log, self.job.keeper_pid());
+        } else if self.job.keeper_continued() {
+            say_keeper_stopped(&self.log, self.job.keeper_pid());
+        }
+        command_exited(&self.log, exit);
+        Ended {
+            exit,
+            lost: None,
+            max_hold: false,
+            local: None,
+            keeper_killed,
+            cgroup: self.job.take_cgroup(),
+            keeper: Some(keeper),
+        }
+    }
+
+    /// Once the release is on its way: how COMMAND ended (see
+    /// [`Early::ended`]); then, giving way to the next holder, the keeper
+    /// is told "done" and the cgroup removed. The run's exit: the
+    /// leader's, or 70 when the keeper was killed (its leader with it).
+    pub fn settle(self) -> Exit {
+        let mut ended = self.ended();
+        let keeper = ended.keeper.take();
+        child::give_way(keeper.as_ref().map(child::Dismissal::pid));
+        drop((keeper, ended.cgroup.take()));
+        match ended.keeper_killed {
+            true => Exit::LockLost,
+            false => ended.exit,
+        }
+    }
+}
+
+/// Say how COMMAND's leader ended.
+fn command_exited(log: &Log, exit: Exit) {
+    let (code, signal) = match exit {
+        Exit::Signaled(sig) => (None, Some(sig)),
+        other => (Some(other.code()), None),
+    };
+    log.emit(
+        Ev::CommandExited,
+        "COMMAND exited",
+        &[field("exit", code), field("signal", signal)],
+    );
+}
+
+/// The keeper was found stopped (see [`Supervisor::keeper_stopped`]).
+fn say_keeper_stopped(log: &Log, pid: nix::unistd::Pid) {
+    log.warn(format!(
+        "redlock-run's keeper process (pid {pid}) was stopped; continued it (it watches \
+         COMMAND and ends its tree if redlock-run cannot)"
+    ));
+}
+
+/// The keeper was killed (see [`Supervisor::keeper_killed`]).
+fn say_keeper_killed(log: &Log, pid: nix::unistd::Pid) {
+    log.error(format!(
+        "redlock-run's keeper process (pid {pid}) was killed; COMMAND's leader died with it \
+         (SIGKILL); stopping everything else COMMAND started before the lock is released, exit 70"
+    ));
+}
+
 /// The lease to enforce, when COMMAND runs under a lock.
 pub struct Guard {
     /// The lock's key, for the lines that say it is lost.
@@ -78,6 +156,10 @@ pub struct Supervisor<'a> {
     warning: Option<Warning>,
     on_lost: Option<&'a OnLost>,
     local: Option<String>,
+    /// The job's end may be taken from the kernel (see [`Supervisor::early`])
+    /// until then: the lease's end the keeper was given with COMMAND,
+    /// before which its watchdog cannot have fired.
+    early: Option<Instant>,
 }
 
 type Later<'a> = Box<dyn FnOnce() -> Result<(), String> + 'a>;
@@ -95,6 +177,24 @@ impl<'a> Supervisor<'a> {
             warning: None,
             on_lost: None,
             local: None,
+            early: None,
+        }
+    }
+
+    /// COMMAND's end may be seen before the keeper reports it: when its
+    /// leader has ended of itself (nothing was stopping it) and its
+    /// cgroup is empty, [`Supervisor::run_early`] returns at once, and the
+    /// exit status is read once the release is on its way (see
+    /// [`Early`]). For a run whose release follows COMMAND's end at once
+    /// (no `--min-hold`, which decides on how it ended), once the lease
+    /// is guarded (after [`Supervisor::guard`]): only before the end of
+    /// the lease the keeper started with, which no later end it is told
+    /// comes before. Until then its watchdog cannot have killed the job,
+    /// which would be a loss to say, not COMMAND's own end.
+    pub fn early(self) -> Self {
+        Supervisor {
+            early: self.plan.lease_end(),
+            ..self
         }
     }
 
@@ -133,7 +233,17 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Supervise until COMMAND and everything it left behind are gone.
-    pub fn run(mut self) -> Ended {
+    pub fn run(self) -> Ended {
+        self.run_early().unwrap_or_else(|early| early.ended())
+    }
+
+    /// As [`Supervisor::run`], or [`Early`] once the kernel says that
+    /// nothing of the job is left before the keeper has said how it ended
+    /// (see [`Supervisor::early`]).
+    pub fn run_early(mut self) -> Result<Ended, Box<Early>> {
+        if self.early.is_some() {
+            self.job.watch_end();
+        }
         loop {
             let leader = self.job.leader();
             self.keeper_fired();
@@ -150,25 +260,23 @@ impl<'a> Supervisor<'a> {
                 }
                 Leader::Stopped | Leader::Running => {}
             }
+            if self.may_end_early() && self.job.tree_gone() {
+                return Err(Box::new(Early {
+                    job: self.job,
+                    log: self.log.clone(),
+                }));
+            }
             self.enforce();
             self.wait(None);
         }
         self.drain();
         let (exit, keeper) = self.job.reap_later();
-        let (code, signal) = match exit {
-            Exit::Signaled(sig) => (None, Some(sig)),
-            other => (Some(other.code()), None),
-        };
-        self.log.emit(
-            Ev::CommandExited,
-            "COMMAND exited",
-            &[field("exit", code), field("signal", signal)],
-        );
+        command_exited(self.log, exit);
         let max_hold = self
             .plan
             .stopping()
             .is_some_and(|s| s.reason == Reason::MaxHold);
-        Ended {
+        Ok(Ended {
             exit,
             lost: self.plan.lost(),
             max_hold,
@@ -176,7 +284,18 @@ impl<'a> Supervisor<'a> {
             keeper_killed: self.job.keeper_killed(),
             cgroup: self.job.take_cgroup(),
             keeper: Some(keeper),
-        }
+        })
+    }
+
+    /// Whether COMMAND's end would be its own: nothing is stopping it, no
+    /// loss, no local failure (each decides after the end what to say and
+    /// what to give back), and the keeper's watchdog cannot have fired
+    /// (see [`Supervisor::early`]).
+    fn may_end_early(&self) -> bool {
+        self.early.is_some_and(|until| Instant::now() < until)
+            && self.plan.stopping().is_none()
+            && self.plan.lost().is_none()
+            && self.local.is_none()
     }
 
     /// The keeper was killed (`kill -9` of the wrong one of two lines in
@@ -185,22 +304,14 @@ impl<'a> Supervisor<'a> {
     /// before the lock is released. Said loudly: the job did not end by
     /// itself.
     fn keeper_killed(&mut self) {
-        self.log.error(format!(
-            "redlock-run's keeper process (pid {}) was killed; COMMAND's leader died with it \
-             (SIGKILL); stopping everything else COMMAND started before the lock is released, exit 70",
-            self.job.keeper_pid()
-        ));
+        say_keeper_killed(self.log, self.job.keeper_pid());
     }
 
     /// The keeper was stopped (SIGSTOP, a debugger): while it is, nobody
     /// sees COMMAND end and the lease's watchdog sleeps. It is continued.
     fn keeper_stopped(&mut self) {
         if self.job.keeper_continued() {
-            self.log.warn(format!(
-                "redlock-run's keeper process (pid {}) was stopped; continued it (it watches \
-                 COMMAND and ends its tree if redlock-run cannot)",
-                self.job.keeper_pid()
-            ));
+            say_keeper_stopped(self.log, self.job.keeper_pid());
         }
     }
 
@@ -376,6 +487,9 @@ impl<'a> Supervisor<'a> {
         let mut fds = vec![PollFd::new(signals, PollFlags::POLLIN)];
         if let Some(news) = self.job.news() {
             fds.push(PollFd::new(news, PollFlags::POLLIN));
+        }
+        if let Some(end) = self.job.end().filter(|_| self.may_end_early()) {
+            fds.push(PollFd::new(end, PollFlags::POLLIN));
         }
         if let Some(guard) = &self.guard {
             fds.push(PollFd::new(guard.wake.as_fd(), PollFlags::POLLIN));

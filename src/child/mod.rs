@@ -17,7 +17,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::errno::Errno;
@@ -88,6 +88,9 @@ pub struct Job {
     cgroup: Option<Cgroup>,
     /// A refresh was confirmed while the job runs (see [`Job::news`]).
     refreshed: bool,
+    /// The leader's pidfd, readable once it has ended (see
+    /// [`Job::watch_end`]).
+    end: Option<OwnedFd>,
 }
 
 /// How the leader is doing.
@@ -235,6 +238,7 @@ fn start_job(
         terminal_owner,
         cgroup,
         refreshed: false,
+        end: None,
     })
 }
 
@@ -383,6 +387,55 @@ impl Job {
             trim::trim();
         }
         running.then(|| self.keeper.fd())
+    }
+
+    /// Watch for the leader's end ourselves, not only through the keeper:
+    /// with the job in a cgroup of its own, the leader's end and the
+    /// cgroup's `populated 0` say together that nothing of the job runs
+    /// any more, and the release need not wait for the keeper to wake up,
+    /// look and tell us (see [`Job::tree_gone`]). Not where there is no
+    /// such cgroup, nor where COMMAND may have the terminal (it is given
+    /// back after the leader's end, before the release).
+    pub fn watch_end(&mut self) {
+        if self.cgroup.is_none() || self.terminal_owner.is_some() {
+            return;
+        }
+        // SAFETY: pidfd_open(2) on the leader, which the keeper reaps only
+        // once told "done": until then the pid is the leader's.
+        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, self.pgid.as_raw(), 0) };
+        if let Ok(fd) = std::os::fd::RawFd::try_from(fd) {
+            if fd >= 0 {
+                // SAFETY: a new descriptor of our own.
+                self.end = Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+            }
+        }
+    }
+
+    /// Readable once the leader has ended, while the keeper has not said
+    /// so (see [`Job::watch_end`]).
+    pub fn end(&self) -> Option<BorrowedFd<'_>> {
+        match self.keeper.exit() {
+            None => self.end.as_ref().map(|fd| fd.as_fd()),
+            Some(_) => None,
+        }
+    }
+
+    /// Whether the leader has ended with nothing of the job left in its
+    /// cgroup (the kernel moves a process out of it before the end that
+    /// makes the pidfd readable). Once the leader has ended with something
+    /// left, no more: the keeper's report and the drain see to the rest.
+    pub fn tree_gone(&mut self) -> bool {
+        let ended = self
+            .end()
+            .is_some_and(|fd| crate::signals::wait_readable(fd, std::time::Duration::ZERO));
+        if !ended {
+            return false;
+        }
+        let empty = self.cgroup.as_ref().and_then(Cgroup::populated) == Some(false);
+        if !empty {
+            self.end = None;
+        }
+        empty
     }
 
     /// How many processes COMMAND left behind (in its group or below us),

@@ -871,3 +871,44 @@ fn a_finished_run_leaves_no_keeper_behind_not_even_a_zombie() {
         );
     }
 }
+
+/// A run may release as soon as the kernel says its job is over (the
+/// leader has ended and its cgroup is empty), before its keeper reports:
+/// with the keeper stopped by the job, that is the only way the run can
+/// learn it (the keeper, continued, reports after). What the run says and
+/// exits with is the same: the job's own code, the stopped keeper said,
+/// "COMMAND exited" before "released", the lock gone, the keeper reaped.
+#[test]
+fn a_job_over_before_its_stopped_keeper_reports_ends_the_run_as_usual() {
+    if skipped_without_cgroups("the release before the keeper's report") {
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = TestDir::new();
+    let keeper_pid = dir.file("keeper");
+    let out = run_with_timeout(
+        &mut server.job("early").args(["-v"]).sh(format!(
+            "echo $PPID > '{}'; kill -STOP $PPID; exit 3",
+            keeper_pid.display()
+        )),
+        LONG,
+    );
+    assert_eq!(out.code, Some(3), "{out:?}");
+    let said = |line: &str| {
+        out.stderr
+            .find(line)
+            .unwrap_or_else(|| panic!("no {line:?}: {}", out.stderr))
+    };
+    assert!(
+        said("COMMAND exited") < said("released lock 'early'"),
+        "{}",
+        out.stderr
+    );
+    said("keeper process");
+    assert!(!exists(&mut server.conn(), "redlock:{early}"), "{out:?}");
+    let keeper = read_pid(&dir, "keeper", LONG);
+    assert!(
+        wait_until(LONG, || !process_alive(keeper)),
+        "the keeper {keeper} is still there"
+    );
+}
