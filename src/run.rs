@@ -545,6 +545,7 @@ impl Held<'_> {
         let into = settled.clone();
         crate::lock::while_sent(Box::new(move || into.set(Some(early.settle()))));
         self.release(main);
+        // Done by the release's round, or here if no round was made.
         crate::lock::sent_or_now();
         settled.take().unwrap_or(Exit::LocalFailure)
     }
