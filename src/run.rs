@@ -330,11 +330,7 @@ impl Held<'_> {
                 // The keeper's exit and the cgroup's rmdir while the release
                 // is on its way: the next holder need not wait for them,
                 // nor we for the reply before doing them.
-                let (cgroup, keeper) = (ended.cgroup.take(), ended.keeper.take());
-                crate::lock::while_sent(Box::new(move || {
-                    child::give_way(keeper.as_ref().map(child::Dismissal::pid));
-                    drop((keeper, cgroup));
-                }));
+                crate::lock::while_sent(Box::new(ended.leave()));
                 self.finish(main, ended, lease.valid_until())
             }
             Err(early) => Ok(self.finish_early(main, early)),

@@ -53,6 +53,20 @@ pub struct Ended {
     pub keeper: Option<child::Dismissal>,
 }
 
+impl Ended {
+    /// What is left of the run once its release is sent, to be done
+    /// while the reply is on its way: the keeper told "done" (it reaps the
+    /// leader and exits) and the cgroup removed, after giving way to the
+    /// next holder (see `child::give_way`).
+    pub fn leave(&mut self) -> impl FnOnce() + 'static {
+        let (cgroup, keeper) = (self.cgroup.take(), self.keeper.take());
+        move || {
+            child::give_way(keeper.as_ref().map(child::Dismissal::pid));
+            drop((keeper, cgroup));
+        }
+    }
+}
+
 /// COMMAND's end seen before the keeper reported it (see
 /// [`Supervisor::early`]): its leader ended of itself, and nothing of the
 /// job is left in its cgroup. How the leader ended is still to be read
@@ -87,14 +101,12 @@ impl Early {
     }
 
     /// Once the release is on its way: how COMMAND ended (see
-    /// [`Early::ended`]); then, giving way to the next holder, the keeper
-    /// is told "done" and the cgroup removed. The run's exit: the
-    /// leader's, or 70 when the keeper was killed (its leader with it).
+    /// [`Early::ended`]), then the rest of the run ([`Ended::leave`]). The
+    /// run's exit: the leader's, or 70 when the keeper was killed (its
+    /// leader with it).
     pub fn settle(self) -> Exit {
         let mut ended = self.ended();
-        let keeper = ended.keeper.take();
-        child::give_way(keeper.as_ref().map(child::Dismissal::pid));
-        drop((keeper, ended.cgroup.take()));
+        ended.leave()();
         match ended.keeper_killed {
             true => Exit::LockLost,
             false => ended.exit,

@@ -372,17 +372,25 @@ pub fn reap_dismissed() {
     if waitpid(pid, Some(WaitPidFlag::WNOHANG)) != Ok(WaitStatus::StillAlive) {
         return;
     }
-    // SAFETY: pidfd_open(2) on our own child, unreaped: the pid is its.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
-    let fd = match RawFd::try_from(fd) {
-        Ok(fd) if fd >= 0 => fd,
-        _ => return,
+    // Our own child, unreaped: the pid is its.
+    let Some(fd) = pidfd(pid) else {
+        return;
     };
-    // SAFETY: a new descriptor of our own.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     if crate::signals::wait_readable(fd.as_fd(), DISMISSED_END) {
         let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
     }
+}
+
+/// A pidfd of `pid` (pidfd_open(2)), readable once it has ended; `None`
+/// where the kernel has none (before Linux 5.3) or the pid is gone. The
+/// caller makes sure the pid is still the process it means: unreaped,
+/// and reaped only by itself or by a process that waits for its word.
+pub(super) fn pidfd(pid: Pid) -> Option<OwnedFd> {
+    // SAFETY: a system call that takes a number and makes a descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    let fd = RawFd::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: a new descriptor of our own.
+    Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 impl Drop for Dismissal {
@@ -612,17 +620,7 @@ unsafe fn heard(start: &Start, pipe: RawFd) {
     use super::spawn::{SAID, SAID_FAILED, SAID_JOIN_FAILED, SAID_WENT};
     use std::sync::atomic::Ordering;
     let mut word = [0u8; SAID];
-    loop {
-        let mut have = 0;
-        while have < SAID {
-            let n = libc::read(pipe, word.as_mut_ptr().add(have).cast(), SAID - have);
-            match usize::try_from(n) {
-                Ok(0) => return,
-                Ok(n) => have += n,
-                Err(_) if errno() == libc::EINTR => {}
-                Err(_) => return,
-            }
-        }
+    while super::spawn::read_whole(pipe, word.as_mut_ptr(), SAID) {
         let mut tag = [0u8; 4];
         tag.copy_from_slice(&word[..4]);
         let mut value = [0u8; 8];

@@ -400,15 +400,9 @@ impl Job {
         if self.cgroup.is_none() || self.terminal_owner.is_some() {
             return;
         }
-        // SAFETY: pidfd_open(2) on the leader, which the keeper reaps only
-        // once told "done": until then the pid is the leader's.
-        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, self.pgid.as_raw(), 0) };
-        if let Ok(fd) = std::os::fd::RawFd::try_from(fd) {
-            if fd >= 0 {
-                // SAFETY: a new descriptor of our own.
-                self.end = Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
-            }
-        }
+        // The keeper reaps the leader only once told "done": until then
+        // the pid is the leader's.
+        self.end = keeper::pidfd(self.pgid);
     }
 
     /// Readable once the leader has ended, while the keeper has not said

@@ -455,17 +455,7 @@ impl Exec<'_> {
     /// Only in the `clone`d child (see [`Exec::run`]), with `go` its
     /// reading end and `message` [`GO`] bytes of the keeper's memory.
     unsafe fn park(&self) -> bool {
-        let mut have = 0;
-        while have < GO {
-            let n = libc::read(self.go, self.message.add(have).cast(), GO - have);
-            match usize::try_from(n) {
-                Ok(0) => return false,
-                Ok(n) => have += n,
-                Err(_) if errno() == libc::EINTR => {}
-                Err(_) => return false,
-            }
-        }
-        true
+        read_whole(self.go, self.message, GO)
     }
 
     /// `execvp`'s search, the same in both builds (musl's `execvp` does
@@ -564,6 +554,26 @@ unsafe fn set_handler(sig: c_int, handler: libc::sighandler_t) {
     let mut action: libc::sigaction = std::mem::zeroed();
     action.sa_sigaction = handler;
     libc::sigaction(sig, &action, ptr::null_mut());
+}
+
+/// Read exactly `len` bytes from `fd` into `buf`, a system call at a
+/// time (EINTR retried): false at EOF or an error before then. For the
+/// keeper and COMMAND's child, which make only system calls.
+///
+/// # Safety
+/// `buf` is writable for `len` bytes.
+pub(super) unsafe fn read_whole(fd: c_int, buf: *mut u8, len: usize) -> bool {
+    let mut have = 0;
+    while have < len {
+        let n = libc::read(fd, buf.add(have).cast(), len - have);
+        match usize::try_from(n) {
+            Ok(0) => return false,
+            Ok(n) => have += n,
+            Err(_) if errno() == libc::EINTR => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 fn errno() -> c_int {
